@@ -1,0 +1,26 @@
+"""Inherited defaults, kept in one place (ADR-0022 D1, D4).
+
+The operations code records no measurement or rationale for these values;
+they are centralized so callers can replace the parameter objects.
+"""
+
+from __future__ import annotations
+
+from .alcall import AlcallParams
+
+__all__ = ["DEFAULT_PARSE_CALL_PARAMS", "DEFAULT_ACTION_CALL_PARAMS", "FUZZY_KEY_THRESHOLD"]
+
+#: ADR-0022 D1 make_parse_param(): serialize parse attempts, three retries.
+DEFAULT_PARSE_CALL_PARAMS = AlcallParams(
+    retry_initial_delay=1,
+    retry_backoff=1.85,
+    retry_attempts=3,
+    max_concurrent=1,
+    throttle_period=1,
+)
+
+#: ADR-0022 D4: the default action AlcallParams sets output_dropna=True only.
+DEFAULT_ACTION_CALL_PARAMS = AlcallParams(output_dropna=True)
+
+#: Jaro-Winkler similarity at or above which a key is fuzzily matched.
+FUZZY_KEY_THRESHOLD = 0.85

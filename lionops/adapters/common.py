@@ -1,0 +1,75 @@
+"""What every Middle shares: rendering the user turn, recording messages,
+finishing a turn (raw text under ``skip_validation``, else the inner parse).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..messages import Message, to_jsonable
+from ..operative import request_type_of
+from ..parse import parse_response
+
+__all__ = ["request_schema", "render_instruction", "begin_turn", "finish_turn"]
+
+
+def request_schema(response_format: Any) -> dict[str, Any] | None:
+    """JSON schema the model is shown: the *request* model (no ``action_responses``)."""
+    target = request_type_of(response_format)
+    if isinstance(target, type) and issubclass(target, BaseModel):
+        return target.model_json_schema()
+    if isinstance(target, BaseModel):
+        return type(target).model_json_schema()
+    if isinstance(target, dict):
+        return target
+    return None
+
+
+def render_instruction(instruction: Any, chat_param: Any, *, schema_in_prompt: bool) -> str:
+    """The user turn as text: instruction, guidance, context; with
+    ``schema_in_prompt`` also the tool schemas and the response JSON schema."""
+    parts: list[str] = []
+    if instruction is not None:
+        parts.append(instruction if isinstance(instruction, str) else json.dumps(to_jsonable(instruction)))
+    if chat_param is not None and chat_param.guidance is not None:
+        parts.append(f"Guidance: {chat_param.guidance if isinstance(chat_param.guidance, str) else json.dumps(to_jsonable(chat_param.guidance))}")
+    if chat_param is not None and chat_param.context is not None:
+        parts.append(f"Context: {json.dumps(to_jsonable(chat_param.context))}")
+    if schema_in_prompt and chat_param is not None:
+        if chat_param.tool_schemas:
+            parts.append(
+                "Tools you may request in action_requests (you never run them; "
+                "the runtime does):\n" + json.dumps(chat_param.tool_schemas)
+            )
+        schema = request_schema(chat_param.response_format)
+        if schema is not None:
+            parts.append(
+                "Answer with one JSON object only, matching this JSON schema:\n"
+                + json.dumps(schema)
+            )
+    return "\n\n".join(parts)
+
+
+def begin_turn(branch: Any, instruction: Any, chat_param: Any, clear_messages: bool,
+               *, schema_in_prompt: bool) -> Message:
+    """Clear messages when asked, then record the user instruction."""
+    if clear_messages:
+        branch.clear_messages()
+    content = render_instruction(instruction, chat_param, schema_in_prompt=schema_in_prompt)
+    return branch.messages.add(
+        "user", content,
+        sender=getattr(chat_param, "sender", None), recipient=getattr(chat_param, "recipient", None),
+    )
+
+
+async def finish_turn(branch: Any, text: str | None, parse_param: Any, skip_validation: bool,
+                      *, metadata: dict[str, Any] | None = None) -> Any:
+    """Record the assistant text; return it raw under ``skip_validation``,
+    else the inner parse of it (never raises on a bad value)."""
+    branch.messages.add("assistant", text, sender=None, recipient=branch.id, metadata=dict(metadata or {}))
+    if skip_validation:
+        return text
+    return await parse_response(text, parse_param, branch=branch)

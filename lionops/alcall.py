@@ -1,0 +1,156 @@
+"""``AlcallParams``: apply an async function to a list, on anyio.
+
+ADR-0022 D1/D4 and DESIGN: results keep input order; ``max_concurrent``
+bounds how many calls run at once; ``throttle_period`` spaces the *starts* of
+calls (seconds); ``retry_attempts`` counts retries after the first attempt,
+each waiting ``retry_initial_delay * retry_backoff ** n`` seconds;
+``retry_timeout`` bounds each attempt (seconds); ``output_dropna`` drops
+``None`` results. Cancellation is never retried. Every wait goes through
+:mod:`lionops.clock`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
+from tenacity.wait import wait_base
+
+from . import clock
+
+__all__ = ["AlcallParams", "alcall"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class _BackoffWait(wait_base):
+    """tenacity wait: ``initial * backoff ** (attempt - 1)`` seconds."""
+
+    def __init__(self, initial: float, backoff: float) -> None:
+        self.initial = initial
+        self.backoff = backoff
+
+    def __call__(self, retry_state: Any) -> float:
+        return float(self.initial) * float(self.backoff) ** (retry_state.attempt_number - 1)
+
+
+@dataclass(slots=True, frozen=True)
+class AlcallParams:
+    """Parameters for applying an async callable to many inputs (ADR-0022 D1, D4).
+
+    Attributes (units: seconds for times):
+        retry_initial_delay: wait before the first retry.
+        retry_backoff: factor applied to the wait after each retry.
+        retry_attempts: retries after the first attempt (3 → up to 4 calls).
+        max_concurrent: calls in flight at once; ``None`` means unbounded.
+        throttle_period: minimum spacing between the starts of two calls.
+        retry_timeout: limit of one attempt; exceeding it raises ``TimeoutError``.
+        output_dropna: drop ``None`` results from the output list.
+
+    Calling the object runs ``func`` over ``inputs`` (see :func:`alcall`).
+    """
+
+    retry_initial_delay: float = 0
+    retry_backoff: float = 1
+    retry_attempts: int = 0
+    max_concurrent: int | None = None
+    throttle_period: float | None = None
+    retry_timeout: float | None = None
+    output_dropna: bool = False
+
+    def __post_init__(self) -> None:
+        if self.retry_attempts < 0:
+            raise ValueError("retry_attempts must be >= 0")
+        if self.max_concurrent is not None and self.max_concurrent < 1:
+            raise ValueError("max_concurrent must be >= 1 or None")
+        for name in ("retry_initial_delay", "retry_backoff"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+
+    async def __call__(
+        self, inputs: Sequence[T], func: Callable[[T], Awaitable[R]]
+    ) -> list[R]:
+        return await alcall(inputs, func, self)
+
+
+async def _attempt(func: Callable[[T], Awaitable[R]], item: T, params: AlcallParams) -> R:
+    if params.retry_timeout is None:
+        return await func(item)
+    with anyio.fail_after(params.retry_timeout):
+        return await func(item)
+
+
+async def _call_with_retries(
+    func: Callable[[T], Awaitable[R]], item: T, params: AlcallParams
+) -> R:
+    if params.retry_attempts == 0:
+        return await _attempt(func, item, params)
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(params.retry_attempts + 1),
+        wait=_BackoffWait(params.retry_initial_delay, params.retry_backoff),
+        # Only Exception subclasses are retried: anyio/trio/asyncio
+        # cancellation derives from BaseException and always propagates.
+        retry=retry_if_exception_type(Exception),
+        sleep=clock.sleep,
+        reraise=True,
+    )
+    async for attempt in retrying:
+        with attempt:
+            return await _attempt(func, item, params)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def alcall(
+    inputs: Sequence[T],
+    func: Callable[[T], Awaitable[R]],
+    params: AlcallParams | None = None,
+) -> list[R]:
+    """Run ``func`` over ``inputs`` under ``params``; results keep input order.
+
+    If calls fail, the remaining calls are cancelled and the failure of the
+    lowest input index is re-raised as itself (not an ExceptionGroup).
+    Cancellation of the caller propagates and is never retried.
+    """
+    params = params or AlcallParams()
+    items = list(inputs)
+    n = len(items)
+    results: list[Any] = [None] * n
+    errors: dict[int, BaseException] = {}
+    limiter = anyio.CapacityLimiter(params.max_concurrent or max(n, 1))
+    start_lock = anyio.Lock()
+    last_start: list[float | None] = [None]
+
+    async def throttle() -> None:
+        if not params.throttle_period:
+            return
+        async with start_lock:
+            now = clock.monotonic()
+            if last_start[0] is not None:
+                wait = last_start[0] + params.throttle_period - now
+                if wait > 0:
+                    await clock.sleep(wait)
+                    now = clock.monotonic()
+            last_start[0] = now
+
+    async def run_one(i: int, scope: anyio.CancelScope) -> None:
+        async with limiter:
+            await throttle()
+            try:
+                results[i] = await _call_with_retries(func, items[i], params)
+            except Exception as exc:  # noqa: BLE001 - re-raised below in input order
+                errors[i] = exc
+                scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        for i in range(n):
+            tg.start_soon(run_one, i, tg.cancel_scope)
+
+    if errors:
+        raise errors[min(errors)]
+    if params.output_dropna:
+        return [r for r in results if r is not None]
+    return results

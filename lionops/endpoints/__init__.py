@@ -1,0 +1,1 @@
+"""Model endpoints behind ``iModel``: HTTP (Chat Completions) and CLI agents."""

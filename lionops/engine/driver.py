@@ -1,0 +1,88 @@
+"""The anyio driver: await each phase handler, then ask the engine which
+guarded trigger fires, until a terminal state; record the trace.
+
+Runs on any anyio backend (asyncio, trio). An exception leaving a phase —
+cancellation included — is stored on the context, the ``failed`` transition
+fires, the trace is completed synchronously, and the very same exception is
+re-raised: cancellation is never swallowed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..errors import InternalInvariantError
+from ..trace import Trace, TransitionRecord
+from .context import OperationContext
+from .engines import Engine, get_engine
+
+__all__ = ["drive", "new_trace"]
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def new_trace(engine: Engine, meta: dict[str, Any] | None = None) -> Trace:
+    return Trace(
+        machine=engine.definition.name, engine=engine.name, started_at=time.time(),
+        initial=engine.definition.initial, meta=meta if meta is not None else {},
+    )
+
+
+async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trace | None = None) -> Any:
+    """Run the machine on ``ctx``; return the outcome value or raise it.
+
+    ``trace`` (created when ``None``) is filled in place, so a caller holding
+    it sees the whole trace also when this raises.
+    """
+    engine = engine or get_engine()
+    if trace is None:
+        trace = new_trace(engine, ctx.meta)
+    handlers = engine.handlers
+    terminals = engine.terminals
+    t0 = time.perf_counter_ns()
+    run = engine.begin(ctx)
+    last = None
+    try:
+        state = run.state
+        while state not in terminals:
+            handler = handlers[state]
+            p0 = time.perf_counter_ns()
+            if handler is not None and ctx.error is None:
+                try:
+                    await handler(ctx)
+                except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised by the outcome
+                    ctx.error = exc
+            p1 = time.perf_counter_ns()
+            try:
+                fired, evaluated = run.fire()
+            except Exception as exc:  # a guard raised: the phase failed
+                ctx.error = exc
+                fired, more = run.fire()
+                evaluated = {**more}
+            if fired is None:
+                ctx.error = InternalInvariantError(state, evaluated)
+                fired, more = run.fire()
+                evaluated = {**evaluated, **more}
+            assert fired is not None
+            error = _describe(ctx.error) if fired.trigger == engine.failure_trigger and ctx.error else None
+            trace.transitions.append(
+                TransitionRecord(
+                    trigger=fired.trigger, source=state, dest=fired.dest, guards=evaluated,
+                    at_ns=time.perf_counter_ns() - t0, phase_ns=p1 - p0, error=error,
+                )
+            )
+            state = fired.dest
+            last = fired
+    finally:
+        run.close()
+    assert last is not None and last.outcome is not None
+    try:
+        return engine.outcomes[last.outcome](ctx)
+    except BaseException as exc:
+        rec = trace.transitions[-1]
+        if rec.error is None:
+            rec.error = _describe(exc)
+        raise

@@ -1,0 +1,267 @@
+"""Engines: who decides which guarded trigger fires.
+
+- :class:`TransitionsEngine` is the reference: it fires triggers through
+  ``transitions``' own ``Machine`` (conditions, state changes), built once
+  per process.
+- :class:`CompiledEngine` is the hot path: a dispatch table compiled *from
+  that transitions machine* (its events, ordered transitions and
+  conditions). tests/test_engines.py proves trace-for-trace equality with
+  the reference over every combination of guard values.
+
+Both share one interface (``begin(ctx)`` → a run with ``state`` and
+``fire()``), so the driver is engine-agnostic and users may select either.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from transitions import Machine
+
+from .context import OperationContext
+from .definition import MachineDefinition, TransitionDef, default_definition
+from .guards import GUARDS
+from .outcomes import OUTCOMES
+from .phases import PHASES
+
+__all__ = ["Engine", "EngineRun", "TransitionsEngine", "CompiledEngine", "get_engine", "ENGINES"]
+
+Guard = Callable[[Any], bool]
+Fired = tuple[TransitionDef | None, dict[str, bool]]
+
+
+class EngineRun(Protocol):
+    state: str
+
+    def fire(self) -> Fired:
+        """Evaluate the current state's guards in table order; fire the first that holds.
+
+        Returns the fired transition (``None`` if no guard held) and the
+        guards evaluated. A guard exception propagates with the state unchanged.
+        """
+
+    def close(self) -> None: ...
+
+
+class Engine(Protocol):
+    name: str
+    definition: MachineDefinition
+    handlers: Mapping[str, Callable[..., Any] | None]
+    outcomes: Mapping[str, Callable[[OperationContext], Any]]
+    terminals: frozenset[str]
+    failure_trigger: str
+
+    def begin(self, ctx: Any) -> EngineRun: ...
+
+
+class _GuardCondition:
+    """A transitions condition that evaluates one named guard on the carrier's context."""
+
+    __slots__ = ("guard_name",)
+
+    def __init__(self, guard_name: str) -> None:
+        self.guard_name = guard_name
+
+    def __call__(self, event_data: Any) -> bool:
+        return event_data.model.evaluate(self.guard_name)  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"guard:{self.guard_name}"
+
+
+class _Carrier:
+    """The object ``transitions`` decorates; holds the context, never is it.
+
+    Trigger methods (``skip_validation`` ...) land here, so they cannot
+    shadow context fields of the same name.
+    """
+
+    def __init__(self, ctx: Any, guards: Mapping[str, Guard]) -> None:
+        self.ctx = ctx
+        self.guards = guards
+        self.evaluated: dict[str, bool] = {}
+
+    def evaluate(self, guard_name: str) -> bool:
+        value = bool(self.guards[guard_name](self.ctx))
+        self.evaluated[guard_name] = value
+        return value
+
+
+def _check_names(definition: MachineDefinition, guards: Mapping[str, Guard],
+                 handlers: Mapping[str, Any], outcomes: Mapping[str, Any]) -> None:
+    missing = [
+        *(f"guard {g!r}" for g in sorted(definition.guard_names - set(guards))),
+        *(f"phase handler {h!r}" for h in sorted(definition.handler_names - set(handlers))),
+        *(f"outcome {o!r}" for o in sorted(definition.outcome_names - set(outcomes))),
+    ]
+    if missing:
+        raise ValueError(f"machine {definition.name!r} names what code lacks: {', '.join(missing)}")
+
+
+def _failure_trigger(definition: MachineDefinition) -> str:
+    for t in definition.transitions:
+        if t.source == "*" and t.guard == "phase_raised":
+            return t.trigger
+    raise ValueError("the definition declares no wildcard failure transition guarded by phase_raised")
+
+
+class _EngineBase:
+    name = "base"
+
+    def __init__(
+        self,
+        definition: MachineDefinition | None = None,
+        *,
+        guards: Mapping[str, Guard] | None = None,
+        phases: Mapping[str, Any] | None = None,
+        outcomes: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.definition = definition or default_definition()
+        self.guards: Mapping[str, Guard] = dict(guards or GUARDS)
+        phase_table = dict(PHASES if phases is None else phases)
+        self.outcomes = dict(OUTCOMES if outcomes is None else outcomes)
+        _check_names(self.definition, self.guards, phase_table, self.outcomes)
+        self.handlers = {
+            s.name: (phase_table[s.handler] if s.handler else None) for s in self.definition.states
+        }
+        self.terminals = frozenset(self.definition.terminals)
+        self.failure_trigger = _failure_trigger(self.definition)
+        self.machine = self._build_machine()
+
+    def _build_machine(self) -> Machine:
+        d = self.definition
+        m = Machine(
+            model=None, states=d.state_names, initial=d.initial,
+            auto_transitions=False, send_event=True, ignore_invalid_triggers=False,
+        )
+        for t in d.transitions:
+            m.add_transition(t.trigger, d.sources(t), t.dest, conditions=[_GuardCondition(t.guard)])
+        return m
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(machine={self.definition.name!r})"
+
+
+class _TransitionsRun:
+    __slots__ = ("engine", "carrier")
+
+    def __init__(self, engine: TransitionsEngine, ctx: Any) -> None:
+        self.engine = engine
+        self.carrier = _Carrier(ctx, engine.guards)
+        with engine._lock:
+            engine.machine.add_model(self.carrier, initial=engine.definition.initial)
+
+    @property
+    def state(self) -> str:
+        return self.carrier.state  # type: ignore[attr-defined,no-any-return]
+
+    def fire(self) -> Fired:
+        self.carrier.evaluated = {}
+        source = self.state
+        for trigger in self.engine.order[source]:
+            if self.carrier.trigger(trigger):  # type: ignore[attr-defined]
+                return self.engine.by_key[(source, trigger)], self.carrier.evaluated
+        return None, self.carrier.evaluated
+
+    def close(self) -> None:
+        with self.engine._lock:
+            self.engine.machine.remove_model(self.carrier)
+
+
+class TransitionsEngine(_EngineBase):
+    """Reference engine: every trigger goes through ``transitions.Machine``."""
+
+    name = "transitions"
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        d = self.definition
+        self._lock = threading.Lock()
+        self.order = {s: [t.trigger for t in d.candidates(s)] for s in d.nonterminal}
+        self.by_key = {(s, t.trigger): t for s in d.nonterminal for t in d.candidates(s)}
+
+    def begin(self, ctx: Any) -> _TransitionsRun:
+        return _TransitionsRun(self, ctx)
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    transition: TransitionDef
+    guard_name: str
+    guard: Guard
+
+
+class _CompiledRun:
+    __slots__ = ("table", "ctx", "state")
+
+    def __init__(self, table: Mapping[str, tuple[_Row, ...]], ctx: Any, initial: str) -> None:
+        self.table = table
+        self.ctx = ctx
+        self.state = initial
+
+    def fire(self) -> Fired:
+        evaluated: dict[str, bool] = {}
+        ctx = self.ctx
+        for row in self.table[self.state]:
+            value = bool(row.guard(ctx))
+            evaluated[row.guard_name] = value
+            if value:
+                self.state = row.transition.dest
+                return row.transition, evaluated
+        return None, evaluated
+
+    def close(self) -> None:
+        return None
+
+
+class CompiledEngine(_EngineBase):
+    """Hot-path engine: a dispatch table compiled from the transitions machine."""
+
+    name = "compiled"
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.table = self.compile(self.machine)
+
+    def compile(self, machine: Machine) -> dict[str, tuple[_Row, ...]]:
+        """Read states, events, ordered transitions and conditions off ``machine``."""
+        d = self.definition
+        by_key = {(s, t.trigger): t for s in d.nonterminal for t in d.candidates(s)}
+        table: dict[str, tuple[_Row, ...]] = {}
+        for state in machine.states:
+            if state in self.terminals:
+                continue
+            rows: list[_Row] = []
+            for trigger, event in machine.events.items():
+                for tr in event.transitions.get(state, []):
+                    (cond,) = tr.conditions
+                    gname = cond.func.guard_name
+                    tdef = by_key[(state, trigger)]
+                    if tdef.dest != tr.dest:  # pragma: no cover - guards against drift
+                        raise ValueError(f"compiled dest differs for {state}/{trigger}")
+                    rows.append(_Row(tdef, gname, self.guards[gname]))
+            table[state] = tuple(rows)
+        return table
+
+    def begin(self, ctx: Any) -> _CompiledRun:
+        return _CompiledRun(self.table, ctx, self.definition.initial)
+
+
+ENGINES: dict[str, type[_EngineBase]] = {"compiled": CompiledEngine, "transitions": TransitionsEngine}
+
+
+@functools.cache
+def get_engine(name: str = "compiled") -> Engine:
+    """The process-wide engine of that name over the shipped definition.
+
+    Raises ``ValueError`` for an unknown name (known: ``compiled``, ``transitions``).
+    """
+    try:
+        cls = ENGINES[name]
+    except KeyError:
+        raise ValueError(f"unknown engine {name!r}; known: {sorted(ENGINES)}") from None
+    return cls()  # type: ignore[return-value]

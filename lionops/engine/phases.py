@@ -1,0 +1,162 @@
+"""Phase handlers: the only places where the machine has effects.
+
+Each is named by a state's ``handler`` in ``states/operate.toml``. A handler
+mutates the operation context; the guards then decide which trigger fires.
+``validate`` and ``gate`` have no handler: they are decisions only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..fields import to_fields_dict
+from ..operative import Step
+from ..params import ParseParam, RunParam
+from .context import OperationContext
+from .guards import read_requests
+
+__all__ = ["PHASES", "select_middle", "model_class_of"]
+
+logger = logging.getLogger("lionops.operate")
+
+Phase = Callable[[OperationContext], Awaitable[None]]
+
+
+def model_class_of(response_format: Any) -> type[BaseModel] | None:
+    """The caller model class of a response format (D2): a BaseModel subclass,
+    or the type of a BaseModel instance; a dict schema gives ``None``."""
+    if isinstance(response_format, type) and issubclass(response_format, BaseModel):
+        return response_format
+    if isinstance(response_format, BaseModel):
+        return type(response_format)
+    return None
+
+
+def select_middle(ctx: OperationContext) -> Any:
+    """D3: the caller's middle wins; RunParam or a CLI-backed chat model selects
+    ``run_and_collect``; otherwise ``communicate``."""
+    if ctx.middle is not None:
+        return ctx.middle
+    if isinstance(ctx.chat_param, RunParam) or getattr(ctx.branch.chat_model, "is_cli", False):
+        from ..adapters.cli import run_and_collect
+
+        return run_and_collect
+    from ..adapters.api import communicate
+
+    return communicate
+
+
+async def prepare(ctx: OperationContext) -> None:
+    """D1: normalize the public keywords (when given) into typed parameters."""
+    if ctx.call_kwargs is None:
+        return
+    from ..operate import prepare_operate_kw
+
+    p = prepare_operate_kw(ctx.branch, **ctx.call_kwargs)
+    ctx.instruction = p["instruction"]
+    ctx.chat_param = p["chat_param"]
+    ctx.parse_param = p["parse_param"]
+    ctx.action_param = p["action_param"]
+    ctx.handle_validation = p["handle_validation"]
+    ctx.invoke_actions = p["invoke_actions"]
+    ctx.skip_validation = p["skip_validation"]
+    ctx.clear_messages = p["clear_messages"]
+    ctx.operative = p["operative"]
+    ctx.middle = p["middle"]
+    ctx.field_models = p["field_models"]
+    ctx.reason = bool(p["reason"])
+
+
+async def schema(ctx: OperationContext) -> None:
+    """D2: tool schemas, model class, Operative, effective response format."""
+    cp = ctx.chat_param
+    assert cp is not None
+    branch = ctx.branch
+    pp = (
+        ctx.parse_param.with_updates(handle_validation="return_value")
+        if ctx.parse_param is not None
+        else ParseParam(
+            response_format=cp.response_format,
+            imodel=branch.parse_model,
+            handle_validation="return_value",
+        )
+    )
+    if ctx.action_param is not None:
+        selector = ctx.action_param.tools or True
+        cp = cp.with_updates(tool_schemas=branch.acts.get_tool_schema(tools=selector)["tools"])
+        ctx.tool_schemas_published = True
+
+    model_class = model_class_of(cp.response_format)
+    fields_dict = to_fields_dict(ctx.field_models)
+    operative = ctx.operative
+    if operative is None and (model_class or ctx.action_param or fields_dict or ctx.reason):
+        operative = Step.respond_operative(
+            Step.request_operative(
+                base_type=model_class,
+                reason=ctx.reason,
+                actions=ctx.action_param is not None,
+                fields=fields_dict,
+            )
+        )
+        response_fmt = operative.response_type or model_class
+        cp = cp.with_updates(response_format=response_fmt)
+        pp = pp.with_updates(response_format=response_fmt)
+    ctx.model_class = model_class
+    ctx.operative = operative
+    ctx.chat_param = cp
+    ctx.parse_param = pp
+    ctx.schema_done = True
+
+
+async def adapter(ctx: OperationContext) -> None:
+    """D3: await the selected Middle exactly once."""
+    middle = select_middle(ctx)
+    ctx.middle_name = getattr(middle, "__qualname__", None) or type(middle).__name__
+    ctx.meta["middle"] = ctx.middle_name
+    ctx.adapter_calls += 1
+    ctx.result = await middle(
+        ctx.branch,
+        ctx.instruction,
+        ctx.chat_param,
+        ctx.parse_param,
+        ctx.clear_messages,
+        skip_validation=ctx.skip_validation,
+    )
+
+
+async def act(ctx: OperationContext) -> None:
+    """D4: every request through act()."""
+    from ..act import act as act_fn
+
+    assert ctx.action_param is not None
+    ctx.requests = read_requests(ctx.result)
+    ctx.responses = await act_fn(ctx.branch, ctx.requests, ctx.action_param)
+    ctx.acted = True
+
+
+async def enrich(ctx: OperationContext) -> None:
+    """D4: drop None responses, offer writeback, attach action_responses."""
+    kept = [r for r in (ctx.responses or []) if r is not None]
+    ctx.kept_responses = kept
+    if not kept:
+        return
+    await ctx.branch.offer_writeback(kept)
+    result = ctx.result
+    if isinstance(result, BaseModel) and ctx.operative is not None:
+        ctx.operative.response_model = result
+        ctx.result = ctx.operative.update_response_model({"action_responses": kept})
+    elif isinstance(result, dict):
+        result["action_responses"] = kept
+    elif isinstance(result, BaseModel):
+        # A model without a generated Operative (coordinator called with a
+        # caller model but no actions cannot reach here); keep the object.
+        setattr(result, "action_responses", kept)
+    ctx.enriched = True
+
+
+#: handler name (as in states/operate.toml) -> coroutine function.
+PHASES: dict[str, Phase] = {f.__name__: f for f in (prepare, schema, adapter, act, enrich)}

@@ -1,0 +1,107 @@
+"""Exceptions raised by lionops.
+
+Every exception lionops raises on purpose derives from :class:`LionopsError`
+or from the built-in type the ADR names (``ValueError``, ``TypeError``), so
+callers can catch either the ADR contract or the library family.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "LionopsError",
+    "ConfigurationError",
+    "RemovedKeywordError",
+    "MismatchError",
+    "RefusalError",
+    "TruncatedOutputError",
+    "InternalInvariantError",
+]
+
+
+class LionopsError(Exception):
+    """Base class of lionops' own exceptions."""
+
+
+class ConfigurationError(ValueError, LionopsError):
+    """A call or object is configured in a way the pipeline cannot run (a ValueError).
+
+    Raised, for example, when ``act()`` dispatches with a strategy other than
+    ``"sequential"`` or ``"concurrent"`` (ADR-0022 D4), or when no endpoint is
+    configured for the selected adapter (D3).
+    """
+
+
+class RemovedKeywordError(TypeError, LionopsError):
+    """A removed keyword (``request_model``, ``operative_model``, ``imodel``) was passed.
+
+    ADR-0022 D1: removed names are rejected with guidance to their replacement.
+    The message names the keyword and the replacement.
+    """
+
+    def __init__(self, keyword: str, replacement: str) -> None:
+        self.keyword = keyword
+        self.replacement = replacement
+        super().__init__(
+            f"'{keyword}' was removed from operate(); pass {replacement} instead"
+        )
+
+
+class MismatchError(ValueError, LionopsError):
+    """The adapter result is not an instance of the caller's model (ADR-0022 D3).
+
+    Raised under ``handle_validation="raise"``. The message names the expected
+    model and includes at most the first 200 characters of ``repr(result)``.
+
+    Attributes:
+        expected: name of the expected model class.
+        received: ``repr(result)[:200]``.
+        reason: why the model output could not be coerced (``"length"``,
+            ``"refusal"``, ``"error"``) or ``None`` for a plain mismatch.
+        detail: extra text carried by the reason (the refusal text, ...).
+    """
+
+    def __init__(
+        self,
+        expected: str,
+        received: str,
+        *,
+        reason: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        self.expected = expected
+        self.received = received
+        self.reason = reason
+        self.detail = detail
+        msg = (
+            f"Failed to parse LLM response into '{expected}'. "
+            f"Received (truncated): {received}. "
+            "Hint: verify the model supports structured JSON output "
+            "(e.g. response_format / function-calling) for this provider."
+        )
+        if reason is not None:
+            msg += f" Reason: {reason}"
+            if detail:
+                msg += f": {detail}"
+        super().__init__(msg)
+
+
+class RefusalError(MismatchError):
+    """The model refused (C13); ``detail`` carries the refusal text."""
+
+
+class TruncatedOutputError(MismatchError):
+    """The model output was cut off at the token limit (``finish_reason: "length"``, C12)."""
+
+
+class InternalInvariantError(LionopsError):
+    """The machine reached a state in which no declared guard holds (a lionops bug)."""
+
+    def __init__(self, state: str, guards: dict[str, Any]) -> None:
+        self.state = state
+        self.guards = guards
+        super().__init__(
+            f"no guard holds in state {state!r} (evaluated: {guards}); "
+            "this is a lionops bug"
+        )

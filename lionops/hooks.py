@@ -1,0 +1,33 @@
+"""Tool hook points (ADR-0022 D4).
+
+``act()`` emits ``TOOL_PRE`` before invoking a tool, then ``TOOL_POST`` on
+success or ``TOOL_ERROR`` on an exception. Payload summaries of arguments and
+results are cut at 200 characters (observability only; the invocation and
+result are never truncated). A handler that raises is logged and never
+changes the operation's outcome.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["HookPoint", "SUMMARY_LIMIT", "VERBOSE_ARGS_LIMIT", "summarize"]
+
+#: ADR-0022 D4: hook payload summaries are cut at 200 characters.
+SUMMARY_LIMIT = 200
+#: ADR-0022 D4: verbose debug logging cuts its argument preview at 50 characters.
+VERBOSE_ARGS_LIMIT = 50
+
+
+class HookPoint(str, enum.Enum):
+    """Where a tool hook fires."""
+
+    TOOL_PRE = "tool_pre"
+    TOOL_POST = "tool_post"
+    TOOL_ERROR = "tool_error"
+
+
+def summarize(value: object, limit: int = SUMMARY_LIMIT) -> str:
+    """``str(value)`` cut to ``limit`` characters (with ``...`` when cut)."""
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + "..."

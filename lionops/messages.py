@@ -1,0 +1,196 @@
+"""Branch messages and the event log.
+
+``branch.messages`` is an ordered :class:`MessageLog` of :class:`Message`
+(roles ``system``, ``user``, ``assistant``, ``action_request``,
+``action_response``); ``branch.logs`` is an ordered :class:`EventLog` of
+:class:`LogEntry`. Both dump atomically to JSON.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+__all__ = ["Message", "MessageLog", "LogEntry", "EventLog", "Role", "atomic_write_text", "to_jsonable"]
+
+Role = Literal["system", "user", "assistant", "action_request", "action_response"]
+ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "action_request", "action_response"})
+
+_ids = itertools.count(1)
+
+
+def to_jsonable(value: Any) -> Any:
+    """Best-effort conversion of ``value`` into JSON-compatible data (never raises)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, BaseModel):
+        try:
+            return value.model_dump(mode="json")
+        except Exception:  # noqa: BLE001
+            return repr(value)
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, type):
+        return value.__name__
+    return repr(value)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (temp file, fsync, rename).
+
+    A crash mid-write leaves the previous file or the complete new one.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+        dir_fd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return target
+
+
+@dataclass(slots=True)
+class Message:
+    """One branch message.
+
+    ``content`` is the text or structured payload; ``metadata`` carries
+    extras such as token usage and latency on assistant messages.
+    """
+
+    role: Role
+    content: Any
+    sender: str | None = None
+    recipient: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    id: int = field(default_factory=lambda: next(_ids))
+    timestamp: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "role": self.role,
+            "content": to_jsonable(self.content),
+            "sender": self.sender,
+            "recipient": self.recipient,
+            "metadata": to_jsonable(self.metadata),
+            "timestamp": self.timestamp,
+        }
+
+    def __repr__(self) -> str:
+        text = repr(self.content)
+        if len(text) > 80:
+            text = text[:77] + "..."
+        return f"Message(role={self.role!r}, content={text})"
+
+
+class MessageLog:
+    """Ordered messages of a branch; list-like (len, iteration, indexing)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: list[Message] = []
+
+    def add(self, role: Role, content: Any, **kw: Any) -> Message:
+        """Append a message and return it. ``role`` must be one of the five roles."""
+        if role not in ROLES:
+            raise ValueError(f"unknown message role {role!r}; expected one of {sorted(ROLES)}")
+        msg = Message(role=role, content=content, **kw)
+        self._items.append(msg)
+        return msg
+
+    def clear(self, keep_system: bool = True) -> None:
+        """Remove messages; the system message stays unless ``keep_system`` is false."""
+        self._items = [m for m in self._items if keep_system and m.role == "system"]
+
+    def by_role(self, role: Role) -> list[Message]:
+        return [m for m in self._items if m.role == role]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(list(self._items))
+
+    def __getitem__(self, index: int) -> Message:
+        return self._items[index]
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [m.to_dict() for m in self._items]
+
+    def __repr__(self) -> str:
+        return f"MessageLog({len(self._items)} messages)"
+
+
+@dataclass(slots=True)
+class LogEntry:
+    """One event-log entry: ``kind`` (e.g. ``"action"``, ``"action_error"``,
+    ``"denied"``, ``"hook_error"``) and a JSON-compatible ``content``."""
+
+    kind: str
+    content: dict[str, Any]
+    timestamp: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "content": to_jsonable(self.content), "timestamp": self.timestamp}
+
+
+class EventLog:
+    """Ordered event log of a branch (ADR-0022 D4 "durable event logging")."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: list[LogEntry] = []
+
+    def log(self, kind: str, content: dict[str, Any]) -> LogEntry:
+        entry = LogEntry(kind=kind, content=content)
+        self._items.append(entry)
+        return entry
+
+    def of_kind(self, kind: str) -> list[LogEntry]:
+        return [e for e in self._items if e.kind == kind]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[LogEntry]:
+        return iter(list(self._items))
+
+    def __getitem__(self, index: int) -> LogEntry:
+        return self._items[index]
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [e.to_dict() for e in self._items]
+
+    def dump(self, path: str | os.PathLike[str]) -> Path:
+        """Write the log as JSON to ``path`` atomically."""
+        return atomic_write_text(path, json.dumps(self.to_list(), indent=2))
+
+    def __repr__(self) -> str:
+        return f"EventLog({len(self._items)} entries)"

@@ -1,0 +1,274 @@
+"""``prepare_operate_kw`` (ADR-0022 D1) and the ``operate`` coordinator (D2–D4).
+
+The coordinator is run as the machine in ``states/operate.toml``; see
+:mod:`lionops.engine`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel
+
+from ._defaults import DEFAULT_ACTION_CALL_PARAMS, DEFAULT_PARSE_CALL_PARAMS
+from .alcall import AlcallParams
+from .engine.context import OperationContext
+from .engine.driver import drive, new_trace
+from .engine.engines import Engine, get_engine
+from .errors import ConfigurationError, RemovedKeywordError
+from .fields import to_fields_dict
+from .models import Instruct
+from .params import ActionParam, ChatParam, FuzzyMatchKeysParams, ParseParam, RunParam
+from .trace import Trace, Traced
+
+if TYPE_CHECKING:
+    from .branch import Branch
+    from .imodel import iModel
+    from .operative import Operative
+
+__all__ = ["prepare_operate_kw", "operate", "operate_traced", "REMOVED_KEYWORDS", "HANDLE_VALIDATION_VALUES"]
+
+#: ADR-0022 D1: removed names and their replacements.
+REMOVED_KEYWORDS: dict[str, str] = {
+    "request_model": "response_format=",
+    "operative_model": "response_format=",
+    "imodel": "chat_model=",
+}
+
+HANDLE_VALIDATION_VALUES = ("raise", "return_value", "return_none")
+
+
+def prepare_operate_kw(
+    branch: Branch,
+    *,
+    instruct: Instruct | dict[str, Any] | None = None,
+    instruction: Any = None,
+    guidance: Any = None,
+    context: Any = None,
+    sender: Any = None,
+    recipient: Any = None,
+    progression: Any = None,
+    chat_model: iModel | None = None,
+    invoke_actions: bool = True,
+    tool_schemas: list[dict[str, Any]] | None = None,
+    images: list[Any] | None = None,
+    image_detail: Literal["low", "high", "auto"] | None = None,
+    parse_model: iModel | None = None,
+    skip_validation: bool = False,
+    handle_validation: str = "return_value",
+    tools: Any = None,
+    operative: Operative | None = None,
+    response_format: type[BaseModel] | None = None,
+    actions: bool = False,
+    reason: bool = False,
+    call_params: AlcallParams | None = None,
+    action_strategy: str | None = "concurrent",
+    verbose_action: bool = False,
+    field_models: list[Any] | None = None,
+    include_token_usage_to_model: bool = False,
+    clear_messages: bool = False,
+    stream_persist: bool = False,
+    persist_dir: str | None = None,
+    snapshot_dir: str | None = None,
+    middle: Any = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """Normalize the public call into typed parameters (ADR-0022 D1).
+
+    Returns the mapping ``{"instruction", "chat_param", "parse_param",
+    "action_param", "handle_validation", "invoke_actions", "skip_validation",
+    "clear_messages", "operative": None, "middle", "field_models", "reason"}``.
+
+    Shipped semantics reproduced exactly, seams included:
+
+    - ``chat_model`` defaults to ``branch.chat_model``; ``parse_model``
+      defaults to the *selected chat model*, not to ``branch.parse_model``.
+    - A caller ``Instruct`` is copied, never mutated (DESIGN ruling).
+    - ``action_strategy or instruct.action_strategy or "concurrent"``: at the
+      ``Branch.operate`` boundary ``action_strategy`` defaults to the truthy
+      ``"concurrent"``, which shadows ``Instruct.action_strategy``.
+    - A caller ``operative`` is discarded (``"operative": None``).
+    - ``ActionParam.suppress_errors`` is always ``True``.
+
+    Raises:
+        RemovedKeywordError (a TypeError): ``request_model``,
+            ``operative_model`` or ``imodel`` was passed.
+        TypeError: a ``field_models`` entry is neither FieldModel nor Spec.
+        ConfigurationError (a ValueError): ``handle_validation`` is not one of
+            ``"raise"``, ``"return_value"``, ``"return_none"`` (a deliberate
+            difference: the shipped code let an unknown policy fall through to
+            the action phase).
+        pydantic.ValidationError: ``instruct`` is a mapping that is not a valid Instruct.
+    """
+    for name, replacement in REMOVED_KEYWORDS.items():
+        if name in kwargs:
+            raise RemovedKeywordError(name, replacement)
+    if handle_validation not in HANDLE_VALIDATION_VALUES:
+        raise ConfigurationError(
+            f"handle_validation must be one of {HANDLE_VALIDATION_VALUES}, got {handle_validation!r}"
+        )
+    # field_models entries are checked here so a bad entry fails in prepare.
+    to_fields_dict(field_models)
+
+    chat_model = chat_model or branch.chat_model
+    parse_model = parse_model or chat_model
+
+    if isinstance(instruct, dict):
+        instruct = Instruct.model_validate(instruct)
+    elif isinstance(instruct, Instruct):
+        instruct = instruct.model_copy()
+    elif instruct is not None:
+        raise TypeError(f"instruct must be an Instruct or a mapping, got {type(instruct).__name__}")
+    instruct = instruct or Instruct(instruction=instruction, guidance=guidance, context=context)
+
+    if reason:
+        instruct.reason = True
+    if actions:
+        instruct.actions = True
+        if action_strategy:
+            instruct.action_strategy = action_strategy  # type: ignore[assignment]
+
+    use_run_param = (
+        bool(getattr(chat_model, "is_cli", False))
+        or stream_persist
+        or persist_dir is not None
+        or snapshot_dir is not None
+    )
+    param_kw: dict[str, Any] = dict(
+        guidance=instruct.guidance,
+        context=instruct.context,
+        sender=sender or branch.user or "user",
+        recipient=recipient or branch.id,
+        response_format=response_format,
+        progression=progression,
+        tool_schemas=tool_schemas,
+        images=images,
+        image_detail=image_detail,
+        plain_content=None,
+        include_token_usage_to_model=include_token_usage_to_model,
+        imodel=chat_model,
+        imodel_kw=dict(kwargs),
+    )
+    chat_param: ChatParam
+    if use_run_param:
+        param_kw["stream_persist"] = stream_persist
+        if persist_dir is not None:
+            param_kw["persist_dir"] = persist_dir
+        if snapshot_dir is not None:
+            param_kw["snapshot_dir"] = snapshot_dir
+        chat_param = RunParam(**param_kw)
+    else:
+        chat_param = ChatParam(**param_kw)
+
+    parse_param = None
+    if response_format is not None and not skip_validation:
+        parse_param = ParseParam(
+            response_format=response_format,
+            fuzzy_match_params=FuzzyMatchKeysParams(),
+            handle_validation=handle_validation,  # type: ignore[arg-type]
+            alcall_params=DEFAULT_PARSE_CALL_PARAMS,
+            imodel=parse_model,
+            imodel_kw={},
+        )
+
+    action_param = None
+    if invoke_actions and (instruct.actions or actions):
+        action_param = ActionParam(
+            action_call_params=call_params or DEFAULT_ACTION_CALL_PARAMS,
+            tools=tools,
+            strategy=action_strategy or instruct.action_strategy or "concurrent",
+            suppress_errors=True,
+            verbose_action=verbose_action,
+        )
+
+    return {
+        "instruction": instruct.instruction,
+        "chat_param": chat_param,
+        "parse_param": parse_param,
+        "action_param": action_param,
+        "handle_validation": handle_validation,
+        "invoke_actions": invoke_actions,
+        "skip_validation": skip_validation,
+        "clear_messages": clear_messages,
+        "operative": None,
+        "middle": middle,
+        "field_models": field_models,
+        "reason": instruct.reason,
+    }
+
+
+async def operate_traced(
+    branch: Branch,
+    instruction: Any,
+    chat_param: ChatParam,
+    action_param: ActionParam | None = None,
+    parse_param: ParseParam | None = None,
+    handle_validation: str = "return_value",
+    invoke_actions: bool = True,
+    skip_validation: bool = False,
+    clear_messages: bool = False,
+    reason: bool = False,
+    field_models: list[Any] | None = None,
+    operative: Operative | None = None,
+    middle: Any = None,
+    *,
+    engine: Engine | str | None = None,
+) -> Traced:
+    """:func:`operate` returning ``Traced(result, trace)``; the trace is also
+    appended to ``branch.traces`` (also when this raises)."""
+    ctx = OperationContext(
+        branch=branch, instruction=instruction, chat_param=chat_param,
+        action_param=action_param, parse_param=parse_param,
+        handle_validation=handle_validation, invoke_actions=invoke_actions,
+        skip_validation=skip_validation, clear_messages=clear_messages,
+        reason=reason, field_models=field_models, operative=operative, middle=middle,
+    )
+    return await branch._run(ctx, engine)
+
+
+async def operate(
+    branch: Branch,
+    instruction: Any,
+    chat_param: ChatParam,
+    action_param: ActionParam | None = None,
+    parse_param: ParseParam | None = None,
+    handle_validation: str = "return_value",
+    invoke_actions: bool = True,
+    skip_validation: bool = False,
+    clear_messages: bool = False,
+    reason: bool = False,
+    field_models: list[Any] | None = None,
+    operative: Operative | None = None,
+    middle: Any = None,
+) -> Any:
+    """The coordinator (ADR-0022 D2–D4) over already-prepared parameters.
+
+    Runs the operate machine from ``prepare`` (which has nothing left to
+    normalize) to a terminal state. Returns a model instance, a mapping, text
+    or ``None``; raises what the machine's exit raises (see
+    ``diagrams/operate.md``).
+    """
+    traced = await operate_traced(
+        branch, instruction, chat_param, action_param, parse_param, handle_validation,
+        invoke_actions, skip_validation, clear_messages, reason, field_models, operative, middle,
+    )
+    return traced.result
+
+
+def _resolve_engine(engine: Engine | str | None, default: Engine | str | None) -> Engine:
+    chosen = engine if engine is not None else default
+    if chosen is None:
+        return get_engine()
+    if isinstance(chosen, str):
+        return get_engine(chosen)
+    return chosen
+
+
+async def run_context(ctx: OperationContext, engine: Engine, traces: list[Trace]) -> Traced:
+    """Drive ``ctx`` on ``engine``; append the trace to ``traces`` in every case."""
+    trace = new_trace(engine, ctx.meta)
+    try:
+        result = await drive(ctx, engine, trace)
+    finally:
+        traces.append(trace)
+    return Traced(result, trace)

@@ -1,0 +1,240 @@
+"""The request/response Operative and its factories (ADR-0022 D2).
+
+An :class:`Operative` holds one set of field specs and materializes two
+related pydantic models: the *request* model (what the model may produce,
+without ``request_exclude``) and the *response* model (a subclass of the
+request model with every field). Both subclass ``base_type`` when one is
+given, so a response instance passes the caller's outer instance check.
+
+Generated *types* are cached per distinct configuration for the life of the
+process; an Operative itself is cheap and per call, so per-call state never
+lives on a shared object.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Literal
+
+from pydantic import BaseModel, create_model
+
+from .fields import Spec, default_field, to_fields_dict
+
+__all__ = ["Operative", "Step", "request_type_of", "request_exclude_of"]
+
+_TYPE_CACHE: dict[tuple[Any, ...], tuple[type[BaseModel], type[BaseModel]]] = {}
+_TYPE_LOCK = threading.Lock()
+
+#: Attribute names set on generated response types.
+_REQUEST_TYPE_ATTR = "__lionops_request_type__"
+_REQUEST_EXCLUDE_ATTR = "__lionops_request_exclude__"
+
+
+def request_type_of(response_format: Any) -> Any:
+    """The request model to render for the provider (DESIGN: what the model is shown).
+
+    For a generated response type this is its request model (without
+    ``action_responses``); anything else is returned unchanged.
+    """
+    if isinstance(response_format, type):
+        return getattr(response_format, _REQUEST_TYPE_ATTR, response_format)
+    return response_format
+
+
+def request_exclude_of(response_format: Any) -> frozenset[str]:
+    """Field names the model must never supply (``{"action_responses"}`` with actions)."""
+    if isinstance(response_format, type):
+        return getattr(response_format, _REQUEST_EXCLUDE_ATTR, frozenset())
+    return frozenset()
+
+
+def _materialize(
+    name: str,
+    base_type: type[BaseModel] | None,
+    fields: tuple[Spec, ...],
+    request_exclude: frozenset[str],
+) -> tuple[type[BaseModel], type[BaseModel]]:
+    key = (name, base_type, tuple(s.key() for s in fields), request_exclude)
+    cached = _TYPE_CACHE.get(key)
+    if cached is not None:
+        return cached
+    with _TYPE_LOCK:
+        cached = _TYPE_CACHE.get(key)
+        if cached is not None:
+            return cached
+        req_defs = {s.name: s.field_definition() for s in fields if s.name not in request_exclude}
+        request_cls = create_model(  # type: ignore[call-overload]
+            f"{name}Request", __base__=base_type or BaseModel, **req_defs
+        )
+        resp_defs = {s.name: s.field_definition() for s in fields if s.name in request_exclude}
+        response_cls = create_model(  # type: ignore[call-overload]
+            f"{name}Response", __base__=request_cls, **resp_defs
+        )
+        setattr(response_cls, _REQUEST_TYPE_ATTR, request_cls)
+        setattr(response_cls, _REQUEST_EXCLUDE_ATTR, request_exclude)
+        setattr(request_cls, _REQUEST_EXCLUDE_ATTR, request_exclude)
+        _TYPE_CACHE[key] = (request_cls, response_cls)
+        return request_cls, response_cls
+
+
+class Operative:
+    """Request/response model pair built from one field map (ADR-0022 D2).
+
+    Attributes:
+        name: ``name``, else the base type's name, else ``"Operative"``.
+        base_type: the caller's model class or ``None``.
+        fields: ``{name: Spec}`` in field order.
+        request_exclude: fields left out of the request model.
+        max_retries: inherited default 3; ``operate()`` never loops over the
+            Middle (D2), so this only informs parsers.
+        response_model: the current response instance (per Operative).
+    """
+
+    __slots__ = (
+        "name", "adapter", "base_type", "fields", "request_exclude",
+        "max_retries", "auto_retry_parse", "response_model", "_types",
+    )
+
+    def __init__(
+        self,
+        name: str | None = None,
+        adapter: Literal["pydantic"] = "pydantic",
+        *,
+        base_type: type[BaseModel] | None = None,
+        fields: dict[str, Spec] | None = None,
+        request_exclude: set[str] | frozenset[str] | None = None,
+        max_retries: int = 3,
+        auto_retry_parse: bool = True,
+    ) -> None:
+        if adapter != "pydantic":
+            raise ValueError(f"Unsupported adapter: {adapter!r} (only 'pydantic' ships)")
+        self.name = name or (base_type.__name__ if base_type else "Operative")
+        self.adapter = adapter
+        self.base_type = base_type
+        self.fields = dict(fields or {})
+        self.request_exclude = frozenset(request_exclude or ())
+        self.max_retries = max_retries
+        self.auto_retry_parse = auto_retry_parse
+        self.response_model: BaseModel | None = None
+        self._types: tuple[type[BaseModel], type[BaseModel]] | None = None
+
+    def _materialized(self) -> tuple[type[BaseModel], type[BaseModel]]:
+        if self._types is None:
+            self._types = _materialize(
+                self.name, self.base_type, tuple(self.fields.values()), self.request_exclude
+            )
+        return self._types
+
+    @property
+    def request_type(self) -> type[BaseModel]:
+        """The model the provider is asked for (no request-excluded fields)."""
+        return self._materialized()[0]
+
+    @property
+    def response_type(self) -> type[BaseModel]:
+        """The superset model the caller gets back (subclass of ``request_type``)."""
+        return self._materialized()[1]
+
+    def update_response_model(self, data: dict[str, Any]) -> BaseModel:
+        """Merge ``data`` into ``response_model`` and return the updated model.
+
+        An instance of ``response_type`` is updated in place (the original
+        result object is kept, ADR-0022 D4); any other model is re-validated
+        into ``response_type`` with its fields plus ``data``.
+
+        Raises:
+            ValueError: no ``response_model`` is set.
+        """
+        current = self.response_model
+        if current is None:
+            raise ValueError("Operative.response_model is not set")
+        rtype = self.response_type
+        if isinstance(current, rtype):
+            for key, value in data.items():
+                setattr(current, key, value)
+            return current
+        merged = {**dict(current), **data}
+        self.response_model = rtype.model_validate(merged)
+        return self.response_model
+
+    def __repr__(self) -> str:
+        return (
+            f"Operative(name={self.name!r}, base_type={getattr(self.base_type, '__name__', None)}, "
+            f"fields={list(self.fields)}, request_exclude={sorted(self.request_exclude)})"
+        )
+
+
+class Step:
+    """Factories for Operatives (ADR-0022 D2)."""
+
+    @staticmethod
+    def request_operative(
+        *,
+        name: str | None = None,
+        operative_name: str | None = None,
+        adapter: Literal["pydantic"] = "pydantic",
+        reason: bool = False,
+        actions: bool = False,
+        fields: dict[str, Spec] | None = None,
+        field_models: list[Any] | None = None,
+        max_retries: int = 3,
+        auto_retry_parse: bool = True,
+        base_type: type[BaseModel] | None = None,
+        **kwargs: Any,
+    ) -> Operative:
+        """Build an Operative: ``reason`` adds ``reason``; ``actions`` adds
+        ``action_required``, ``action_requests``, ``action_responses`` and sets
+        ``request_exclude={"action_responses"}``; named ``fields`` are added by
+        name (overriding generated ones of the same name).
+
+        Raises:
+            TypeError: an entry of ``field_models`` is neither FieldModel nor Spec.
+        """
+        name = name or operative_name
+        if field_models and not fields:
+            fields = to_fields_dict(field_models)
+        specs: dict[str, Spec] = {}
+        if reason:
+            specs["reason"] = default_field("reason")
+        if actions:
+            for key in ("action_required", "action_requests", "action_responses"):
+                specs[key] = default_field(key)
+        for key, spec in (fields or {}).items():
+            if not spec.name:
+                spec = Spec(spec.base_type, name=key, default=spec.default,
+                            description=spec.description, nullable=spec.nullable,
+                            listable=spec.listable)
+            specs[spec.name] = spec  # type: ignore[index]
+        return Operative(
+            name=name,
+            adapter=adapter,
+            base_type=base_type,
+            fields=specs,
+            request_exclude={"action_responses"} if actions else set(),
+            max_retries=max_retries,
+            auto_retry_parse=auto_retry_parse,
+        )
+
+    @staticmethod
+    def respond_operative(
+        operative: Operative, additional_fields: dict[str, Spec] | None = None
+    ) -> Operative:
+        """Materialize the response model; with ``additional_fields``, a new
+        Operative carrying them too."""
+        if additional_fields:
+            specs = dict(operative.fields)
+            for key, spec in additional_fields.items():
+                specs[spec.name or key] = spec if spec.name else Spec(
+                    spec.base_type, name=key, default=spec.default,
+                    description=spec.description, nullable=spec.nullable,
+                    listable=spec.listable,
+                )
+            operative = Operative(
+                name=operative.name, adapter=operative.adapter,
+                base_type=operative.base_type, fields=specs,
+                request_exclude=operative.request_exclude,
+                max_retries=operative.max_retries,
+                auto_retry_parse=operative.auto_retry_parse,
+            )
+        operative.response_type  # noqa: B018 - materialize (cached)
+        return operative

@@ -1,0 +1,141 @@
+"""Typed internal parameters produced by ``prepare_operate_kw`` (ADR-0022 D1).
+
+All are frozen dataclasses; ``with_updates(**changes)`` returns a copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from .alcall import AlcallParams
+
+if TYPE_CHECKING:
+    from .imodel import iModel
+
+__all__ = [
+    "HandleValidation",
+    "ActionStrategy",
+    "MorphParam",
+    "ChatParam",
+    "RunParam",
+    "ParseParam",
+    "ActionParam",
+    "FuzzyMatchKeysParams",
+    "AlcallParams",
+    "DEFAULT_PERSIST_DIR",
+]
+
+HandleValidation: TypeAlias = Literal["raise", "return_value", "return_none"]
+ActionStrategy: TypeAlias = Literal["sequential", "concurrent"]
+
+#: RunParam.persist_dir default; overridden only by an explicit non-None value.
+DEFAULT_PERSIST_DIR = ".lionops/streams"
+
+
+class MorphParam:
+    """Base of the parameter dataclasses: immutable, updated by copy."""
+
+    __slots__ = ()
+
+    def with_updates(self, **changes: Any) -> Any:
+        """Return a copy with ``changes`` applied (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+@dataclass(slots=True, frozen=True)
+class FuzzyMatchKeysParams:
+    """How parsed keys are matched to model fields (Jaro-Winkler similarity).
+
+    ``threshold`` is a similarity in [0, 1]; ``handle_unmatched`` is one of
+    ``"ignore"``, ``"remove"``, ``"raise"``.
+    """
+
+    similarity_algo: Literal["jaro_winkler"] = "jaro_winkler"
+    similarity_threshold: float = 0.85
+    fuzzy_match: bool = True
+    handle_unmatched: Literal["ignore", "remove", "raise"] = "remove"
+
+
+@dataclass(slots=True, frozen=True)
+class ChatParam(MorphParam):
+    """Parameters of one API chat turn (ADR-0022 D1).
+
+    ``response_format`` is a pydantic model class, a model instance, a dict
+    schema or ``None``; after the ``schema`` phase it is the generated
+    *response* type when an Operative was built (D2). ``tool_schemas`` is the
+    list of tool schemas offered to the model. ``imodel_kw`` holds the
+    remaining ``**kwargs`` of ``operate()`` as model invocation options.
+    """
+
+    guidance: Any = None
+    context: Any = None
+    sender: Any = None
+    recipient: Any = None
+    response_format: Any = None
+    progression: Any = None
+    tool_schemas: list[dict[str, Any]] | None = None
+    images: list[Any] | None = None
+    image_detail: Literal["low", "high", "auto"] | None = None
+    plain_content: str | None = None
+    include_token_usage_to_model: bool = False
+    imodel: iModel | None = None
+    imodel_kw: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class RunParam(ChatParam):
+    """Parameters of one CLI run (ADR-0022 D1): a ChatParam plus persistence.
+
+    ``stream_persist``: append every raw stream line to a JSONL file under
+    ``persist_dir``. ``snapshot_dir``: write an atomic JSON snapshot of the
+    branch after the turn (``None``: no snapshot).
+    """
+
+    stream_persist: bool = False
+    persist_dir: str = DEFAULT_PERSIST_DIR
+    snapshot_dir: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class ParseParam(MorphParam):
+    """How a Middle parses model text into ``response_format`` (ADR-0022 D1).
+
+    ``alcall_params`` governs parse-model retries (default
+    ``DEFAULT_PARSE_CALL_PARAMS``); ``imodel`` is the parse model.
+    ``handle_validation`` is always ``"return_value"`` when handed to a Middle
+    by the coordinator, so the outer policy decides (D3).
+    """
+
+    response_format: Any = None
+    fuzzy_match_params: FuzzyMatchKeysParams = field(default_factory=FuzzyMatchKeysParams)
+    handle_validation: HandleValidation = "return_value"
+    alcall_params: AlcallParams | None = None
+    imodel: iModel | None = None
+    imodel_kw: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class ActionParam(MorphParam):
+    """How action requests run through ``act()`` (ADR-0022 D4).
+
+    ``tools``: which registered tools are offered (``None``: all).
+    ``strategy``: ``"concurrent"`` (through ``action_call_params``) or
+    ``"sequential"`` (input order); anything else raises
+    ``ConfigurationError`` when ``act()`` dispatches. ``suppress_errors``:
+    tool errors become error-payload responses instead of raising.
+    """
+
+    action_call_params: AlcallParams | None = None
+    tools: Any = None
+    strategy: str = "concurrent"
+    suppress_errors: bool = True
+    verbose_action: bool = False
+
+
+# A Middle and a ToolRef are described in their own modules; the alias is
+# re-exported here for the ADR's parameter vocabulary.
+ToolRef: TypeAlias = Any
+MiddleFn: TypeAlias = Callable[..., Any]

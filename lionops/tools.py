@@ -1,0 +1,256 @@
+"""Tools, tool schemas and the branch's action manager.
+
+A :class:`Tool` wraps a plain sync or async callable. Its JSON schema comes
+from the signature and docstring through pydantic; arguments are validated
+against that schema (unknown keys rejected) before the call.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio.to_thread
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+__all__ = ["Tool", "ToolInvocation", "ActionManager", "ToolArgumentsError", "UnknownToolError"]
+
+
+class UnknownToolError(LookupError):
+    """The requested function is not a registered tool (field report C07)."""
+
+    def __init__(self, name: Any, known: Iterable[str]) -> None:
+        self.name = name
+        self.known = sorted(known)
+        super().__init__(f"unknown function {name!r}; registered tools: {self.known}")
+
+
+class ToolArgumentsError(ValueError):
+    """Arguments do not satisfy the tool's signature (validated before the call)."""
+
+    def __init__(self, tool: str, error: ValidationError | str) -> None:
+        self.tool = tool
+        if isinstance(error, ValidationError):
+            parts = []
+            for e in error.errors(include_url=False):
+                loc = ".".join(str(x) for x in e.get("loc", ())) or "(arguments)"
+                parts.append(f"{loc}: {e.get('msg')}")
+            detail = "; ".join(parts)
+        else:
+            detail = error
+        super().__init__(f"invalid arguments for {tool!r}: {detail}")
+
+
+def _first_paragraph(doc: str | None) -> str:
+    if not doc:
+        return ""
+    return inspect.cleandoc(doc).split("\n\n", 1)[0].replace("\n", " ").strip()
+
+
+def _param_docs(doc: str | None) -> dict[str, str]:
+    """Parameter descriptions from a Google-style ``Args:`` section."""
+    out: dict[str, str] = {}
+    if not doc:
+        return out
+    lines = inspect.cleandoc(doc).splitlines()
+    in_args = False
+    for line in lines:
+        stripped = line.strip()
+        if stripped.lower() in ("args:", "arguments:", "parameters:"):
+            in_args = True
+            continue
+        if in_args:
+            if not stripped:
+                continue
+            if not line.startswith((" ", "\t")):
+                break
+            if ":" in stripped:
+                name, desc = stripped.split(":", 1)
+                name = name.split("(")[0].strip()
+                if name.isidentifier():
+                    out[name] = desc.strip()
+    return out
+
+
+def _arguments_model(func: Callable[..., Any], name: str) -> type[BaseModel]:
+    sig = inspect.signature(func)
+    docs = _param_docs(func.__doc__)
+    defs: dict[str, Any] = {}
+    extra = "forbid"
+    for pname, p in sig.parameters.items():
+        if p.kind is inspect.Parameter.VAR_KEYWORD:
+            extra = "allow"
+            continue
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            continue
+        ann = Any if p.annotation is inspect.Parameter.empty else p.annotation
+        from pydantic import Field
+
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        defs[pname] = (ann, Field(default, description=docs.get(pname)))
+    model_name = "".join(part.capitalize() for part in name.split("_")) + "Arguments"
+    return create_model(  # type: ignore[call-overload,no-any-return]
+        model_name, __config__=ConfigDict(extra=extra, arbitrary_types_allowed=True), **defs
+    )
+
+
+@dataclass(slots=True)
+class Tool:
+    """A callable the model may request by name.
+
+    Args:
+        func: a sync or async callable.
+        name: the function name shown to the model (default ``func.__name__``).
+        description: default: the first paragraph of the docstring.
+        blocking: run a sync callable in a worker thread (for code that
+            blocks on I/O); by default sync callables run inline, which is
+            cheapest for quick functions but cannot be interrupted.
+    """
+
+    func: Callable[..., Any]
+    name: str = ""
+    description: str = ""
+    blocking: bool = False
+    arguments_model: type[BaseModel] = field(init=False, repr=False)
+    is_async: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not callable(self.func):
+            raise TypeError(f"Tool needs a callable, got {type(self.func).__name__}")
+        self.name = self.name or getattr(self.func, "__name__", "")
+        if not self.name or not self.name.isidentifier():
+            raise ValueError(f"tool name must be an identifier, got {self.name!r}")
+        self.description = self.description or _first_paragraph(self.func.__doc__)
+        self.arguments_model = _arguments_model(self.func, self.name)
+        self.is_async = inspect.iscoroutinefunction(self.func) or inspect.iscoroutinefunction(
+            getattr(self.func, "__call__", None)
+        )
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """OpenAI-style function schema: ``{"type": "function", "function": {...}}``."""
+        params = self.arguments_model.model_json_schema()
+        params.pop("title", None)
+        for prop in params.get("properties", {}).values():
+            if isinstance(prop, dict):
+                prop.pop("title", None)
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": params,
+            },
+        }
+
+    def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Validate ``arguments`` against the signature.
+
+        Returns the validated keyword arguments.
+
+        Raises:
+            ToolArgumentsError: missing, unknown or ill-typed arguments.
+        """
+        try:
+            model = self.arguments_model.model_validate(arguments)
+        except ValidationError as exc:
+            raise ToolArgumentsError(self.name, exc) from None
+        data = {k: getattr(model, k) for k in type(model).model_fields}
+        if model.model_extra:
+            data.update(model.model_extra)
+        return data
+
+    async def invoke(self, arguments: dict[str, Any]) -> Any:
+        """Validate ``arguments`` and call the function (``blocking`` sync ones in a thread)."""
+        kwargs = self.validate_arguments(arguments)
+        if self.is_async:
+            return await self.func(**kwargs)
+        if self.blocking:
+            result = await anyio.to_thread.run_sync(lambda: self.func(**kwargs))
+        else:
+            result = self.func(**kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def __repr__(self) -> str:
+        return f"Tool(name={self.name!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInvocation:
+    """What ``branch.authorize`` is asked about before any invocation (ADR-0022 D4).
+
+    ``function``: the requested name; ``arguments``: the decoded arguments
+    object; ``tool``: the registered Tool or ``None`` when unknown;
+    ``branch_id``: the asking branch; ``index``: position in the request list.
+    """
+
+    function: str
+    arguments: dict[str, Any]
+    tool: Tool | None = None
+    branch_id: str | None = None
+    index: int | None = None
+
+
+class ActionManager:
+    """The branch's registered tools (``branch.acts``)."""
+
+    __slots__ = ("_tools",)
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    def register(self, tools: Any, *, update: bool = False) -> list[Tool]:
+        """Register a callable, a Tool, or a list of them.
+
+        Raises:
+            ValueError: a tool of that name exists and ``update`` is false.
+            TypeError: an entry is neither callable nor a Tool.
+        """
+        items = tools if isinstance(tools, (list, tuple)) else [tools]
+        added: list[Tool] = []
+        for item in items:
+            tool = item if isinstance(item, Tool) else Tool(item)
+            if tool.name in self._tools and not update:
+                raise ValueError(f"a tool named {tool.name!r} is already registered")
+            self._tools[tool.name] = tool
+            added.append(tool)
+        return added
+
+    def get(self, name: Any) -> Tool | None:
+        return self._tools.get(name) if isinstance(name, str) else None
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def get_tool_schema(self, tools: Any = True) -> dict[str, list[dict[str, Any]]]:
+        """Schemas of the selected tools as ``{"tools": [...]}`` (ADR-0022 D2).
+
+        ``tools``: ``True``/``None`` for all; a name, Tool or callable; or a
+        list of those. Raises ``ValueError`` for a name that is not registered.
+        """
+        if tools is True or tools is None:
+            selected = list(self._tools.values())
+        else:
+            items = tools if isinstance(tools, (list, tuple)) else [tools]
+            selected = []
+            for item in items:
+                name = item if isinstance(item, str) else getattr(item, "name", None) or getattr(item, "__name__", None)
+                tool = self._tools.get(name) if isinstance(name, str) else None
+                if tool is None:
+                    raise ValueError(f"tool {name!r} is not registered")
+                selected.append(tool)
+        return {"tools": [t.schema for t in selected]}
+
+    def __repr__(self) -> str:
+        return f"ActionManager(tools={list(self._tools)})"

@@ -1,0 +1,165 @@
+"""Transition traces: what ran, in what order, and why.
+
+Every ``operate()`` call yields a :class:`Trace`; ``branch.traces`` keeps
+them (also when the call raises) and ``operate_traced`` returns
+``Traced(result, trace)``. A trace round-trips through JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+__all__ = ["TransitionRecord", "Trace", "Traced", "TRACE_FORMAT"]
+
+#: Version of the JSON form of a trace.
+TRACE_FORMAT = 1
+
+
+@dataclass(slots=True)
+class TransitionRecord:
+    """One fired transition.
+
+    Attributes:
+        trigger: the trigger that fired (its name tells the path taken).
+        source: the state left; ``dest``: the state entered.
+        guards: the guards evaluated in table order, name → value; later
+            guards are not evaluated once one holds.
+        at_ns: monotonic nanoseconds from the trace start to the firing.
+        phase_ns: nanoseconds spent in the source state's phase handler.
+        error: ``"ExcType: message"`` when the trigger is ``failed``.
+    """
+
+    trigger: str
+    source: str
+    dest: str
+    guards: dict[str, bool]
+    at_ns: int = 0
+    phase_ns: int = 0
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "trigger": self.trigger, "source": self.source, "dest": self.dest,
+            "guards": dict(self.guards), "at_ns": self.at_ns, "phase_ns": self.phase_ns,
+        }
+        if self.error is not None:
+            d["error"] = self.error
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TransitionRecord:
+        return cls(
+            trigger=d["trigger"], source=d["source"], dest=d["dest"],
+            guards={str(k): bool(v) for k, v in d.get("guards", {}).items()},
+            at_ns=int(d.get("at_ns", 0)), phase_ns=int(d.get("phase_ns", 0)),
+            error=d.get("error"),
+        )
+
+
+@dataclass(slots=True)
+class Trace:
+    """The transition trace of one ``operate()`` call.
+
+    Attributes:
+        machine: the machine name (``"operate"``).
+        engine: the engine that ran it (``"compiled"`` or ``"transitions"``).
+        started_at: wall-clock start, seconds since the epoch.
+        transitions: the fired transitions in order.
+        meta: adapter facts (middle name, token usage, latency), JSON-compatible.
+    """
+
+    machine: str = "operate"
+    engine: str = "compiled"
+    started_at: float = 0.0
+    initial: str = "prepare"
+    transitions: list[TransitionRecord] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def states(self) -> list[str]:
+        """States visited in order, the terminal state included."""
+        out = [self.initial]
+        out.extend(t.dest for t in self.transitions)
+        return out
+
+    @property
+    def exit(self) -> str | None:
+        """The last trigger (names the path taken), ``None`` if nothing fired."""
+        return self.transitions[-1].trigger if self.transitions else None
+
+    @property
+    def terminal(self) -> str | None:
+        return self.transitions[-1].dest if self.transitions else None
+
+    @property
+    def triggers(self) -> list[str]:
+        return [t.trigger for t in self.transitions]
+
+    @property
+    def error(self) -> str | None:
+        for t in reversed(self.transitions):
+            if t.error is not None:
+                return t.error
+        return None
+
+    @property
+    def duration_ns(self) -> int:
+        return self.transitions[-1].at_ns if self.transitions else 0
+
+    def path(self) -> tuple[tuple[str, str, str], ...]:
+        """``(source, trigger, dest)`` per transition: the timing-free identity of the run."""
+        return tuple((t.source, t.trigger, t.dest) for t in self.transitions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": TRACE_FORMAT, "machine": self.machine, "engine": self.engine,
+            "started_at": self.started_at, "initial": self.initial,
+            "states": self.states, "exit": self.exit,
+            "transitions": [t.to_dict() for t in self.transitions],
+            "meta": self.meta,
+        }
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Trace:
+        if d.get("format", TRACE_FORMAT) != TRACE_FORMAT:
+            raise ValueError(f"unsupported trace format {d.get('format')!r}")
+        return cls(
+            machine=d.get("machine", "operate"), engine=d.get("engine", "compiled"),
+            started_at=float(d.get("started_at", 0.0)), initial=d.get("initial", "prepare"),
+            transitions=[TransitionRecord.from_dict(t) for t in d.get("transitions", [])],
+            meta=dict(d.get("meta", {})),
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Trace:
+        """Parse the output of :meth:`to_json`. Raises ``ValueError`` on bad input."""
+        return cls.from_dict(json.loads(text))
+
+    def table(self) -> str:
+        """A readable table: one row per transition."""
+        rows = [("#", "source", "trigger", "dest", "phase ms", "guards evaluated")]
+        for i, t in enumerate(self.transitions, 1):
+            guards = ", ".join(f"{k}={'T' if v else 'F'}" for k, v in t.guards.items())
+            if t.error:
+                guards += f"  [{t.error[:80]}]"
+            rows.append((str(i), t.source, t.trigger, t.dest, f"{t.phase_ns / 1e6:.3f}", guards))
+        widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        lines = []
+        for r in rows:
+            lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(r[:5])) + "  " + r[5])
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"Trace({' -> '.join(self.states)}, exit={self.exit!r})"
+
+
+class Traced(NamedTuple):
+    """``(result, trace)`` returned by ``Branch.operate_traced``."""
+
+    result: Any
+    trace: Trace

@@ -1,0 +1,93 @@
+"""Test helpers: scripted Middles and counting tools (real functions, no mocks of lionops)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel
+
+
+class ScriptedMiddle:
+    """A Middle that returns a fixed value and counts its awaits.
+
+    ``value`` may be a callable ``(parse_param) -> result`` to build a model
+    of the generated response type.
+    """
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self.calls = 0
+        self.seen: list[dict[str, Any]] = []
+
+    async def __call__(self, branch, instruction, chat_param, parse_param=None,
+                       clear_messages=False, skip_validation=False):
+        self.calls += 1
+        self.seen.append({
+            "instruction": instruction, "chat_param": chat_param, "parse_param": parse_param,
+            "clear_messages": clear_messages, "skip_validation": skip_validation,
+        })
+        if clear_messages:
+            branch.clear_messages()
+        branch.messages.add("user", instruction)
+        value = self.value(parse_param) if callable(self.value) else self.value
+        branch.messages.add("assistant", repr(value))
+        return value
+
+
+def as_response(data: dict[str, Any]):
+    """A ScriptedMiddle value: validate ``data`` into the generated response type."""
+
+    def build(parse_param):
+        return parse_param.response_format.model_validate(data)
+
+    return build
+
+
+class ToolBox:
+    """Real tool functions that count their invocations."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.args: list[tuple[str, dict[str, Any]]] = []
+
+    def tools(self) -> list[Any]:
+        box = self
+
+        def get_weather(city: str) -> dict[str, Any]:
+            """Weather for a city."""
+            box.calls["get_weather"] += 1
+            box.args.append(("get_weather", {"city": city}))
+            return {"city": city, "temp_c": 20}
+
+        def send_message(to: str, body: str) -> str:
+            """Send a message (side effect)."""
+            box.calls["send_message"] += 1
+            box.args.append(("send_message", {"to": to, "body": body}))
+            return "sent"
+
+        def search(q: str) -> list[str]:
+            """Search."""
+            box.calls["search"] += 1
+            box.args.append(("search", {"q": q}))
+            return [q]
+
+        async def run_shell(cmd: str) -> str:
+            """Run a shell command (pretend)."""
+            box.calls["run_shell"] += 1
+            box.args.append(("run_shell", {"cmd": cmd}))
+            return f"ran {cmd}"
+
+        return [get_weather, send_message, search, run_shell]
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.values())
+
+
+class Answer(BaseModel):
+    answer: int
+
+
+class Score(BaseModel):
+    score: int
