@@ -7,11 +7,30 @@ them (also when the call raises) and ``operate_traced`` returns
 
 from __future__ import annotations
 
+import contextvars
 import json
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-__all__ = ["TransitionRecord", "Trace", "Traced", "TRACE_FORMAT"]
+__all__ = ["TransitionRecord", "Trace", "Traced", "TRACE_FORMAT", "annotate", "current_meta"]
+
+_meta: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("lionops_trace_meta", default=None)
+
+
+def current_meta() -> dict[str, Any] | None:
+    """The ``meta`` dict of the trace being recorded in this context, if any."""
+    return _meta.get()
+
+
+def annotate(**facts: Any) -> None:
+    """Record JSON-compatible facts (token usage, latency, ...) on the trace of
+    the ``operate()`` call running in this context; a no-op outside one.
+
+    Adapters call this; values must not contain secrets.
+    """
+    meta = _meta.get()
+    if meta is not None:
+        meta.update(facts)
 
 #: Version of the JSON form of a trace.
 TRACE_FORMAT = 1

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from ..errors import InternalInvariantError
-from ..trace import Trace, TransitionRecord
+from ..trace import Trace, TransitionRecord, _meta
 from .context import OperationContext
 from .engines import Engine, get_engine
 
@@ -45,6 +45,7 @@ async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trac
     t0 = time.perf_counter_ns()
     run = engine.begin(ctx)
     last = None
+    token = _meta.set(trace.meta)
     try:
         state = run.state
         while state not in terminals:
@@ -77,6 +78,7 @@ async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trac
             state = fired.dest
             last = fired
     finally:
+        _meta.reset(token)
         run.close()
     assert last is not None and last.outcome is not None
     try:
