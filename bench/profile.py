@@ -1,0 +1,62 @@
+"""Profile lionops on S1 and S2 with pyinstrument (``make bench`` installs it).
+
+    python bench/profile.py [--seconds 2] [--system lionops]
+
+Writes ``out/bench/profile-S1.txt`` and ``profile-S2.txt`` (call trees, frames
+under 2% hidden) and prints the S1/S2 trees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from common import SCENARIOS  # noqa: E402
+from systems import build  # noqa: E402
+
+
+async def profile(system_name: str, scenario: str, seconds: float) -> str:
+    from pyinstrument import Profiler
+
+    shape, k = SCENARIOS[scenario]
+    new_branch, call = build(system_name).scenario(shape, k)
+    branch = new_branch()
+    for _ in range(50):
+        await call(branch)
+    profiler = Profiler(interval=0.0001, async_mode="disabled")
+    calls, t0 = 0, time.perf_counter()
+    profiler.start()
+    while time.perf_counter() - t0 < seconds:
+        branch = new_branch()
+        for _ in range(20):
+            await call(branch)
+        calls += 20
+    profiler.stop()
+    head = f"{system_name} {scenario}: {calls} calls in {seconds:.1f} s under the profiler\n"
+    return head + profiler.output_text(unicode=False, color=False, show_all=False,
+                                       timeline=False, processor_options={"filter_threshold": 0.02})
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--system", default="lionops")
+    ap.add_argument("--out", default=str(HERE.parent / "out" / "bench"))
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for scenario in ("S1", "S2"):
+        text = asyncio.run(profile(args.system, scenario, args.seconds))
+        (out / f"profile-{scenario}.txt").write_text(text)
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

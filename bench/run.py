@@ -1,0 +1,258 @@
+"""Benchmark lionops' pipeline overhead against the hand-written floor and peers.
+
+    python bench/run.py                 # lionops, its reference engine, the floor
+    python bench/run.py --peers         # plus lionagi 0.36.0 and pydantic-ai-slim
+    python bench/run.py --quick         # one iteration of everything (smoke)
+
+Each system runs in its own worker process (``--worker``), started in
+``--rounds`` rounds that rotate the systems, so machine drift spreads over
+all of them. A worker warms every scenario up, then times blocks of calls
+(about 5 ms each), cycling through the scenarios until its time is up; a
+sample is the mean per-call time of one block. S4 runs in one more process
+per system, so its peak RSS is that system's alone. The table gives medians
+(± half the interquartile range) and ratios; results land in
+``out/bench/results.json`` and ``out/bench/results.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from common import S4_CALLS, S4_SLEEP, SCENARIOS, summary  # noqa: E402
+from systems import LOCAL, PEERS, Unsupported, build  # noqa: E402
+
+PEERS_DIR = ROOT / ".cache" / "bench-peers"
+BLOCK_S = 0.005
+WARMUP_S = 0.15
+
+
+# ---------------------------------------------------------------- worker side
+
+
+async def time_scenarios(system: Any, seconds: float, quick: bool) -> dict[str, Any]:
+    """Per-call samples (µs) of every scenario the system can express."""
+    out: dict[str, Any] = {}
+    cases = {}
+    for name, (shape, k) in SCENARIOS.items():
+        try:
+            cases[name] = system.scenario(shape, k)
+        except Unsupported as exc:
+            out[name] = {"unsupported": str(exc)}
+    blocks: dict[str, int] = {}
+    for name, (new_branch, call) in cases.items():
+        branch, n, t0 = new_branch(), 0, time.perf_counter()
+        while True:
+            await call(branch)
+            n += 1
+            elapsed = time.perf_counter() - t0
+            if quick or (elapsed > WARMUP_S and n >= 3) or elapsed > 2.0:
+                break
+        blocks[name] = 1 if quick else max(1, int(BLOCK_S / (elapsed / n)))
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    deadline = time.perf_counter() + seconds
+    while True:
+        for name, (new_branch, call) in cases.items():
+            branch, n = new_branch(), blocks[name]
+            gc.collect()
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                await call(branch)
+            samples[name].append((time.perf_counter_ns() - t0) / n / 1000)
+        if quick or time.perf_counter() > deadline:
+            break
+    for name, xs in samples.items():
+        out[name] = {"samples": xs}
+    return out
+
+
+async def trace_figures(system: Any, quick: bool) -> dict[str, float]:
+    """S2 trace ``to_json`` time (µs) and S5-100 traces written per second to a JSONL file."""
+    reps = 1 if quick else 2000
+    new_branch, call = system.scenario("actions", 3)
+    branch = new_branch()
+    await call(branch)
+    trace = branch.traces[-1]
+    t0 = time.perf_counter_ns()
+    for _ in range(reps):
+        trace.to_json()
+    to_json_us = (time.perf_counter_ns() - t0) / reps / 1000
+    new_branch, call = system.scenario("actions", 100)
+    branch = new_branch()
+    await call(branch)
+    trace = branch.traces[-1]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "traces.jsonl"
+        t0 = time.perf_counter()
+        with path.open("w", encoding="utf-8") as fh:
+            for _ in range(reps * 5):
+                fh.write(trace.to_json())
+                fh.write("\n")
+        rate = reps * 5 / (time.perf_counter() - t0)
+    return {"trace_to_json_us": to_json_us, "traces_per_s": rate}
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def s4(system: Any, calls: int, reps: int) -> dict[str, Any]:
+    """Wall time of ``calls`` concurrent operate() calls, Middle sleeping 10 ms; peak RSS."""
+    new_branch, call = system.scenario("structured", 0, S4_SLEEP)
+    branches = [new_branch() for _ in range(20)]
+    await asyncio.gather(*(call(b) for b in branches))
+    del branches
+    gc.collect()
+    baseline = _rss_mib()
+    walls = []
+    for _ in range(reps):
+        branches = [new_branch() for _ in range(calls)]
+        gc.collect()
+        t0 = time.perf_counter()
+        await asyncio.gather(*(call(b) for b in branches))
+        walls.append((time.perf_counter() - t0) * 1000)
+        del branches
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"wall_ms": walls, "rss_baseline_mib": baseline, "rss_peak_mib": peak}
+
+
+async def worker(name: str, mode: str, seconds: float, quick: bool) -> dict[str, Any]:
+    system = build(name)
+    if mode == "s4":
+        return await s4(system, 20 if quick else S4_CALLS, 1 if quick else 5)
+    result = await time_scenarios(system, seconds, quick)
+    if name in ("lionops", "lionops-transitions"):
+        result["extras"] = await trace_figures(system, quick)
+    return result
+
+
+# ---------------------------------------------------------------- parent side
+
+
+def python_of(system: str) -> Path:
+    if system in PEERS:
+        return PEERS_DIR / system / "bin" / "python"
+    return Path(sys.executable)
+
+
+def install_failure(system: str) -> str | None:
+    """Why a peer's environment is unusable, or ``None``."""
+    if system not in PEERS or (PEERS_DIR / system / ".installed").exists():
+        return None
+    log = PEERS_DIR / f"{system}.log"
+    tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
+    return "install failed: " + (" | ".join(tail) or "no environment (run make bench-peers)")
+
+
+def run_worker(system: str, mode: str, seconds: float, quick: bool) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out.json"
+        cmd = [str(python_of(system)), str(HERE / "run.py"), "--worker", system, "--mode", mode,
+               "--seconds", str(seconds), "--out", str(out)] + (["--quick"] if quick else [])
+        # cwd is a scratch dir: some peers write logs into the working directory.
+        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0 or not out.exists():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+            return {"error": " | ".join(tail) or f"exit {proc.returncode}"}
+        return json.loads(out.read_text())
+
+
+def merge(results: dict[str, dict[str, Any]], system: str, part: dict[str, Any]) -> None:
+    dest = results.setdefault(system, {})
+    for key, value in part.items():
+        if isinstance(value, dict) and "samples" in value:
+            dest.setdefault(key, {"samples": []})["samples"].extend(value["samples"])
+        elif key == "extras":
+            for k, v in value.items():
+                dest.setdefault("extras", {}).setdefault(k, []).append(v)
+        else:
+            dest[key] = value
+
+
+def collect(systems: list[str], rounds: int, seconds: float, quick: bool) -> dict[str, Any]:
+    results: dict[str, dict[str, Any]] = {}
+    usable = []
+    for s in systems:
+        why = install_failure(s)
+        if why:
+            results[s] = {"error": why}
+        else:
+            usable.append(s)
+    for r in range(rounds):
+        for s in usable[r % len(usable):] + usable[: r % len(usable)]:
+            print(f"  round {r + 1}/{rounds}: {s}", file=sys.stderr, flush=True)
+            merge(results, s, run_worker(s, "timing", seconds, quick))
+    for s in usable:
+        print(f"  S4: {s}", file=sys.stderr, flush=True)
+        results.setdefault(s, {})["S4"] = run_worker(s, "s4", seconds, quick)
+    return results
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"nproc": os.cpu_count(), "cpu": cpu, "python": sys.version.split()[0]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--peers", action="store_true", help="also run lionagi and pydantic-ai")
+    ap.add_argument("--systems", help="comma-separated subset of systems")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=5.0, help="timed seconds per worker")
+    ap.add_argument("--quick", action="store_true", help="one iteration of each scenario")
+    ap.add_argument("--out", default=str(ROOT / "out" / "bench"))
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", default="timing", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.worker:
+        result = asyncio.run(worker(args.worker, args.mode, args.seconds, args.quick))
+        Path(args.out).write_text(json.dumps(result))
+        return 0
+
+    from report import render
+
+    systems = args.systems.split(",") if args.systems else list(LOCAL) + (list(PEERS) if args.peers else [])
+    rounds = 1 if args.quick else args.rounds
+    t0 = time.perf_counter()
+    results = collect(systems, rounds, args.seconds, args.quick)
+    doc = {"machine": machine(), "systems": systems, "results": results,
+           "seconds": round(time.perf_counter() - t0, 1)}
+    table = render(doc)
+    print(table)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = "results-peers" if args.peers else "results"
+    (out / f"{name}.json").write_text(json.dumps(doc, indent=1))
+    (out / f"{name}.md").write_text(table + "\n")
+    print(f"\nwritten: {out / (name + '.md')} ({doc['seconds']} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
