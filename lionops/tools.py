@@ -96,6 +96,15 @@ def _arguments_model(func: Callable[..., Any], name: str) -> type[BaseModel]:
     )
 
 
+def _copy_json(value: Any) -> Any:
+    """A deep copy of JSON-shaped data (dicts, lists, scalars)."""
+    if isinstance(value, dict):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(v) for v in value]
+    return value
+
+
 @dataclass(slots=True)
 class Tool:
     """A callable the model may request by name.
@@ -115,6 +124,9 @@ class Tool:
     blocking: bool = False
     arguments_model: type[BaseModel] = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
+    _parameters: tuple[type[BaseModel], dict[str, Any]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if not callable(self.func):
@@ -130,18 +142,25 @@ class Tool:
 
     @property
     def schema(self) -> dict[str, Any]:
-        """OpenAI-style function schema: ``{"type": "function", "function": {...}}``."""
-        params = self.arguments_model.model_json_schema()
-        params.pop("title", None)
-        for prop in params.get("properties", {}).values():
-            if isinstance(prop, dict):
-                prop.pop("title", None)
+        """OpenAI-style function schema: ``{"type": "function", "function": {...}}``.
+
+        The arguments' JSON schema is generated once per Tool; every call
+        returns a fresh copy, so callers may change what they get.
+        """
+        cached = self._parameters
+        if cached is None or cached[0] is not self.arguments_model:
+            params = self.arguments_model.model_json_schema()
+            params.pop("title", None)
+            for prop in params.get("properties", {}).values():
+                if isinstance(prop, dict):
+                    prop.pop("title", None)
+            cached = self._parameters = (self.arguments_model, params)
         return {
             "type": "function",
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": params,
+                "parameters": _copy_json(cached[1]),
             },
         }
 
