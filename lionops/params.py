@@ -6,6 +6,7 @@ All are frozen dataclasses; ``with_updates(**changes)`` returns a copy.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -41,8 +42,32 @@ class MorphParam:
     __slots__ = ()
 
     def with_updates(self, **changes: Any) -> Any:
-        """Return a copy with ``changes`` applied (``dataclasses.replace``)."""
-        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+        """Return a copy with ``changes`` applied (as ``dataclasses.replace``).
+
+        Raises ``TypeError`` for a name that is not a field.
+        """
+        cls = type(self)
+        plan = _COPY_PLANS.get(cls)
+        if plan is None:
+            if hasattr(cls, "__post_init__"):
+                return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+            names = tuple(f.name for f in dataclasses.fields(self) if f.init)  # type: ignore[arg-type]
+            plan = _COPY_PLANS[cls] = (names, frozenset(names), operator.attrgetter(*names))
+        names, known, get = plan
+        if not known.issuperset(changes):
+            return dataclasses.replace(self, **changes)  # type: ignore[type-var] # raises TypeError
+        # Plain fields (no __post_init__): copy the slots without running __init__.
+        new = object.__new__(cls)
+        for name, value in zip(names, get(self)):
+            _SET(new, name, value)
+        for name, value in changes.items():
+            _SET(new, name, value)
+        return new
+
+
+_SET = object.__setattr__
+#: per MorphParam class without ``__post_init__``: init field names, as a set, their getter.
+_COPY_PLANS: dict[type, tuple[tuple[str, ...], frozenset[str], Callable[[Any], Any]]] = {}
 
 
 @dataclass(slots=True, frozen=True)

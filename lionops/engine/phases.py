@@ -76,23 +76,17 @@ async def schema(ctx: OperationContext) -> None:
     cp = ctx.chat_param
     assert cp is not None
     branch = ctx.branch
-    pp = (
-        ctx.parse_param.with_updates(handle_validation="return_value")
-        if ctx.parse_param is not None
-        else ParseParam(
-            response_format=cp.response_format,
-            imodel=branch.parse_model,
-            handle_validation="return_value",
-        )
-    )
+    # Each parameter is copied once, with all of its changes.
+    cp_changes: dict[str, Any] = {}
     if ctx.action_param is not None:
         selector = ctx.action_param.tools or True
-        cp = cp.with_updates(tool_schemas=branch.acts.get_tool_schema(tools=selector)["tools"])
+        cp_changes["tool_schemas"] = branch.acts.get_tool_schema(tools=selector)["tools"]
         ctx.tool_schemas_published = True
 
     model_class = model_class_of(cp.response_format)
     fields_dict = to_fields_dict(ctx.field_models)
     operative = ctx.operative
+    response_fmt = cp.response_format
     if operative is None and (model_class or ctx.action_param or fields_dict or ctx.reason):
         operative = Step.respond_operative(
             Step.request_operative(
@@ -103,8 +97,15 @@ async def schema(ctx: OperationContext) -> None:
             )
         )
         response_fmt = operative.response_type or model_class
-        cp = cp.with_updates(response_format=response_fmt)
-        pp = pp.with_updates(response_format=response_fmt)
+        cp_changes["response_format"] = response_fmt
+    if ctx.parse_param is None:
+        pp = ParseParam(response_format=response_fmt, imodel=branch.parse_model, handle_validation="return_value")
+    elif "response_format" in cp_changes:
+        pp = ctx.parse_param.with_updates(handle_validation="return_value", response_format=response_fmt)
+    else:
+        pp = ctx.parse_param.with_updates(handle_validation="return_value")
+    if cp_changes:
+        cp = cp.with_updates(**cp_changes)
     ctx.model_class = model_class
     ctx.operative = operative
     ctx.chat_param = cp
