@@ -118,14 +118,20 @@ async def alcall(
     params = params or AlcallParams()
     items = list(inputs)
     n = len(items)
+    if n <= 1:
+        # Nothing to schedule: the one call starts at once (no throttle wait
+        # before a first start, no limit below 1), so run it in this task.
+        single = [await _call_with_retries(func, item, params) for item in items]
+        return [r for r in single if r is not None] if params.output_dropna else single
     results: list[Any] = [None] * n
     errors: dict[int, BaseException] = {}
-    limiter = anyio.CapacityLimiter(params.max_concurrent or max(n, 1))
-    start_lock = anyio.Lock()
+    # A limit of at least n never makes a call wait.
+    limiter = anyio.CapacityLimiter(params.max_concurrent) if (params.max_concurrent or n) < n else None
+    start_lock = anyio.Lock() if params.throttle_period else None
     last_start: list[float | None] = [None]
 
     async def throttle() -> None:
-        if not params.throttle_period:
+        if start_lock is None:
             return
         async with start_lock:
             now = clock.monotonic()
@@ -136,14 +142,20 @@ async def alcall(
                     now = clock.monotonic()
             last_start[0] = now
 
+    async def call_one(i: int, scope: anyio.CancelScope) -> None:
+        await throttle()
+        try:
+            results[i] = await _call_with_retries(func, items[i], params)
+        except Exception as exc:  # noqa: BLE001 - re-raised below in input order
+            errors[i] = exc
+            scope.cancel()
+
     async def run_one(i: int, scope: anyio.CancelScope) -> None:
+        if limiter is None:
+            await call_one(i, scope)
+            return
         async with limiter:
-            await throttle()
-            try:
-                results[i] = await _call_with_retries(func, items[i], params)
-            except Exception as exc:  # noqa: BLE001 - re-raised below in input order
-                errors[i] = exc
-                scope.cancel()
+            await call_one(i, scope)
 
     async with anyio.create_task_group() as tg:
         for i in range(n):
