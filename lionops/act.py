@@ -94,6 +94,11 @@ def _error_payload(function: Any, exc: BaseException) -> dict[str, Any]:
     }
 
 
+def _hooked(branch: Branch, point: HookPoint) -> bool:
+    """Whether ``point`` has handlers: payload summaries are built only for them."""
+    return bool(branch._hooks[point])
+
+
 def _request_content(function: Any, arguments: Any) -> dict[str, Any]:
     return {"function": function, "arguments": arguments}
 
@@ -139,27 +144,30 @@ async def _act_one(
     # 4. invocation with hooks.
     if param.verbose_action:
         logger.debug("Invoking action %s with %s.", function, summarize(arguments, VERBOSE_ARGS_LIMIT))
-    await branch.emit(HookPoint.TOOL_PRE, {
-        "function": function, "arguments": summarize(arguments), "index": req.index, "branch": branch.id,
-    })
+    if _hooked(branch, HookPoint.TOOL_PRE):
+        await branch.emit(HookPoint.TOOL_PRE, {
+            "function": function, "arguments": summarize(arguments), "index": req.index, "branch": branch.id,
+        })
     started = time.perf_counter()
     try:
         if timeout is None:
-            output = await tool.invoke(kwargs)
+            output = await tool._call(kwargs)
         else:
             with anyio.fail_after(timeout):
-                output = await tool.invoke(kwargs)
+                output = await tool._call(kwargs)
     except Exception as exc:
-        await branch.emit(HookPoint.TOOL_ERROR, {
-            "function": function, "arguments": summarize(arguments), "index": req.index,
-            "error": summarize(exc), "type": type(exc).__name__, "branch": branch.id,
-        })
+        if _hooked(branch, HookPoint.TOOL_ERROR):
+            await branch.emit(HookPoint.TOOL_ERROR, {
+                "function": function, "arguments": summarize(arguments), "index": req.index,
+                "error": summarize(exc), "type": type(exc).__name__, "branch": branch.id,
+            })
         return _failed(branch, req, function, arguments, exc, param, stage="error")
     elapsed = time.perf_counter() - started
-    await branch.emit(HookPoint.TOOL_POST, {
-        "function": function, "arguments": summarize(arguments), "index": req.index,
-        "output": summarize(output), "duration_s": elapsed, "branch": branch.id,
-    })
+    if _hooked(branch, HookPoint.TOOL_POST):
+        await branch.emit(HookPoint.TOOL_POST, {
+            "function": function, "arguments": summarize(arguments), "index": req.index,
+            "output": summarize(output), "duration_s": elapsed, "branch": branch.id,
+        })
     branch.logs.log("action", {
         "function": function, "arguments": arguments, "output": output,
         "index": req.index, "duration_s": elapsed, "branch": branch.id,
@@ -244,7 +252,9 @@ async def act(
     if strategy == "concurrent":
         call_params = action_param.action_call_params or DEFAULT_ACTION_CALL_PARAMS
         timeout = call_params.retry_timeout
-        outer: AlcallParams = dataclasses.replace(call_params, retry_timeout=None)
+        outer: AlcallParams = (
+            call_params if timeout is None else dataclasses.replace(call_params, retry_timeout=None)
+        )
 
         async def run(req: _Request) -> ActionResponseModel:
             return await _act_one(branch, req, action_param, timeout)

@@ -183,7 +183,10 @@ class Tool:
 
     async def invoke(self, arguments: dict[str, Any]) -> Any:
         """Validate ``arguments`` and call the function (``blocking`` sync ones in a thread)."""
-        kwargs = self.validate_arguments(arguments)
+        return await self._call(self.validate_arguments(arguments))
+
+    async def _call(self, kwargs: dict[str, Any]) -> Any:
+        """Call the function with already validated keyword arguments."""
         if self.is_async:
             return await self.func(**kwargs)
         if self.blocking:
