@@ -42,7 +42,10 @@ async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trac
         trace = new_trace(engine, ctx.meta)
     handlers = engine.handlers
     terminals = engine.terminals
-    t0 = time.perf_counter_ns()
+    failure_trigger = engine.failure_trigger
+    clock = time.perf_counter_ns
+    record = trace.transitions.append
+    t0 = clock()
     run = engine.begin(ctx)
     last = None
     token = _meta.set(trace.meta)
@@ -50,13 +53,13 @@ async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trac
         state = run.state
         while state not in terminals:
             handler = handlers[state]
-            p0 = time.perf_counter_ns()
+            p0 = clock()
             if handler is not None and ctx.error is None:
                 try:
                     await handler(ctx)
                 except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised by the outcome
                     ctx.error = exc
-            p1 = time.perf_counter_ns()
+            p1 = clock()
             try:
                 fired, evaluated = run.fire()
             except Exception as exc:  # a guard raised: the phase failed
@@ -68,13 +71,9 @@ async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trac
                 fired, more = run.fire()
                 evaluated = {**evaluated, **more}
             assert fired is not None
-            error = _describe(ctx.error) if fired.trigger == engine.failure_trigger and ctx.error else None
-            trace.transitions.append(
-                TransitionRecord(
-                    trigger=fired.trigger, source=state, dest=fired.dest, guards=evaluated,
-                    at_ns=time.perf_counter_ns() - t0, phase_ns=p1 - p0, error=error,
-                )
-            )
+            error = _describe(ctx.error) if fired.trigger == failure_trigger and ctx.error else None
+            # TransitionRecord(trigger, source, dest, guards, at_ns, phase_ns, error)
+            record(TransitionRecord(fired.trigger, state, fired.dest, evaluated, clock() - t0, p1 - p0, error))
             state = fired.dest
             last = fired
     finally:
