@@ -2,10 +2,9 @@
 zero-latency Middles, the scenario list and the timing statistics.
 
 Imports only the standard library and pydantic, so it loads in the peers'
-virtual environments too.
+virtual environments too. No ``from __future__ import annotations`` here:
+some peers read the tools' annotations as real types.
 """
-
-from __future__ import annotations
 
 import asyncio
 import statistics
@@ -82,6 +81,9 @@ SCENARIOS: dict[str, tuple[str, int]] = {
     "S5-10": ("actions", 10),
     "S5-100": ("actions", 100),
 }
+
+#: The S1 case of the lionops worker that runs without trace recording.
+UNTRACED = "S1-untraced"
 
 #: S4: concurrent calls and the Middle's sleep (seconds).
 S4_CALLS = 1000

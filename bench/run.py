@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from common import S4_CALLS, S4_SLEEP, SCENARIOS, summary  # noqa: E402
+from common import S4_CALLS, S4_SLEEP, SCENARIOS, UNTRACED  # noqa: E402
 from systems import LOCAL, PEERS, Unsupported, build  # noqa: E402
 
 PEERS_DIR = ROOT / ".cache" / "bench-peers"
@@ -44,8 +44,10 @@ WARMUP_S = 0.15
 # ---------------------------------------------------------------- worker side
 
 
-async def time_scenarios(system: Any, seconds: float, quick: bool) -> dict[str, Any]:
-    """Per-call samples (µs) of every scenario the system can express."""
+async def time_scenarios(system: Any, seconds: float, quick: bool,
+                         extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Per-call samples (µs) of every scenario the system can express, and of
+    the ``extra`` cases (name -> (new_branch, call)), interleaved block by block."""
     out: dict[str, Any] = {}
     cases = {}
     for name, (shape, k) in SCENARIOS.items():
@@ -53,15 +55,21 @@ async def time_scenarios(system: Any, seconds: float, quick: bool) -> dict[str, 
             cases[name] = system.scenario(shape, k)
         except Unsupported as exc:
             out[name] = {"unsupported": str(exc)}
+    cases.update(extra or {})
     blocks: dict[str, int] = {}
-    for name, (new_branch, call) in cases.items():
+    for name, (new_branch, call) in list(cases.items()):
         branch, n, t0 = new_branch(), 0, time.perf_counter()
-        while True:
-            await call(branch)
-            n += 1
-            elapsed = time.perf_counter() - t0
-            if quick or (elapsed > WARMUP_S and n >= 3) or elapsed > 2.0:
-                break
+        try:
+            while True:
+                await call(branch)
+                n += 1
+                elapsed = time.perf_counter() - t0
+                if quick or (elapsed > WARMUP_S and n >= 3) or elapsed > 2.0:
+                    break
+        except Exception as exc:  # noqa: BLE001 - reported in the table, the others still run
+            out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            del cases[name]
+            continue
         blocks[name] = 1 if quick else max(1, int(BLOCK_S / (elapsed / n)))
     samples: dict[str, list[float]] = {name: [] for name in cases}
     deadline = time.perf_counter() + seconds
@@ -138,7 +146,11 @@ async def worker(name: str, mode: str, seconds: float, quick: bool) -> dict[str,
     system = build(name)
     if mode == "s4":
         return await s4(system, 20 if quick else S4_CALLS, 1 if quick else 5)
-    result = await time_scenarios(system, seconds, quick)
+    extra = {}
+    if name == "lionops":
+        # Trace recording's cost: the same S1 without it, in the same process.
+        extra[UNTRACED] = build("lionops-untraced").scenario(*SCENARIOS["S1"])
+    result = await time_scenarios(system, seconds, quick, extra)
     if name in ("lionops", "lionops-transitions"):
         result["extras"] = await trace_figures(system, quick)
     return result

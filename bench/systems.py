@@ -8,7 +8,7 @@ process loads one system only.
 
 Setup differences (also printed under the table):
 
-- lionops, lionops-transitions, lionops-untraced, reference and lionagi get
+- lionops, lionops-transitions, reference and lionagi get
   the same caller-supplied Middle, which validates the canned answer into the
   response type it is handed.
 - pydantic-ai has no Middle: a ``FunctionModel`` answers through the agent's
@@ -32,7 +32,7 @@ NewBranch = Callable[[], Any]
 Call = Callable[[Any], Awaitable[Any]]
 
 #: systems whose worker runs in this project's virtual environment.
-LOCAL = ("reference", "lionops", "lionops-transitions", "lionops-untraced")
+LOCAL = ("reference", "lionops", "lionops-transitions")
 #: peers, each in its own virtual environment (``make bench-peers``).
 PEERS = ("lionagi", "pydantic-ai")
 

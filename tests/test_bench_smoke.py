@@ -30,7 +30,7 @@ def bench():
 
 
 def test_every_scenario_runs_once_on_every_local_system(bench):
-    from common import SCENARIOS
+    from common import SCENARIOS, UNTRACED
     from report import render
     from systems import LOCAL
 
@@ -43,6 +43,7 @@ def test_every_scenario_runs_once_on_every_local_system(bench):
         assert len(s4["wall_ms"]) == 1
         bench.merge(results, system, {**timing, "S4": s4})
     assert results["lionops"]["extras"]["traces_per_s"][0] > 0
+    assert len(results["lionops"][UNTRACED]["samples"]) == 1
     table = render({"systems": list(LOCAL), "results": results})
     assert "| S1 |" in table and "S4 wall ms" in table and "Targets" in table
 
@@ -51,7 +52,7 @@ def test_systems_return_the_enriched_result(bench):
     from common import Forecast
     from systems import LOCAL, build
 
-    for system in LOCAL:
+    for system in (*LOCAL, "lionops-untraced"):
         new_branch, call = build(system).scenario("actions", 3)
         result = asyncio.run(call(new_branch()))
         assert isinstance(result, Forecast), system
