@@ -52,22 +52,25 @@ class MorphParam:
             if hasattr(cls, "__post_init__"):
                 return dataclasses.replace(self, **changes)  # type: ignore[type-var]
             names = tuple(f.name for f in dataclasses.fields(self) if f.init)  # type: ignore[arg-type]
-            plan = _COPY_PLANS[cls] = (names, frozenset(names), operator.attrgetter(*names))
-        names, known, get = plan
-        if not known.issuperset(changes):
+            # The slot descriptors: setting through them skips the frozen __setattr__.
+            setters = {name: getattr(cls, name).__set__ for name in names}
+            plan = _COPY_PLANS[cls] = (tuple(setters.values()), setters, operator.attrgetter(*names))
+        ordered, setters, get = plan
+        if not setters.keys() >= changes.keys():
             return dataclasses.replace(self, **changes)  # type: ignore[type-var] # raises TypeError
         # Plain fields (no __post_init__): copy the slots without running __init__.
         new = object.__new__(cls)
-        for name, value in zip(names, get(self)):
-            _SET(new, name, value)
+        for set_, value in zip(ordered, get(self)):
+            set_(new, value)
         for name, value in changes.items():
-            _SET(new, name, value)
+            setters[name](new, value)
         return new
 
 
-_SET = object.__setattr__
-#: per MorphParam class without ``__post_init__``: init field names, as a set, their getter.
-_COPY_PLANS: dict[type, tuple[tuple[str, ...], frozenset[str], Callable[[Any], Any]]] = {}
+#: per MorphParam class without ``__post_init__``: slot setters in field
+#: order, the same by name, and a getter of all field values.
+_COPY_PLANS: dict[type, tuple[tuple[Callable[[Any, Any], None], ...],
+                              dict[str, Callable[[Any, Any], None]], Callable[[Any], Any]]] = {}
 
 
 @dataclass(slots=True, frozen=True)
