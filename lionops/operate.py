@@ -37,6 +37,9 @@ REMOVED_KEYWORDS: dict[str, str] = {
 
 HANDLE_VALIDATION_VALUES = ("raise", "return_value", "return_none")
 
+#: FuzzyMatchKeysParams is frozen: one default instance serves every call.
+_FUZZY_DEFAULT = FuzzyMatchKeysParams()
+
 
 def prepare_operate_kw(
     branch: Branch,
@@ -164,7 +167,7 @@ def prepare_operate_kw(
     if response_format is not None and not skip_validation:
         parse_param = ParseParam(
             response_format=response_format,
-            fuzzy_match_params=FuzzyMatchKeysParams(),
+            fuzzy_match_params=_FUZZY_DEFAULT,
             handle_validation=handle_validation,  # type: ignore[arg-type]
             alcall_params=DEFAULT_PARSE_CALL_PARAMS,
             imodel=parse_model,
