@@ -84,7 +84,9 @@ def render(doc: dict[str, Any]) -> str:
     s4_row("S4 peak RSS MiB", lambda e: e["rss_peak_mib"])
     s4_row("S4 RSS growth MiB (peak − after warm-up)", lambda e: e["rss_peak_mib"] - e["rss_baseline_mib"])
 
-    out = ["\n".join(lines), ""]
+    clock = "process CPU time" if doc.get("clock", "cpu") == "cpu" else "wall-clock time"
+    out = [f"Per-call rows: median µs of {clock} per call (± half the interquartile range of the "
+           "samples); S4: wall-clock.", "", "\n".join(lines), ""]
     extras = results.get(MAIN, {}).get("extras", {})
     s1 = _median(results, MAIN, "S1")
     untraced = _median(results, MAIN, UNTRACED)
