@@ -195,10 +195,14 @@ class _Row:
     guard: Guard
 
 
+#: A compiled row flattened for the hot loop: (guard name, guard, transition, dest).
+_FlatRow = tuple[str, Guard, TransitionDef, str]
+
+
 class _CompiledRun:
     __slots__ = ("table", "ctx", "state")
 
-    def __init__(self, table: Mapping[str, tuple[_Row, ...]], ctx: Any, initial: str) -> None:
+    def __init__(self, table: Mapping[str, tuple[_FlatRow, ...]], ctx: Any, initial: str) -> None:
         self.table = table
         self.ctx = ctx
         self.state = initial
@@ -206,12 +210,12 @@ class _CompiledRun:
     def fire(self) -> Fired:
         evaluated: dict[str, bool] = {}
         ctx = self.ctx
-        for row in self.table[self.state]:
-            value = bool(row.guard(ctx))
-            evaluated[row.guard_name] = value
+        for guard_name, guard, transition, dest in self.table[self.state]:
+            value = bool(guard(ctx))
+            evaluated[guard_name] = value
             if value:
-                self.state = row.transition.dest
-                return row.transition, evaluated
+                self.state = dest
+                return transition, evaluated
         return None, evaluated
 
     def close(self) -> None:
@@ -226,6 +230,10 @@ class CompiledEngine(_EngineBase):
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.table = self.compile(self.machine)
+        self._flat = {
+            state: tuple((r.guard_name, r.guard, r.transition, r.transition.dest) for r in rows)
+            for state, rows in self.table.items()
+        }
 
     def compile(self, machine: Machine) -> dict[str, tuple[_Row, ...]]:
         """Read states, events, ordered transitions and conditions off ``machine``."""
@@ -248,7 +256,7 @@ class CompiledEngine(_EngineBase):
         return table
 
     def begin(self, ctx: Any) -> _CompiledRun:
-        return _CompiledRun(self.table, ctx, self.definition.initial)
+        return _CompiledRun(self._flat, ctx, self.definition.initial)
 
 
 ENGINES: dict[str, type[_EngineBase]] = {"compiled": CompiledEngine, "transitions": TransitionsEngine}
