@@ -8,7 +8,9 @@ Each system runs in its own worker process (``--worker``), started in
 ``--rounds`` rounds that rotate the systems, so machine drift spreads over
 all of them. A worker warms every scenario up, then times blocks of calls
 (about 5 ms each), cycling through the scenarios until its time is up; a
-sample is the mean per-call time of one block. S4 runs in one more process
+sample is the mean per-call CPU time of one block. Round r runs every
+worker with PYTHONHASHSEED=r (dict layouts follow string hashes and move
+per-call times by up to a third between processes). S4 runs in one more process
 per system, so its peak RSS is that system's alone. The table gives medians
 (± half the interquartile range) and ratios; results land in
 ``out/bench/results.json`` and ``out/bench/results.md``.
@@ -179,13 +181,17 @@ def install_failure(system: str) -> str | None:
     return "install failed: " + (" | ".join(tail) or "no environment (run make bench-peers)")
 
 
-def run_worker(system: str, mode: str, seconds: float, quick: bool) -> dict[str, Any]:
+def run_worker(system: str, mode: str, seconds: float, quick: bool, seed: int = 0) -> dict[str, Any]:
+    # String hashing decides dict layouts; a random seed per process moves
+    # per-call times by up to a third. Every system gets the same seed in a
+    # round, and each round another.
+    env = {**os.environ, "PYTHONHASHSEED": str(seed)}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
         cmd = [str(python_of(system)), str(HERE / "run.py"), "--worker", system, "--mode", mode,
                "--seconds", str(seconds), "--out", str(out)] + (["--quick"] if quick else [])
         # cwd is a scratch dir: some peers write logs into the working directory.
-        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0 or not out.exists():
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
             return {"error": " | ".join(tail) or f"exit {proc.returncode}"}
@@ -216,7 +222,7 @@ def collect(systems: list[str], rounds: int, seconds: float, quick: bool) -> dic
     for r in range(rounds):
         for s in usable[r % len(usable):] + usable[: r % len(usable)]:
             print(f"  round {r + 1}/{rounds}: {s}", file=sys.stderr, flush=True)
-            merge(results, s, run_worker(s, "timing", seconds, quick))
+            merge(results, s, run_worker(s, "timing", seconds, quick, seed=r))
     for s in usable:
         print(f"  S4: {s}", file=sys.stderr, flush=True)
         results.setdefault(s, {})["S4"] = run_worker(s, "s4", seconds, quick)

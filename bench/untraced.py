@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from lionops import Branch
+from lionops import Branch, Traced
 from lionops.engine.context import OperationContext
-from lionops.engine.engines import Engine, get_engine
+from lionops.engine.engines import Engine
+from lionops.operate import _resolve_engine
 
 
 async def drive_untraced(ctx: OperationContext, engine: Engine) -> Any:
@@ -36,10 +37,11 @@ async def drive_untraced(ctx: OperationContext, engine: Engine) -> Any:
 
 
 class UntracedBranch(Branch):
-    """A Branch whose ``operate()`` records no trace (benchmark only)."""
+    """A Branch whose ``operate()`` records no trace (benchmark only).
 
-    async def operate(self, **kw: Any) -> Any:
-        kwargs = dict(kw)
-        kwargs.setdefault("action_strategy", "concurrent")
-        ctx = OperationContext(branch=self, call_kwargs=kwargs)
-        return await drive_untraced(ctx, get_engine())
+    Only ``_run`` differs: the keyword handling, context and engine
+    selection are Branch's own, so the difference to Branch is recording.
+    """
+
+    async def _run(self, ctx: OperationContext, engine: Engine | str | None = None) -> Traced:
+        return Traced(await drive_untraced(ctx, _resolve_engine(engine, self.engine)), None)  # type: ignore[arg-type]
