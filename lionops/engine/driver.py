@@ -25,10 +25,10 @@ def _describe(exc: BaseException) -> str:
 
 
 def new_trace(engine: Engine, meta: dict[str, Any] | None = None) -> Trace:
-    return Trace(
-        machine=engine.definition.name, engine=engine.name, started_at=time.time(),
-        initial=engine.definition.initial, meta=meta if meta is not None else {},
-    )
+    definition = engine.definition
+    # Trace(machine, engine, started_at, initial, transitions, meta)
+    return Trace(definition.name, engine.name, time.time(), definition.initial, [],
+                 meta if meta is not None else {})
 
 
 async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trace | None = None) -> Any:
