@@ -46,7 +46,9 @@ class TransitionRecord:
         guards: the guards evaluated in table order, name → value; later
             guards are not evaluated once one holds.
         at_ns: monotonic nanoseconds from the trace start to the firing.
-        phase_ns: nanoseconds spent in the source state's phase handler.
+        phase_ns: nanoseconds spent in the source state's phase handler
+            (0 when none ran: a decision-only state, or a phase skipped
+            after an error).
         error: ``"ExcType: message"`` when the trigger is ``failed``.
     """
 

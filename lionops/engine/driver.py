@@ -53,13 +53,14 @@ async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trac
         state = run.state
         while state not in terminals:
             handler = handlers[state]
-            p0 = clock()
+            phase_ns = 0  # no handler ran: a decision-only state, or a phase skipped after an error
             if handler is not None and ctx.error is None:
+                p0 = clock()
                 try:
                     await handler(ctx)
                 except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised by the outcome
                     ctx.error = exc
-            p1 = clock()
+                phase_ns = clock() - p0
             try:
                 fired, evaluated = run.fire()
             except Exception as exc:  # a guard raised: the phase failed
@@ -73,7 +74,7 @@ async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trac
             assert fired is not None
             error = _describe(ctx.error) if fired.trigger == failure_trigger and ctx.error else None
             # TransitionRecord(trigger, source, dest, guards, at_ns, phase_ns, error)
-            record(TransitionRecord(fired.trigger, state, fired.dest, evaluated, clock() - t0, p1 - p0, error))
+            record(TransitionRecord(fired.trigger, state, fired.dest, evaluated, clock() - t0, phase_ns, error))
             state = fired.dest
             last = fired
     finally:
