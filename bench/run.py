@@ -246,8 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--peers", action="store_true", help="also run lionagi and pydantic-ai")
     ap.add_argument("--systems", help="comma-separated subset of systems")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--seconds", type=float, default=5.0, help="timed seconds per worker")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=3.0, help="timed seconds per worker")
     ap.add_argument("--quick", action="store_true", help="one iteration of each scenario")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                     help="time per-call samples as process CPU time (default) or wall-clock")
