@@ -97,7 +97,7 @@ async def test_sequential_runs_in_input_order_and_concurrent_overlaps():
     assert events == ["start a", "end a", "start b", "end b"] and [r.output for r in out] == ["a", "b"]
     events.clear()
     out = await act(b, reqs, ActionParam(strategy="concurrent"))
-    assert events[:2] == ["start a", "start b"] and [r.output for r in out] == ["a", "b"]
+    assert set(events[:2]) == {"start a", "start b"} and [r.output for r in out] == ["a", "b"]
     events.clear()
     await act(b, reqs, ActionParam(strategy="concurrent", action_call_params=AlcallParams(max_concurrent=1)))
     assert events == ["start a", "end a", "start b", "end b"]
