@@ -120,7 +120,9 @@ async def alcall(
     n = len(items)
     results: list[Any] = [None] * n
     errors: dict[int, BaseException] = {}
-    limiter = anyio.CapacityLimiter(params.max_concurrent or max(n, 1))
+    # Slots are taken by the spawning loop, so calls start in input order and
+    # no more than max_concurrent tasks ever exist at once (bounded fan-out).
+    slots = anyio.Semaphore(params.max_concurrent) if params.max_concurrent else None
     start_lock = anyio.Lock()
     last_start: list[float | None] = [None]
 
@@ -137,16 +139,20 @@ async def alcall(
             last_start[0] = now
 
     async def run_one(i: int, scope: anyio.CancelScope) -> None:
-        async with limiter:
-            await throttle()
-            try:
-                results[i] = await _call_with_retries(func, items[i], params)
-            except Exception as exc:  # noqa: BLE001 - re-raised below in input order
-                errors[i] = exc
-                scope.cancel()
+        try:
+            results[i] = await _call_with_retries(func, items[i], params)
+        except Exception as exc:  # noqa: BLE001 - re-raised below in input order
+            errors[i] = exc
+            scope.cancel()
+        finally:
+            if slots is not None:
+                slots.release()
 
     async with anyio.create_task_group() as tg:
         for i in range(n):
+            if slots is not None:
+                await slots.acquire()
+            await throttle()
             tg.start_soon(run_one, i, tg.cancel_scope)
 
     if errors:

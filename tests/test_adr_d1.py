@@ -168,7 +168,7 @@ async def test_facade_default_shadowing_is_visible_through_branch_operate():
     b = Branch(tools=[first, second])
     started_second = anyio.Event()
     await b.operate(instruct=ins, middle=ScriptedMiddle(dict(reqs)))
-    assert events == ["first:start", "second:start", "first:end"]  # concurrent
+    assert events.index("second:start") < events.index("first:end")  # concurrent: overlap
 
     events.clear()
     started_second = anyio.Event()
