@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast diagrams diagrams-check graphviz bench bench-peers clean
+.PHONY: setup demo test test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,7 @@ setup: $(STAMP)
 demo: setup
 	$(PY) -m lionops.demo
 
-test: setup
+test: setup mermaid-parser
 	$(PY) -m pytest -q
 	$(MAKE) --no-print-directory diagrams-check
 
@@ -39,6 +39,11 @@ graphviz:
 	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq graphviz >/dev/null 2>&1)) && echo "installed graphviz" || \
 	  echo "could not install graphviz: the SVG will be skipped"; \
 	else echo "graphviz missing and not root: the SVG will be skipped"; fi
+
+# Mermaid's own parser (pinned in tests/mermaid/) under Node, for the diagram tests;
+# never fails: without node or the npm registry those tests skip and say why.
+mermaid-parser: setup
+	@$(PY) tests/mermaid/install.py || true
 
 bench: setup
 	$(PY) bench/run.py
