@@ -368,3 +368,11 @@ async def test_cli_draws_a_real_run_and_shows_its_early_return(tmp_path: Path):
     assert f"```mermaid\n{mmd}```" in page
     assert "| 5 | `gate` | `actions_disabled` | `returned` | phase_raised=F, invoke_actions_false=T | — |" in page
     assert render_trace_files(default_definition(), trace, "run.json")["run.mmd"] == mmd
+
+
+def test_trace_output_defaults_to_out(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("early.json").write_text(_EARLY.to_json())
+    assert main(["diagram", "--trace", "early.json", "--no-svg"]) == 0
+    assert sorted(p.name for p in Path("out").iterdir()) == ["early.dot", "early.md", "early.mmd"]
+    assert not Path("diagrams").exists()

@@ -36,8 +36,10 @@ def _installer():
 def mermaid_parse():
     installer = _installer()
     reason = installer.install()
-    if reason:
+    if reason and reason.startswith(installer.UNAVAILABLE):
         pytest.skip(f"Mermaid's parser is not available: {reason}")
+    if reason:
+        pytest.fail(f"Mermaid's parser did not install: {reason}")
     node = shutil.which("node")
 
     def parse(tmp: Path, texts: dict[str, str]) -> dict[str, dict]:
@@ -83,3 +85,11 @@ def test_the_parser_rejects_broken_mermaid(mermaid_parse, tmp_path: Path):
     broken = render_mermaid(default_definition()).replace("prepare --> schema:", "prepare -> schema:")
     (r,) = mermaid_parse(tmp_path, {"broken.mmd": broken}).values()
     assert not r["ok"] and "Parse error" in r["error"]
+
+
+def test_installer_says_why_it_cannot_install(tmp_path: Path, monkeypatch):
+    installer = _installer()
+    monkeypatch.setattr(installer.shutil, "which", lambda name: None)
+    reason = installer.install(tmp_path / "cache")
+    assert reason == "node/npm are not installed" and reason.startswith(installer.UNAVAILABLE)
+    assert not installer.installed(tmp_path / "cache")

@@ -15,6 +15,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CACHE = HERE.parent.parent / ".cache" / "mermaid"
 PINNED = ("package.json", "package-lock.json")
+# What npm prints when it cannot reach the registry.
+NETWORK_ERRORS = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENETUNREACH",
+                  "EHOSTUNREACH", "network", "E502", "E503", "E504")
+UNAVAILABLE = ("node/npm are not installed", "npm registry unreachable")
 
 
 def installed(cache: Path = CACHE) -> bool:
@@ -24,7 +28,11 @@ def installed(cache: Path = CACHE) -> bool:
 
 
 def install(cache: Path = CACHE) -> str | None:
-    """Install when needed; ``None`` on success, else the reason it could not."""
+    """Install when needed; ``None`` on success, else the reason it could not.
+
+    A reason starting with one of ``UNAVAILABLE`` means the parser cannot be
+    had on this machine; any other is a broken install.
+    """
     if installed(cache):
         return None
     npm = shutil.which("npm")
@@ -38,7 +46,10 @@ def install(cache: Path = CACHE) -> str | None:
         cwd=cache, capture_output=True, text=True, timeout=600,
     )
     if proc.returncode != 0:
-        return f"npm ci failed (npm registry unreachable?): {proc.stderr.strip()[-400:]}"
+        tail = proc.stderr.strip()[-400:]
+        if any(marker in proc.stderr for marker in NETWORK_ERRORS):
+            return f"npm registry unreachable: {tail}"
+        return f"npm ci failed: {tail}"
     (cache / ".installed").touch()
     return None
 
