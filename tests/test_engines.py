@@ -107,3 +107,36 @@ async def test_both_engines_give_the_same_trace_for_a_real_call():
         traces.append(trace)
     assert traces[0].path() == traces[1].path()
     assert [t.guards for t in traces[0].transitions] == [t.guards for t in traces[1].transitions]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("engine_cls", [CompiledEngine, TransitionsEngine])
+async def test_no_guard_holding_takes_failed_with_an_invariant_error(engine_cls):
+    """DESIGN: if no guard holds in a state, the machine takes `failed` with an
+    internal-invariant error."""
+    from lionops.engine.guards import GUARDS
+    from lionops.errors import InternalInvariantError
+
+    guards = dict(GUARDS, validation_passed=lambda ctx: False)
+    engine = engine_cls(guards=guards)
+    b = Branch(engine=engine)
+    with pytest.raises(InternalInvariantError, match="no guard holds in state 'validate'"):
+        await b.operate(instruction="x", middle=ScriptedMiddle("t"))
+    t = b.traces[-1]
+    assert t.path()[-1] == ("validate", "failed", "raised")
+    assert t.transitions[-1].guards["validation_passed"] is False
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("engine_cls", [CompiledEngine, TransitionsEngine])
+async def test_a_guard_that_raises_fails_the_phase(engine_cls):
+    from lionops.engine.guards import GUARDS
+
+    def broken(ctx):
+        raise KeyError("guard bug")
+
+    engine = engine_cls(guards=dict(GUARDS, requests_absent=broken))
+    b = Branch(engine=engine)
+    with pytest.raises(KeyError, match="guard bug"):
+        await b.operate(instruction="x", actions=True, middle=ScriptedMiddle({"action_requests": []}))
+    assert b.traces[-1].path()[-1] == ("gate", "failed", "raised")
