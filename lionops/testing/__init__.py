@@ -1,5 +1,5 @@
 """Test and demo support shipped with lionops: a loopback OpenAI-compatible server."""
 
-from .openai_server import OpenAIServer, Reply, completion, error_body, tool_call
+from .openai_server import OpenAIServer, Reply, completion, error_body, load_recording, replay, tool_call
 
-__all__ = ["OpenAIServer", "Reply", "completion", "error_body", "tool_call"]
+__all__ = ["OpenAIServer", "Reply", "completion", "error_body", "load_recording", "replay", "tool_call"]

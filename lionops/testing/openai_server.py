@@ -23,9 +23,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
-__all__ = ["OpenAIServer", "Reply", "RecordedRequest", "completion", "tool_call", "error_body", "REDACTED"]
+__all__ = [
+    "OpenAIServer", "Reply", "RecordedRequest", "completion", "tool_call", "error_body",
+    "load_recording", "replay", "REDACTED",
+]
 
 #: What a recorded Authorization header is replaced with.
 REDACTED = "Bearer ***"
@@ -220,6 +224,47 @@ class OpenAIServer:
     def __repr__(self) -> str:
         where = self.url if self._httpd is not None else "stopped"
         return f"OpenAIServer({where}, requests={len(self.requests)}, scripted={len(self._queue)})"
+
+
+def load_recording(path: str | Path) -> dict[str, Any]:
+    """A recorded conversation: ``{"description", "exchanges": [{"request": {...},
+    "response": {"status", "headers", "body"}}]}`` (requests redacted)."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def _shape(body: Any) -> dict[str, Any]:
+    """What a replayed request must share with its recording: the model's
+    tools and the name of the requested response schema."""
+    body = body if isinstance(body, dict) else {}
+    fmt = body.get("response_format") or {}
+    return {
+        "tools": sorted(t.get("function", {}).get("name", "") for t in body.get("tools") or []),
+        "response_format": (fmt.get("json_schema") or {}).get("name") or fmt.get("type"),
+    }
+
+
+def replay(recording: dict[str, Any]) -> Callable[[RecordedRequest], Reply]:
+    """Replies that serve ``recording``'s responses in order.
+
+    A request whose tools or response schema differ from the recorded one
+    gets a 400 naming the difference, so a replay never answers a question
+    that was not asked.
+    """
+    exchanges = list(recording["exchanges"])
+    lock = threading.Lock()
+
+    def reply(request: RecordedRequest) -> Reply:
+        with lock:
+            if not exchanges:
+                return Reply(error_body("recording: no exchange left for this request", "server_error"), status=500)
+            exchange = exchanges.pop(0)
+        want, got = _shape(exchange["request"].get("body")), _shape(request.body)
+        if want != got:
+            return Reply(error_body(f"recording: request differs from the recorded one: want {want}, got {got}"), status=400)
+        response = exchange["response"]
+        return Reply(response.get("body"), status=response.get("status", 200), headers=dict(response.get("headers") or {}))
+
+    return reply
 
 
 def _as_reply(item: Reply | dict[str, Any]) -> Reply:
