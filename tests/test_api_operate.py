@@ -401,3 +401,39 @@ async def test_schema_in_prompt_mode(server):
     assert "JSON schema" in text and "action_responses" not in text
     assert "Tools you may request" not in text  # tools stay native
     assert result.answer == 9 and trace.meta["structured_output"] == "prompt"
+
+
+async def test_json_object_mode(server):
+    m = make_model(server, structured_output="json_object")
+    server.push(completion('{"answer": 4}'))
+    result, trace = await Branch(chat_model=m).operate_traced(instruction="q", response_format=Answer)
+    await m.aclose()
+    assert sent(server)["response_format"] == {"type": "json_object"}
+    assert "JSON schema" in user_text(sent(server))
+    assert result.answer == 4 and trace.meta["structured_output"] == "json_object"
+
+
+# ---------------------------------------------------------------- C01/C02 through HTTP: no second model legitimizes a bad value
+
+BAD_BODIES = {
+    "c01-cut-arguments": '{"answer": 1, "action_requests": [{"function": "get_weather", "arguments": "{\\"city\\": \\"Par"}]}',
+    "c02-bad-value": '{"answer": "high", "action_requests": [{"function": "send_message", "arguments": {"to": "team", "body": "done"}}]}',
+}
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("case", list(BAD_BODIES))
+async def test_invalid_body_runs_no_tool_and_asks_no_parse_model(server, model, policy, case):
+    from lionops import MismatchError
+
+    box = ToolBox()
+    server.push(completion(BAD_BODIES[case]))
+    branch = Branch(chat_model=model, tools=box.tools())
+    out = await operate_under(branch, policy, MismatchError, instruction="q", response_format=Answer, actions=True)
+    if policy == "return_value":
+        assert out == json.loads(BAD_BODIES[case])
+    elif policy == "return_none":
+        assert out is None
+    assert branch.traces[-1].exit == f"mismatch_{policy}"
+    assert len(server.chat_requests) == 1
+    assert box.total == 0

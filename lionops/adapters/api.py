@@ -248,14 +248,17 @@ async def communicate(
         metadata["tool_calls"] = [_call_summary(c, r) for c, r in zip(completion.tool_calls, requests)]
     if completion.refusal:
         metadata["refusal"] = completion.refusal
-    structured = (options.get("response_format") or {}).get("json_schema", {})
+    fmt_option = options.get("response_format") or {}
+    if "json_schema" in fmt_option:
+        mode: str | None = "strict" if fmt_option["json_schema"].get("strict") else "json_schema"
+    else:
+        mode = fmt_option.get("type") or ("prompt" if schema_in_prompt else None)
     annotate(
         provider=metadata["provider"], model=completion.model, finish_reason=completion.finish_reason,
         usage=dict(completion.usage), latency_ms=round(completion.latency_s * 1000, 3),
         http_attempts=completion.attempts, http_retries=list(completion.retries),
         tool_calls=len(completion.tool_calls),
-        structured_output=("strict" if structured.get("strict") else "json_schema") if structured
-        else ("prompt" if schema_in_prompt else None),
+        structured_output=mode,
     )
     for retry in completion.retries:
         branch.logs.log("http_retry", {"provider": metadata["provider"], **retry})

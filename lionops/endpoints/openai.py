@@ -51,6 +51,7 @@ __all__ = [
     "PROVIDER_DEFAULTS",
     "parse_retry_after",
     "strict_json_schema",
+    "StreamAccumulator",
     "StructuredMode",
 ]
 
@@ -78,7 +79,7 @@ PROVIDER_DEFAULTS: dict[str, _ProviderDefaults] = {
 }
 
 #: Request keys the adapter owns; default options may not set them.
-_RESERVED = frozenset({"messages", "stream"})
+_RESERVED = frozenset({"messages"})
 
 _BODY_PREVIEW = 300
 
@@ -243,6 +244,10 @@ class ChatCompletionsEndpoint:
             ``"json_schema"`` (native ``response_format``, strict when the
             schema allows it), ``"json_object"`` (JSON mode, schema in the
             prompt) or ``"prompt"`` (schema in the prompt only).
+        stream: ask for a server-sent-event stream by default (``stream=`` per
+            call wins); chunks are assembled into one answer, tool-call deltas
+            by index, id or position (C20). A stream cuts the read timeout to
+            the gap between chunks rather than the whole answer.
         headers: extra HTTP headers for every request.
         verify: TLS verification: ``True`` (system defaults, one shared
             context), ``False``, a CA bundle path or an ``ssl.SSLContext``.
@@ -274,6 +279,7 @@ class ChatCompletionsEndpoint:
         backoff_factor: float = 2.0,
         backoff_max: float = 8.0,
         structured_output: StructuredMode = "json_schema",
+        stream: bool = False,
         headers: Mapping[str, str] | None = None,
         verify: bool | str | ssl.SSLContext = True,
         **default_options: Any,
@@ -287,7 +293,7 @@ class ChatCompletionsEndpoint:
             raise ConfigurationError(f"structured_output must be json_schema, json_object or prompt, got {structured_output!r}")
         reserved = _RESERVED & set(default_options)
         if reserved:
-            raise ConfigurationError(f"{sorted(reserved)} cannot be default options (streaming is not supported)")
+            raise ConfigurationError(f"{sorted(reserved)} cannot be default options")
         if api_key is None and defaults.key_env:
             api_key = os.environ.get(defaults.key_env) or None
         if base_url is None and defaults.base_url_env:
@@ -306,6 +312,7 @@ class ChatCompletionsEndpoint:
         self.backoff_factor = float(backoff_factor)
         self.backoff_max = float(backoff_max)
         self.structured_output: StructuredMode = structured_output
+        self.stream = bool(stream)
         self._extra_headers = {k: SecretStr(v) for k, v in (headers or {}).items()}
         self.verify = verify
         self.default_options = dict(default_options)
@@ -392,16 +399,21 @@ class ChatCompletionsEndpoint:
     def request_body(self, messages: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
         """The JSON body: ``model``, ``messages``, default options, then ``options``.
 
+        ``stream`` (default: the endpoint's) adds ``"stream": true`` and, unless
+        given, ``stream_options={"include_usage": true}``.
+
         Raises:
-            ConfigurationError: no model name, or ``stream`` was asked for.
+            ConfigurationError: no model name.
         """
-        if options.get("stream"):
-            raise ConfigurationError("streaming responses are not supported by this endpoint")
+        stream = options.pop("stream", None)
         body: dict[str, Any] = {"model": self.model}
         body.update(self.default_options)
-        body.update({k: v for k, v in options.items() if v is not None and k != "stream"})
+        body.update({k: v for k, v in options.items() if v is not None})
         if not body.get("model"):
             raise ConfigurationError(f"{self.provider}: no model name; pass iModel(model=...)")
+        if self.stream if stream is None else stream:
+            body["stream"] = True
+            body.setdefault("stream_options", {"include_usage": True})
         body["messages"] = messages
         return body
 
@@ -423,8 +435,9 @@ class ChatCompletionsEndpoint:
             EndpointStatusError: any other 4xx, or 5xx after the retries.
             EndpointTimeoutError: the request exceeded ``timeout`` seconds.
             EndpointConnectionError: refused/reset connection after the retries.
-            EndpointResponseError: a 2xx body that is not a completion object.
-            ConfigurationError: no model name, or ``stream=True``.
+            EndpointResponseError: a 2xx body that is not a completion object
+                (or a stream chunk that is not JSON).
+            ConfigurationError: no model name.
         """
         body = self.request_body(messages, **options)
         client = self._client_for_loop()
@@ -432,7 +445,7 @@ class ChatCompletionsEndpoint:
 
         def before_sleep(state: Any) -> None:
             exc = state.outcome.exception()
-            delay = float(state.upcoming_sleep)
+            delay = float(state.next_action.sleep)
             retries.append({"status": getattr(exc, "status", None), "delay_s": delay})
             logger.info("%s: retry %d in %.2f s after %s", self.provider, state.attempt_number, delay, type(exc).__name__)
 
@@ -446,14 +459,14 @@ class ChatCompletionsEndpoint:
         )
         started = time.perf_counter()
         attempts = 0
-        response: httpx.Response | None = None
+        data: dict[str, Any] | None = None
         async for attempt in retrying:
             with attempt:
                 attempts = attempt.retry_state.attempt_number
-                response = await self._post_once(client, body, attempts)
-        assert response is not None
+                data = await self._post_once(client, body, attempts)
+        assert data is not None
         latency = time.perf_counter() - started
-        return self._completion(response, latency=latency, attempts=attempts, retries=retries)
+        return self._completion(data, latency=latency, attempts=attempts, retries=retries)
 
     def _wait(self, state: Any) -> float:
         """tenacity wait: the server's ``Retry-After`` when given, else backoff."""
@@ -471,10 +484,14 @@ class ChatCompletionsEndpoint:
             headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
         return headers
 
-    async def _post_once(self, client: httpx.AsyncClient, body: dict[str, Any], attempt: int) -> httpx.Response:
+    async def _post_once(self, client: httpx.AsyncClient, body: dict[str, Any], attempt: int) -> dict[str, Any]:
+        """One HTTP request; the decoded (or stream-assembled) completion object."""
         url = self.url
-        logger.debug("%s: POST %s model=%s attempt=%d", self.provider, url, body.get("model"), attempt)
+        logger.debug("%s: POST %s model=%s attempt=%d stream=%s", self.provider, url, body.get("model"),
+                     attempt, bool(body.get("stream")))
         try:
+            if body.get("stream"):
+                return await self._stream_once(client, body, attempt)
             response = await client.post(self._request_url(), json=body, headers=self._headers())
         except httpx.TimeoutException as exc:
             raise EndpointTimeoutError(
@@ -489,9 +506,38 @@ class ChatCompletionsEndpoint:
             err.retryable = isinstance(exc, httpx.ConnectError)  # type: ignore[attr-defined]
             raise err from None
         logger.debug("%s: %s %d", self.provider, url, response.status_code)
-        if response.is_success:
-            return response
-        raise self._status_error(response, url, attempt)
+        if not response.is_success:
+            raise self._status_error(response, url, attempt)
+        try:
+            return response.json()
+        except ValueError:
+            raise self._response_error("a body that is not JSON", response.status_code, response.text) from None
+
+    async def _stream_once(self, client: httpx.AsyncClient, body: dict[str, Any], attempt: int) -> dict[str, Any]:
+        async with client.stream("POST", self._request_url(), json=body, headers=self._headers()) as response:
+            logger.debug("%s: %s %d (stream)", self.provider, self.url, response.status_code)
+            if not response.is_success:
+                await response.aread()
+                raise self._status_error(response, self.url, attempt)
+            acc = StreamAccumulator()
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    break
+                try:
+                    chunk = json.loads(payload)
+                except ValueError:
+                    raise self._response_error("a stream chunk that is not JSON", response.status_code, payload) from None
+                acc.add(chunk)
+        return acc.completion()
+
+    def _response_error(self, what: str, status: int, text: str) -> EndpointResponseError:
+        return EndpointResponseError(
+            f"{self.provider}: POST {self.url} answered {status} with {what}: {self.scrub(text[:_BODY_PREVIEW])!r}",
+            provider=self.provider, url=self.url,
+        )
 
     def _status_error(self, response: httpx.Response, url: str, attempt: int) -> EndpointStatusError:
         status = response.status_code
@@ -518,23 +564,11 @@ class ChatCompletionsEndpoint:
         err.retry_after = retry_after  # type: ignore[attr-defined]
         return err
 
-    def _completion(self, response: httpx.Response, *, latency: float, attempts: int,
+    def _completion(self, data: Any, *, latency: float, attempts: int,
                     retries: list[dict[str, Any]]) -> ChatCompletion:
-        url = self.url
-        try:
-            data = response.json()
-        except ValueError:
-            raise EndpointResponseError(
-                f"{self.provider}: POST {url} answered {response.status_code} with a body that is not JSON: "
-                f"{self.scrub(response.text[:_BODY_PREVIEW])!r}",
-                provider=self.provider, url=url,
-            ) from None
         choices = data.get("choices") if isinstance(data, dict) else None
         if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
-            raise EndpointResponseError(
-                f"{self.provider}: POST {url} answered without choices: {self.scrub(response.text[:_BODY_PREVIEW])!r}",
-                provider=self.provider, url=url,
-            )
+            raise self._response_error("no choices", 200, json.dumps(data, default=str))
         choice = choices[0]
         message = choice.get("message") or {}
         tool_calls = message.get("tool_calls") or []
@@ -561,6 +595,95 @@ class ChatCompletionsEndpoint:
         )
 
     __str__ = __repr__
+
+
+class StreamAccumulator:
+    """Assembles ``chat.completion.chunk`` objects into one ``chat.completion``.
+
+    Text and refusal deltas are concatenated. A tool-call delta joins the
+    call with the same ``id``; else the call with the same ``index`` (unless
+    that call already has a different id); else, with neither, the last call
+    (servers that omit ``index``). Anything else starts a new call. So one
+    call split over chunks stays one call, whether the index is missing or
+    repeated within a chunk (field report C20).
+    """
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.refusal: list[str] = []
+        self.calls: list[dict[str, Any]] = []
+        self._by_id: dict[str, int] = {}
+        self._by_index: dict[int, int] = {}
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.model: str | None = None
+        self.id: str | None = None
+
+    def add(self, chunk: dict[str, Any]) -> None:
+        """Fold one chunk in; chunks without choices (the usage chunk) are fine."""
+        if not isinstance(chunk, dict):
+            return
+        self.model = chunk.get("model") or self.model
+        self.id = chunk.get("id") or self.id
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if isinstance(delta.get("content"), str):
+                self.text.append(delta["content"])
+            if isinstance(delta.get("refusal"), str):
+                self.refusal.append(delta["refusal"])
+            for entry in delta.get("tool_calls") or []:
+                if isinstance(entry, dict):
+                    self._add_call(entry)
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+
+    def _position(self, index: Any, call_id: Any) -> int | None:
+        if call_id and call_id in self._by_id:
+            return self._by_id[call_id]
+        if index is not None and index in self._by_index:
+            pos = self._by_index[index]
+            if not call_id or self.calls[pos]["id"] in (None, call_id):
+                return pos
+            return None
+        if index is None and not call_id and self.calls:
+            return len(self.calls) - 1
+        return None
+
+    def _add_call(self, entry: dict[str, Any]) -> None:
+        index, call_id = entry.get("index"), entry.get("id")
+        pos = self._position(index, call_id)
+        if pos is None:
+            self.calls.append({"id": None, "type": "function", "function": {"name": None, "arguments": ""}})
+            pos = len(self.calls) - 1
+        call = self.calls[pos]
+        if index is not None:
+            self._by_index[index] = pos
+        if call_id:
+            call["id"] = call_id
+            self._by_id[call_id] = pos
+        fn = entry.get("function") or {}
+        if fn.get("name") and not call["function"]["name"]:
+            call["function"]["name"] = fn["name"]
+        if isinstance(fn.get("arguments"), str):
+            call["function"]["arguments"] += fn["arguments"]
+
+    def completion(self) -> dict[str, Any]:
+        """The assembled ``chat.completion`` object."""
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": "".join(self.text) if self.text else None,
+            "refusal": "".join(self.refusal) if self.refusal else None,
+        }
+        if self.calls:
+            message["tool_calls"] = self.calls
+        return {
+            "id": self.id, "object": "chat.completion", "model": self.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}],
+            "usage": self.usage or {},
+        }
 
 
 def _text_of(content: Any) -> str | None:

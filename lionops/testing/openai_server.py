@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "OpenAIServer", "Reply", "RecordedRequest", "completion", "tool_call", "error_body",
+    "OpenAIServer", "Reply", "RecordedRequest", "completion", "chunked", "tool_call", "error_body",
     "load_recording", "replay", "REDACTED",
 ]
 
@@ -88,6 +88,39 @@ def completion(
     }
 
 
+def _pieces(text: str, n: int) -> list[str]:
+    size = max(1, -(-len(text) // n))
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+def chunked(done: dict[str, Any], pieces: int = 3) -> list[dict[str, Any]]:
+    """A ``chat.completion`` as the chunks a server streams: the content and
+    each tool call's arguments split into ``pieces`` deltas (tool-call deltas
+    carry ``index``; id and name come in the first), then the finish reason,
+    then a usage chunk."""
+    choice = done["choices"][0]
+    message = choice["message"]
+    head = {"id": done["id"], "object": "chat.completion.chunk", "created": done["created"], "model": done["model"]}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": "" if message.get("content") is not None else None})]
+    if message.get("content"):
+        out += [chunk({"content": part}) for part in _pieces(message["content"], pieces)]
+    if message.get("refusal"):
+        out += [chunk({"refusal": part}) for part in _pieces(message["refusal"], pieces)]
+    for i, call in enumerate(message.get("tool_calls") or []):
+        fn = call["function"]
+        out.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                          "function": {"name": fn["name"], "arguments": ""}}]}))
+        out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]})
+                for part in _pieces(fn["arguments"], pieces)]
+    out.append(chunk({}, choice["finish_reason"]))
+    out.append({**head, "choices": [], "usage": done["usage"]})
+    return out
+
+
 def error_body(message: str, type_: str = "invalid_request_error", code: str | None = None) -> dict[str, Any]:
     """An OpenAI error object ``{"error": {"message", "type", "param", "code"}}``."""
     return {"error": {"message": message, "type": type_, "param": None, "code": code}}
@@ -104,6 +137,8 @@ class Reply:
         hang: never answer; the handler waits until the server stops (or
             ``hang_s`` seconds), so the client's timeout fires.
         hang_s: the longest a hanging handler waits, in seconds.
+        stream: ``chat.completion.chunk`` objects sent as server-sent events
+            (``data: {...}`` lines, then ``data: [DONE]``) instead of ``body``.
     """
 
     body: Any = None
@@ -111,6 +146,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     hang: bool = False
     hang_s: float = 30.0
+    stream: list[dict[str, Any]] | None = None
 
 
 @dataclass(slots=True)
@@ -289,7 +325,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, reply: Reply) -> None:
         body = reply.body
-        if isinstance(body, (dict, list)):
+        if reply.stream is not None:
+            events = "".join(f"data: {json.dumps(c)}\n\n" for c in reply.stream) + "data: [DONE]\n\n"
+            data, ctype = events.encode(), "text/event-stream"
+        elif isinstance(body, (dict, list)):
             data = json.dumps(body).encode()
             ctype = "application/json"
         elif isinstance(body, bytes):
