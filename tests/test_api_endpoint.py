@@ -25,7 +25,7 @@ from lionops.errors import (
     EndpointResponseError,
     EndpointStatusError,
 )
-from lionops.testing import OpenAIServer, Reply, completion, error_body
+from lionops.testing import Reply, completion, error_body
 
 from .helpers import Answer, ToolBox
 from .openai_server import failing_operate, make_model, model, server  # noqa: F401 - fixtures
@@ -222,7 +222,7 @@ def _closed_port() -> int:
 
 
 @pytest.mark.anyio
-async def test_connection_refused(monkeypatch):
+async def test_connection_refused():
     m = iModel(provider="openai", model="m", api_key="k", base_url=f"http://127.0.0.1:{_closed_port()}/v1")
     branch = Branch(chat_model=m)
     with use_clock(RecordingClock()) as clk:

@@ -24,7 +24,7 @@ from lionops.parse import (
 from lionops.testing import completion
 
 from .helpers import Answer
-from .openai_server import make_model, model, sent, server  # noqa: F401 - fixtures
+from .openai_server import model, sent, server  # noqa: F401 - fixtures
 
 
 class Person(BaseModel):

@@ -255,8 +255,8 @@ class ChatCompletionsEndpoint:
             (``temperature``, ``max_tokens``, ...); per-call options win.
 
     Raises:
-        ConfigurationError: unknown provider, bad numbers, ``stream`` or
-            ``messages`` in the default options.
+        ConfigurationError: unknown provider, bad numbers, an unknown
+            ``structured_output``, or ``messages`` in the default options.
 
     ``is_cli`` is false. The client is created lazily inside the running
     event loop (asyncio or trio) and reused by every call made in that loop;
