@@ -44,8 +44,16 @@ class Instruct(HashableModel):
     action_strategy: Literal["sequential", "concurrent"] | None = None
 
 
+def _schema_description(text: str) -> ConfigDict:
+    """Config giving the JSON schema shown to models its own description,
+    so class docstrings (written for developers) never reach a provider."""
+    return ConfigDict(json_schema_extra=lambda schema, cls: schema.update(description=text))
+
+
 class Reason(HashableModel):
     """The model's stated reasoning, added by ``reason=True`` (ADR-0022 D2)."""
+
+    model_config = _schema_description("Your reasoning: a short title, the content, and your confidence from 0 to 1.")
 
     title: str | None = None
     content: str | None = None
@@ -117,6 +125,10 @@ class ActionRequestModel(HashableModel):
     shown to the model.
     """
 
+    model_config = _schema_description(
+        "One tool call: the name of a registered function and its arguments as a JSON object."
+    )
+
     function: str | None = None
     arguments: dict[str, Any] | None = None
     invalid: SkipJsonSchema[str | None] = Field(default=None, repr=False, exclude=True)
@@ -145,7 +157,11 @@ class ActionResponseModel(HashableModel):
     suppressed tool error.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        arbitrary_types_allowed=True,
+        json_schema_extra=lambda schema, cls: schema.update(
+            description="An observed tool result, filled by the runtime."),
+    )
 
     function: str = Field(default_factory=str)
     arguments: dict[str, Any] = Field(default_factory=dict)
