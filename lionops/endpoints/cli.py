@@ -673,6 +673,8 @@ class CLIEndpoint:
         env: variables set on top of the inherited environment. Values of
             names containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL or
             AUTH are redacted from errors and never shown by ``repr``.
+        inherit_env: start from this process's environment (default); when
+            false the CLI sees ``env`` only.
         cwd: the working directory of the CLI.
         args: extra arguments appended after the provider's.
         system: text sent as the system prompt addition (Claude Code
@@ -695,6 +697,7 @@ class CLIEndpoint:
         cli_command: str | Sequence[str] | None = None,
         timeout: float | None = 600.0,
         env: Mapping[str, str] | None = None,
+        inherit_env: bool = True,
         cwd: str | os.PathLike[str] | None = None,
         args: Sequence[str] = (),
         system: str | None = None,
@@ -713,6 +716,7 @@ class CLIEndpoint:
         self.cli_command = [str(c) for c in cli_command]
         self.timeout = timeout
         self.env = dict(env or {})
+        self.inherit_env = inherit_env
         self.cwd = os.fspath(cwd) if cwd is not None else None
         self.args = [str(a) for a in args]
         self.system = system
@@ -746,7 +750,7 @@ class CLIEndpoint:
         return text
 
     def _environ(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = dict(os.environ) if self.inherit_env else {}
         env.update(self.env)
         return env
 
