@@ -339,3 +339,18 @@ def test_imodel_is_cli_and_accepts_a_command_string():
     assert model.is_cli
     assert model.endpoint.cli_command == [sys.executable, "-m", "claude"]
     assert iModel(provider="codex").endpoint.argv() == ["codex", "exec", "--json", "-"]
+
+
+async def test_replay_of_a_session_recorded_from_the_real_cli():
+    """tests/fixtures/cli/real_claude_code_2.1.328.jsonl was printed by Claude Code
+    2.1.328 against the loopback peer of test_cli_claude_code_real.py."""
+    box = ToolBox()
+    model = fake_model("real_claude_code_2.1.328.jsonl", "--chunk", "64")
+    branch = Branch(chat_model=model, tools=box.tools())
+    result, trace = await branch.operate_traced(instruction="Weather?", response_format=Answer, actions=True)
+    assert result.answer == 7 and dict(box.calls) == {"get_weather": 1}
+    assert trace.states == WITH_ACTIONS
+    cli = [(m.role, m.content["function"]) for m in branch.messages if m.metadata.get("executed_by") == "cli"]
+    assert cli == [("action_request", "Read"), ("action_response", "Read")]
+    assert trace.meta["usage"]["input_tokens"] == 642
+    assert trace.meta["cli"]["model"] == "claude-sonnet-4-5"
