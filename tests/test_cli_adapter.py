@@ -354,3 +354,22 @@ async def test_replay_of_a_session_recorded_from_the_real_cli():
     assert cli == [("action_request", "Read"), ("action_response", "Read")]
     assert trace.meta["usage"]["input_tokens"] == 642
     assert trace.meta["cli"]["model"] == "claude-sonnet-4-5"
+
+
+async def test_a_failing_sink_surfaces_as_itself_and_stops_the_cli(tmp_path):
+    pid_file = tmp_path / "pid"
+    endpoint = fake_model("hang.jsonl", "--hang-after", "1", "--pidfile", str(pid_file)).endpoint
+
+    async def full_disk(chunk: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        await endpoint.run("hi", sink=full_disk)
+    assert not alive(read_pid(pid_file))
+
+
+async def test_per_call_cli_args_are_appended(tmp_path):
+    record = tmp_path / "call.json"
+    branch = Branch(chat_model=fake_model("plain_answer.jsonl", "--record", str(record), args=["--max-turns", "3"]))
+    await branch.operate(instruction="hi", cli_args=["--permission-mode", "plan"])
+    assert recorded(record)["argv"][-4:] == ["--max-turns", "3", "--permission-mode", "plan"]

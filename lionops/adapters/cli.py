@@ -193,7 +193,10 @@ async def run_and_collect(
         if stream is not None:
             stream.close()
         if failure is not None and snapshot is not None:
-            branch.snapshot(snapshot)
+            try:
+                branch.snapshot(snapshot)
+            except OSError as exc:  # the CLI failure stays the error raised
+                branch.logs.log("snapshot_error", {"path": str(snapshot), "error": str(exc), "branch": branch.id})
     facts = _facts(run, stream, snapshot)
     metadata: dict[str, Any] = {"usage": dict(run.usage), "cli": facts}
     trace_facts: dict[str, Any] = {"usage": dict(run.usage), "cli": facts}

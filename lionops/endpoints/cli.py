@@ -260,16 +260,22 @@ class LineDecoder:
 
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
         """Events completed by ``chunk`` (bytes of stdout, any split)."""
+        # Only the new bytes are searched for a newline, so a long line that
+        # arrives in many small reads costs linear time.
+        start = len(self._buf)
         self._buf.extend(chunk)
         out: list[dict[str, Any]] = []
+        begin = 0
         while True:
-            nl = self._buf.find(b"\n")
+            nl = self._buf.find(b"\n", max(begin, start))
             if nl < 0:
                 break
-            raw = bytes(self._buf[:nl])
-            del self._buf[: nl + 1]
+            raw = bytes(self._buf[begin:nl])
+            begin = nl + 1
             self._line += 1
             self._take(raw.decode("utf-8", errors="replace"), out)
+        if begin:
+            del self._buf[:begin]
         return out
 
     def close(self) -> list[dict[str, Any]]:
@@ -798,7 +804,13 @@ class CLIEndpoint:
         timed_out = False
         try:
             with anyio.move_on_after(self.timeout) as deadline:
-                await self._pump(process, self.stdin_text(prompt), decoder, collector, tail, sink)
+                try:
+                    await self._pump(process, self.stdin_text(prompt), decoder, collector, tail, sink)
+                except BaseExceptionGroup as group:
+                    # A failing sink (disk full, ...) surfaces as itself.
+                    if len(group.exceptions) == 1 and isinstance(group.exceptions[0], Exception):
+                        raise group.exceptions[0] from None
+                    raise
             timed_out = deadline.cancelled_caught
         finally:
             await self._terminate(process)
