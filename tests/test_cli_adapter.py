@@ -373,3 +373,18 @@ async def test_per_call_cli_args_are_appended(tmp_path):
     branch = Branch(chat_model=fake_model("plain_answer.jsonl", "--record", str(record), args=["--max-turns", "3"]))
     await branch.operate(instruction="hi", cli_args=["--permission-mode", "plan"])
     assert recorded(record)["argv"][-4:] == ["--max-turns", "3", "--permission-mode", "plan"]
+
+
+@pytest.mark.parametrize("provider", ["claude_code", "codex"])
+async def test_the_branch_system_message_reaches_the_cli(provider, tmp_path):
+    record = tmp_path / "call.json"
+    session = "plain_answer.jsonl" if provider == "claude_code" else "codex_session.jsonl"
+    branch = Branch(chat_model=fake_model(session, "--record", str(record), provider=provider),
+                    system="Answer tersely.")
+    await branch.operate(instruction="hi")
+    call = recorded(record)
+    if provider == "claude_code":
+        assert call["argv"][-2:] == ["--append-system-prompt", "Answer tersely."]
+        assert call["stdin"].startswith("hi")
+    else:
+        assert call["stdin"].startswith("Answer tersely.\n\nhi")

@@ -90,6 +90,14 @@ def _endpoint_of(branch: Any, chat_param: Any) -> Any:
     return endpoint
 
 
+def _system_text(branch: Any) -> str | None:
+    """The branch's system message as text (sent as the CLI's system prompt addition)."""
+    for message in branch.messages:
+        if message.role == "system" and message.content is not None:
+            return message.content if isinstance(message.content, str) else str(message.content)
+    return None
+
+
 def _run_id(branch: Any) -> str:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     return f"{stamp}-{str(branch.id)[:8]}-{uuid.uuid4().hex[:8]}"
@@ -140,7 +148,9 @@ async def run_and_collect(
     """Run one CLI turn and return the parsed answer (a Middle, ADR-0022 D3).
 
     The endpoint is ``chat_param.imodel`` or ``branch.chat_model`` (must be
-    CLI-backed). Messages recorded, in order: the user turn (instruction,
+    CLI-backed). The branch's system message, if any, goes to the CLI as its
+    system prompt addition (else the endpoint's ``system``). Earlier turns
+    are not replayed: each call is a new CLI session. Messages recorded, in order: the user turn (instruction,
     guidance, context, tool schemas, request JSON schema), the CLI's own tool
     calls (provenance, ``executed_by="cli"``), the assistant answer with
     metadata ``usage`` (token counts), ``cost_usd`` (US dollars, when the
@@ -176,6 +186,7 @@ async def run_and_collect(
         try:
             run = await endpoint.run(
                 user.content,
+                system=_system_text(branch),
                 options=dict(getattr(chat_param, "imodel_kw", None) or {}),
                 sink=stream.write if stream is not None else None,
                 on_tool=_recorder(branch, endpoint.provider),

@@ -738,13 +738,16 @@ class CLIEndpoint:
 
     # -- provider specifics
 
-    def argv(self, options: Mapping[str, Any] | None = None) -> list[str]:
-        """The full command line (the prompt goes to stdin)."""
+    def argv(self, options: Mapping[str, Any] | None = None, system: str | None = None) -> list[str]:
+        """The full command line (the prompt goes to stdin); ``system`` overrides ``self.system``."""
         raise NotImplementedError
 
-    def stdin_text(self, prompt: str) -> str:
+    def stdin_text(self, prompt: str, system: str | None = None) -> str:
         """What is written to the CLI's stdin for ``prompt``."""
         return prompt
+
+    def _extra(self, options: Mapping[str, Any] | None) -> list[str]:
+        return self.args + [str(a) for a in (options or {}).get("cli_args", ())]
 
     # -- running
 
@@ -768,14 +771,17 @@ class CLIEndpoint:
         self,
         prompt: str,
         *,
+        system: str | None = None,
         options: Mapping[str, Any] | None = None,
         sink: Sink | None = None,
         on_tool: Callable[[CLIToolEvent], None] | None = None,
     ) -> CLIRun:
         """Run one turn for ``prompt`` and return what it produced.
 
-        ``sink`` is awaited with every raw stdout chunk as it arrives (before
-        it is decoded); ``on_tool`` is called with each CLI tool event.
+        ``system`` (default: the endpoint's ``system``) is the system prompt
+        addition. ``sink`` is awaited with every raw stdout chunk as it
+        arrives (before it is decoded); ``on_tool`` is called with each CLI
+        tool event.
         ``options`` are per-call model options (``cli_args``: extra argv).
 
         Raises:
@@ -788,7 +794,8 @@ class CLIEndpoint:
         run = CLIRun(provider=self.provider)
         collector = self.collector_class(run, on_tool)
         decoder = LineDecoder()
-        argv = self.argv(options)
+        system = system if system is not None else self.system
+        argv = self.argv(options, system)
         try:
             # Shielded: a cancellation landing while the child is being spawned
             # (trio spawns in a worker thread) must not lose the process handle.
@@ -805,7 +812,7 @@ class CLIEndpoint:
         try:
             with anyio.move_on_after(self.timeout) as deadline:
                 try:
-                    await self._pump(process, self.stdin_text(prompt), decoder, collector, tail, sink)
+                    await self._pump(process, self.stdin_text(prompt, system), decoder, collector, tail, sink)
                 except BaseExceptionGroup as group:
                     # A failing sink (disk full, ...) surfaces as itself.
                     if len(group.exceptions) == 1 and isinstance(group.exceptions[0], Exception):
@@ -926,13 +933,13 @@ class ClaudeCodeEndpoint(CLIEndpoint):
     default_executable = "claude"
     collector_class = ClaudeStreamCollector
 
-    def argv(self, options: Mapping[str, Any] | None = None) -> list[str]:
+    def argv(self, options: Mapping[str, Any] | None = None, system: str | None = None) -> list[str]:
         argv = [*self.cli_command, "-p", "--output-format", "stream-json", "--verbose"]
         if self.model:
             argv += ["--model", self.model]
-        if self.system:
-            argv += ["--append-system-prompt", self.system]
-        return argv + self.args + [str(a) for a in (options or {}).get("cli_args", ())]
+        if system:
+            argv += ["--append-system-prompt", system]
+        return argv + self._extra(options)
 
 
 class CodexEndpoint(CLIEndpoint):
@@ -941,11 +948,11 @@ class CodexEndpoint(CLIEndpoint):
     default_executable = "codex"
     collector_class = CodexStreamCollector
 
-    def argv(self, options: Mapping[str, Any] | None = None) -> list[str]:
+    def argv(self, options: Mapping[str, Any] | None = None, system: str | None = None) -> list[str]:
         argv = [*self.cli_command, "exec", "--json"]
         if self.model:
             argv += ["-m", self.model]
-        return argv + self.args + [str(a) for a in (options or {}).get("cli_args", ())] + ["-"]
+        return argv + self._extra(options) + ["-"]
 
-    def stdin_text(self, prompt: str) -> str:
-        return f"{self.system}\n\n{prompt}" if self.system else prompt
+    def stdin_text(self, prompt: str, system: str | None = None) -> str:
+        return f"{system}\n\n{prompt}" if system else prompt
