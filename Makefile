@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers clean
+.PHONY: setup demo test test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers clean claude-code
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,7 @@ setup: $(STAMP)
 demo: setup
 	$(PY) -m lionops.demo
 
-test: setup mermaid-parser
+test: setup mermaid-parser claude-code
 	$(PY) -m pytest -q
 	$(MAKE) --no-print-directory diagrams-check
 
@@ -44,6 +44,22 @@ graphviz:
 # never fails: without node or the npm registry those tests skip and say why.
 mermaid-parser: setup
 	@$(PY) tests/mermaid/install.py || true
+
+# The real Claude Code CLI for the CLI adapter's integration test, from the npm
+# registry into an ignored cache folder. An install that fails (no registry)
+# does not stop `make test`: the test then says why it is skipped.
+CLAUDE_CODE_VERSION ?= 2.1.328
+CLAUDE_CODE_DIR ?= .cache/claude-code
+CLAUDE_CODE_BIN := $(CLAUDE_CODE_DIR)/node_modules/.bin/claude
+
+claude-code:
+	@if [ -x $(CLAUDE_CODE_BIN) ] && grep -qs '"version": "$(CLAUDE_CODE_VERSION)"' \
+		$(CLAUDE_CODE_DIR)/node_modules/@anthropic-ai/claude-code/package.json; then :; \
+	elif ! command -v npm >/dev/null 2>&1; then echo "claude-code: npm is not installed; skipping the install"; \
+	else npm install --prefix $(CLAUDE_CODE_DIR) --no-audit --no-fund --no-save --loglevel=error \
+		--fetch-retries=1 --fetch-retry-maxtimeout=10000 \
+		@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) \
+		|| echo "claude-code: npm install failed; the integration test will say why"; fi
 
 bench: setup
 	$(PY) bench/run.py
