@@ -37,7 +37,7 @@ async def test_adapter_selection(kw, branch_model, expected):
     """D3: RunParam or a CLI-backed branch.chat_model selects run_and_collect;
     otherwise communicate."""
     b = Branch(chat_model=branch_model)
-    with pytest.raises(ConfigurationError, match="no .* endpoint configured"):
+    with pytest.raises(ConfigurationError):
         await b.operate(instruction="x", **kw)  # no endpoint: the selection is what we check
     assert b.traces[-1].meta["middle"] == expected
     assert "adapter" in b.traces[-1].states
