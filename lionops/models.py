@@ -177,8 +177,9 @@ class RawOutput(str):
     """Model text returned uncoerced, with the reason it was not parsed.
 
     Adapters return a ``RawOutput`` for a ``finish_reason: "length"`` cut-off
-    (``reason="length"``), a refusal (``reason="refusal"``, ``detail`` the
-    refusal text) or a failed CLI result (``reason="error"``). It is a
+    (``reason="length"``) or a refusal (``reason="refusal"``, ``detail`` the
+    refusal text). A failed CLI result is not returned at all: it raises
+    (field report C18), since text would read as a successful answer. It is a
     ``str``, so the caller's mismatch policy applies unchanged (ADR-0022 D3);
     under ``"raise"`` the error carries the reason (C12, C13).
     """
