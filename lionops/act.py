@@ -35,7 +35,7 @@ from pydantic import BaseModel
 from ._defaults import DEFAULT_ACTION_CALL_PARAMS
 from .alcall import AlcallParams
 from .errors import ConfigurationError
-from .hooks import VERBOSE_ARGS_LIMIT, HookPoint, summarize
+from .hooks import VERBOSE_ARGS_LIMIT, HookPoint, safe_str, summarize
 from .models import ActionRequestModel, ActionResponseModel, decode_arguments, normalize_request_keys
 from .params import ActionParam
 from .tools import ToolInvocation, UnknownToolError
@@ -87,10 +87,11 @@ def _normalize(index: int, item: Any) -> _Request:
 
 
 def _error_payload(function: Any, exc: BaseException) -> dict[str, Any]:
+    text = safe_str(exc)
     return {
-        "error": str(exc),
+        "error": text,
         "type": type(exc).__name__,
-        "message": f"Error invoking action '{function}': {exc}",
+        "message": f"Error invoking action '{function}': {text}",
     }
 
 
@@ -186,13 +187,13 @@ def _failed(
 ) -> ActionResponseModel:
     """Log and record a failed request; return its error payload or re-raise."""
     branch.logs.log("action_error", {
-        "stage": stage, "error": str(exc), "type": type(exc).__name__, "function": function,
+        "stage": stage, "error": safe_str(exc), "type": type(exc).__name__, "function": function,
         "arguments": arguments, "index": req.index, "branch": branch.id,
     })
     if not param.suppress_errors:
         raise exc
     if param.verbose_action:
-        logger.error("Action %s failed: %s", function, exc)
+        logger.error("Action %s failed: %s", function, safe_str(exc))
     output = _error_payload(function, exc)
     args_dict = arguments if isinstance(arguments, dict) else {}
     branch.messages.add("action_request", _request_content(function, arguments), sender=branch.id, recipient=str(function))
