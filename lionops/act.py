@@ -12,7 +12,9 @@ Every request, whatever adapter proposed it, goes through :func:`act`:
    messages and the event log, and emits no hooks.
 4. ``TOOL_PRE`` → invoke → ``TOOL_POST`` or ``TOOL_ERROR``; event log and
    action request/response messages.
-5. With ``suppress_errors`` a failure becomes an error-payload response;
+5. An output that does not serialize to JSON is a tool failure
+   (``ToolOutputError``), so responses, messages and logs always serialize.
+6. With ``suppress_errors`` a failure becomes an error-payload response;
    otherwise the original exception is re-raised after the hook and log.
 
 ``"sequential"`` awaits requests in input order; ``"concurrent"`` runs them
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import pydantic_core
 from pydantic import BaseModel
 
 from ._defaults import DEFAULT_ACTION_CALL_PARAMS
@@ -43,7 +46,7 @@ from .tools import ToolInvocation, UnknownToolError
 if TYPE_CHECKING:
     from .branch import Branch
 
-__all__ = ["act", "InvalidActionRequest", "DENIAL_ERROR"]
+__all__ = ["act", "InvalidActionRequest", "ToolOutputError", "DENIAL_ERROR"]
 
 logger = logging.getLogger("lionops.act")
 
@@ -58,6 +61,25 @@ _SHAPE_ERROR = (
 
 class InvalidActionRequest(ValueError):
     """A request of valid shape whose content cannot be invoked (non-object arguments, no name)."""
+
+
+class ToolOutputError(TypeError):
+    """A tool returned a value that cannot be serialized to JSON (an error
+    payload under ``suppress_errors``, like any tool failure)."""
+
+
+def _check_output(function: str, output: Any) -> None:
+    """Raise ToolOutputError unless ``output`` serializes to JSON (pydantic's
+    rules: models, dataclasses, datetimes, sets... are fine; opaque objects
+    and cycles are not)."""
+    if output is None or type(output) in (str, int, float, bool):
+        return
+    try:
+        pydantic_core.to_json(output)
+    except Exception as exc:  # noqa: BLE001 - serialization errors, cycles, recursion
+        raise ToolOutputError(
+            f"output of {function!r} is not JSON-serializable ({type(output).__name__}): {safe_str(exc)}"
+        ) from exc
 
 
 @dataclass(slots=True, frozen=True)
@@ -150,6 +172,7 @@ async def _act_one(
         else:
             with anyio.fail_after(timeout):
                 output = await tool.invoke(kwargs)
+        _check_output(function, output)
     except Exception as exc:
         await branch.emit(HookPoint.TOOL_ERROR, {
             "function": function, "arguments": summarize(arguments), "index": req.index,
