@@ -141,3 +141,37 @@ async def test_authorizer_that_raises_or_returns_non_bool_denies(verdict, is_asy
     assert outputs[2] == {"error": DENIAL_ERROR, "function": "fail"}
     assert outputs[1]["type"] == "ToolArgumentsError"  # never reaches the gate
     assert len(b.logs.of_kind("gate_error")) == 2
+
+
+@pytest.mark.parametrize("exc,is_async", [p for p in FAULTY if not p.values[1]])
+async def test_raising_log_sink_is_logged_and_changes_nothing(exc, is_async):
+    """A log sink (``branch.logs.subscribe``) that raises: a ``sink_error``
+    entry per failure, the other sinks still get every entry, same outcome."""
+    expected, _ = await baseline()
+    b, _ = make_branch()
+    seen: list[str] = []
+    b.logs.subscribe(raising(exc, is_async))
+    b.logs.subscribe(lambda entry: seen.append(entry.kind))
+    assert await run(b) == expected
+    forwarded = [e.kind for e in b.logs if e.kind != "sink_error"]
+    assert sorted(seen) == sorted(forwarded) and len(forwarded) == 3
+    assert len(b.logs.of_kind("sink_error")) == 3  # not forwarded, so no cascade
+
+
+async def test_unsubscribed_sink_gets_nothing_more():
+    b, _ = make_branch()
+    seen: list[str] = []
+    unsubscribe = b.logs.subscribe(lambda entry: seen.append(entry.kind))
+    await run(b)
+    unsubscribe()
+    unsubscribe()  # idempotent
+    await run(b)
+    assert len(seen) == 3 and len(b.logs) == 6
+
+
+async def test_async_log_sink_is_refused():
+    async def sink(entry: Any) -> None:
+        pass
+
+    with pytest.raises(TypeError, match="sync callable"):
+        Branch().logs.subscribe(sink)
