@@ -23,7 +23,7 @@ from .alcall import AlcallParams
 from .engine.context import OperationContext
 from .engine.engines import Engine
 from .hooks import HookPoint, safe_str
-from .messages import EventLog, MessageLog, atomic_write_text
+from .messages import EventLog, MessageLog, atomic_write_text, to_jsonable
 from .models import ActionResponseModel, Instruct
 from .operate import _resolve_engine, run_context
 from .params import ActionParam
@@ -286,7 +286,8 @@ class Branch:
             "name": self.name,
             "messages": self.messages.to_list(),
             "logs": self.logs.to_list(),
-            "traces": [t.to_dict() for t in self.traces],
+            # trace meta holds adapter facts that may not be JSON
+            "traces": [to_jsonable(t.to_dict()) for t in self.traces],
         }
         return atomic_write_text(path, json.dumps(doc, indent=2))
 

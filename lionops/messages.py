@@ -34,22 +34,51 @@ _ids = itertools.count(1)
 logger = logging.getLogger("lionops.messages")
 
 
+#: Containers nested deeper than this are written as a placeholder string.
+MAX_JSONABLE_DEPTH = 200
+
+
 def to_jsonable(value: Any) -> Any:
-    """Best-effort conversion of ``value`` into JSON-compatible data (never raises)."""
+    """Best-effort conversion of ``value`` into JSON-compatible data (never raises).
+
+    Opaque objects become their ``repr``; a container that contains itself
+    becomes ``"<cycle>"``; nesting past :data:`MAX_JSONABLE_DEPTH` becomes
+    ``"<nested too deep>"`` (so ``json.dumps`` of the result cannot recurse
+    without bound either).
+    """
+    return _jsonable(value, set(), 0)
+
+
+def _jsonable(value: Any, active: set[int], depth: int) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if isinstance(value, type):
+        return value.__name__
+    if depth >= MAX_JSONABLE_DEPTH:
+        return "<nested too deep>"
     if isinstance(value, BaseModel):
         try:
             return value.model_dump(mode="json")
         except Exception:  # noqa: BLE001
-            return repr(value)
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, type):
-        return value.__name__
-    return repr(value)
+            return _repr(value)
+    if not isinstance(value, (dict, list, tuple, set, frozenset)):
+        return _repr(value)
+    if id(value) in active:
+        return "<cycle>"
+    active.add(id(value))
+    try:
+        if isinstance(value, dict):
+            return {str(k): _jsonable(v, active, depth + 1) for k, v in value.items()}
+        return [_jsonable(v, active, depth + 1) for v in value]
+    finally:
+        active.discard(id(value))
+
+
+def _repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:  # noqa: BLE001 - RecursionError, a raising __repr__
+        return f"<unrepresentable {type(value).__name__}>"
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
