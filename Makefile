@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers clean claude-code
+.PHONY: setup demo test test-replay test-explore test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers clean claude-code
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,16 @@ demo: setup
 
 test: setup mermaid-parser claude-code
 	$(PY) -m pytest -q
+	$(MAKE) --no-print-directory test-replay
 	$(MAKE) --no-print-directory diagrams-check
+
+# Replay every example committed in tests/.hypothesis-db (read-only, no generation).
+test-replay: setup
+	LIONOPS_HYPOTHESIS_PROFILE=replay $(PY) -m pytest -q -m hypothesis
+
+# Random search; new failures are appended to tests/.hypothesis-db (commit them with the fix).
+test-explore: setup
+	LIONOPS_HYPOTHESIS_PROFILE=explore $(PY) -m pytest -q -m hypothesis
 
 test-fast: setup
 	$(PY) -m pytest -q -x

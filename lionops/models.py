@@ -99,6 +99,10 @@ def decode_arguments(value: Any) -> dict[str, Any]:
                 raise ValueError(
                     f"arguments are not a JSON object: {_preview(value)} ({exc.msg})"
                 ) from None
+            except RecursionError:  # hostile nesting must not escape act()
+                raise ValueError(
+                    f"arguments are not a JSON object: {_preview(value)} (nested too deep)"
+                ) from None
             continue
         break
     raise ValueError(
