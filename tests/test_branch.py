@@ -148,3 +148,17 @@ def test_trace_show_cli(tmp_path):
     out = subprocess.run([sys.executable, "-m", "lionops", "trace", "show", str(p)],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "prepare -> raised" in out.stdout and "phase_raised=T" in out.stdout
+
+
+async def test_trace_json_survives_non_json_adapter_facts():
+    """annotate() values that JSON cannot hold never break Trace.to_json()."""
+    from lionops.trace import annotate
+
+    async def middle(*a, **k):
+        annotate(opaque=object(), nested={"s": {1, 2}})
+        return "t"
+
+    b = Branch()
+    await b.operate(instruction="x", middle=middle)
+    back = Trace.from_json(b.traces[-1].to_json())
+    assert back.meta["opaque"].startswith("<object object") and sorted(back.meta["nested"]["s"]) == [1, 2]
