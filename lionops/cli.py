@@ -66,7 +66,11 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         except CassetteError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        except Exception as exc:  # noqa: BLE001 - the recorded run raised the same way
+        except Exception as exc:  # noqa: BLE001 - reported, never a traceback
+            recorded = cassette.operations[n].outcome.error
+            if recorded is None or recorded.type != type(exc).__name__:
+                print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+                return 2
             print(f"raised, as recorded: {type(exc).__name__}: {exc}")
             continue
         _print_trace(traced.trace)

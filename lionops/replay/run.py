@@ -316,10 +316,11 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
 
     Raises:
         ReplayDivergence: the first difference, checked in this order: the
-            normalized call; a request or tool call the recording lacks (as
-            it happened); the trace (first differing transition); each
-            action request's handling; recorded exchanges or tool outputs
-            left unused; the outcome (error type or result JSON).
+            normalized call; a request the recording lacks; the trace (first
+            differing transition); each action request's handling (function,
+            arguments, decision); a tool call the recording lacks; recorded
+            exchanges or tool outputs left unused; the outcome (error type or
+            result JSON).
     """
     redactor = redactor.with_scrubbers(_scrubbers(branch, kw))
     first = compare_call(op.call, describe_call(branch, kw, redactor), operation=operation)
@@ -339,11 +340,15 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
             TOOL_RUNNER.reset(tool_token)
         HTTP_TRANSPORT.reset(http_token)
     outputs = not run_tools
+    def first_seen(kind: str) -> ReplayDivergence | None:
+        return next((d for d in seen if d.kind == kind), None)
+
     checks: list[Callable[[], ReplayDivergence | None]] = [
-        lambda: seen[0] if seen else None,
+        lambda: first_seen("exchange"),
         lambda: compare_traces(op.trace_obj(), trace, operation=operation) if trace else None,
         lambda: compare_tool_calls(op.tool_calls, tool_calls_since(branch, start, redactor),
                                    operation=operation, outputs=outputs),
+        lambda: first_seen("tool_call"),
         lambda: _unused_exchange(transport, operation),
         lambda: _unused_tool_call(server, operation) if outputs else None,
         lambda: compare_outcome(op.outcome, _outcome(traced.result if traced else None, error, redactor),

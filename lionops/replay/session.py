@@ -77,6 +77,12 @@ class CassetteSession:
         return Cassette(lionops=__version__, redaction=RedactionRecord(patterns=self.patterns),
                         operations=list(self._operations))
 
+    @property
+    def recording(self) -> bool:
+        """Whether the next operation runs for real and is recorded (else it is replayed)."""
+        recorded = len(self._recorded.operations) if self._recorded and self.record_mode != "all" else 0
+        return self._next >= recorded and self._may_record()
+
     def _may_record(self) -> bool:
         if self.record_mode in ("all", "new_episodes"):
             return True

@@ -178,7 +178,8 @@ class ReplayTransport(httpx.AsyncBaseTransport):
             expected = None
         else:
             want = self._key(pending[0].request)
-            diff = first_difference(want, live, "request")
+            parts = ("method", "url", "body")
+            diff = first_difference(dict(zip(parts, want)), dict(zip(parts, live)), "request")
             message = f"request {number} ({where}) matches no recorded exchange; nearest differs at {diff}"
             expected = f"{want[0]} {want[1]}"
         err = ReplayDivergence(message, kind="exchange", index=number, expected=expected, actual=where,
