@@ -11,7 +11,9 @@ With ``OPENAI_API_KEY`` set (and optionally ``OPENAI_BASE_URL`` and
 that endpoint instead.
 
 The result, the trace as a table and the adapter's facts (model, tokens,
-latency) are printed; the trace JSON is written to ``out/demo-trace.json``.
+latency) are printed; the trace JSON is written to ``out/demo-trace.json``
+and a cassette of the run to ``out/demo-cassette.json`` (replay it offline
+with ``python -m lionops replay out/demo-cassette.json``).
 Exit status 1 when the loopback run does not take the recorded path.
 """
 
@@ -30,6 +32,7 @@ import anyio
 from pydantic import BaseModel
 
 from lionops import Branch, iModel
+from lionops.replay import record
 from lionops.testing.openai_server import OpenAIServer, load_recording, replay
 
 RECORDING = "demo_trip.json"
@@ -83,7 +86,9 @@ async def run(out_dir: str | Path = "out") -> dict[str, Any]:
         branch.gate(lambda invocation: invocation.function != "book_flight")  # governance: no bookings
 
         try:
-            result, trace = await branch.operate_traced(
+            cassette = Path(out_dir) / "demo-cassette.json"
+            result, trace = await record(
+                cassette, branch,
                 instruction="Plan a day in Lisbon for Saturday 3 October 2026 and book the flight.",
                 guidance="Return the plan; request the tools you need.",
                 response_format=TripPlan,
@@ -109,7 +114,8 @@ async def run(out_dir: str | Path = "out") -> dict[str, Any]:
     facts = {k: trace.meta.get(k) for k in ("model", "usage", "latency_ms", "http_attempts", "structured_output")}
     print("\nadapter:", json.dumps(facts))
     print(f"\ntrace written to {path}")
-    return {"result": result, "trace": trace, "denied": denied, "ran": ran, "path": path,
+    print(f"cassette written to {cassette}; replay it offline: python -m lionops replay {cassette}")
+    return {"result": result, "trace": trace, "denied": denied, "ran": ran, "path": path, "cassette": cassette,
             "replayed": server is not None}
 
 

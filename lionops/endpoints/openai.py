@@ -24,6 +24,7 @@ import re
 import ssl
 import time
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -53,6 +54,7 @@ __all__ = [
     "strict_json_schema",
     "StreamAccumulator",
     "StructuredMode",
+    "HTTP_TRANSPORT",
 ]
 
 logger = logging.getLogger("lionops.http")
@@ -82,6 +84,10 @@ PROVIDER_DEFAULTS: dict[str, _ProviderDefaults] = {
 _RESERVED = frozenset({"messages"})
 
 _BODY_PREVIEW = 300
+
+#: Record/replay seam: an httpx transport that carries the requests made in
+#: this context instead of the network (``lionops.replay``); ``None`` normally.
+HTTP_TRANSPORT: ContextVar[httpx.AsyncBaseTransport | None] = ContextVar("lionops_http_transport", default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,8 +355,13 @@ class ChatCompletionsEndpoint:
         """The client of the running event loop, created on first use.
 
         A client cannot move between event loops; one made in a loop that has
-        since ended is dropped and a new one made for the current loop.
+        since ended is dropped and a new one made for the current loop. While
+        :data:`HTTP_TRANSPORT` is set, a light client over that transport is
+        used instead and the cached one is left alone.
         """
+        override = HTTP_TRANSPORT.get()
+        if override is not None:  # owned by whoever set it; the client holds no sockets
+            return httpx.AsyncClient(transport=override, timeout=httpx.Timeout(self.timeout), trust_env=False)
         token = anyio.lowlevel.current_token()
         if self._client is None or self._client_token != token:
             self._client = httpx.AsyncClient(
