@@ -15,8 +15,10 @@ from lionops import Branch, iModel
 from lionops.endpoints.cli import CLIEndpoint, CLIProcessError, CLIResultError, CLITimeoutError
 from lionops.replay import Cassette, ReplayDivergence, record, replay
 
+from .anthropic_peer import MessagesPeer
 from .cli_support import ADAPTER_FAILED, WITH_ACTIONS, fake_model, fixture, roles
 from .helpers import Answer, Score, ToolBox
+from .test_cli_claude_code_real import DUMMY_KEY, claude_bin, claude_model, scripted_reply, work_dirs  # noqa: F401
 
 pytestmark = pytest.mark.anyio
 
@@ -205,3 +207,25 @@ async def test_a_cli_cassette_replays_from_the_cassette_alone(tmp_path):
     replayed = await replay(path)  # rebuilt: model, tools, gate and response model from the cassette
     assert replayed.trace.path() == recorded.trace.path()
     assert replayed.result.model_dump() == recorded.result.model_dump()
+
+
+async def test_a_real_claude_code_run_replays_without_the_cli(claude_bin, tmp_path):  # noqa: F811
+    work, home, note = work_dirs(tmp_path)
+    final = {"answer": 7, "action_requests": [{"function": "get_weather", "arguments": {"city": "Paris"}}]}
+    kw = dict(instruction=f"Read {note} and report the weather in Paris.", response_format=Answer, actions=True)
+    path = tmp_path / "real.json"
+    with MessagesPeer(scripted_reply(note, final)) as peer:
+        recorded = await record(path, Branch(chat_model=claude_model(claude_bin, peer.base_url, work, home),
+                                             tools=ToolBox().tools()), **kw)
+    assert DUMMY_KEY.encode() not in path.read_bytes()
+    (exchange,) = Cassette.load(path).operations[0].exchanges
+    assert exchange.command[0] == "claude" and exchange.returncode == 0
+
+    box = ToolBox()  # the peer is stopped and the CLI's path does not exist
+    branch = Branch(chat_model=claude_model(tmp_path / "no-such-cli", "http://127.0.0.1:9", work, home),
+                    tools=box.tools())
+    replayed = await replay(path, branch, **kw)
+    assert replayed.trace.path() == recorded.trace.path() and replayed.trace.exit == "enriched"
+    assert replayed.result.model_dump() == recorded.result.model_dump()
+    assert [m.content["function"] for m in branch.messages if m.metadata.get("executed_by") == "cli"] == ["Read"] * 2
+    assert box.total == 0
