@@ -81,24 +81,35 @@ def scripted_reply(note_path: Path, final: dict[str, Any]):
     return reply
 
 
-async def test_real_claude_code_turn_runs_lionops_tools_through_act(claude_bin, tmp_path):
+def work_dirs(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """``(work, home, note)``: the CLI's working folder, its HOME, and the note it reads."""
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
     home.mkdir()
     note = work / "note.txt"
     note.write_text(NOTE + "\n")
+    return work, home, note
+
+
+def claude_model(claude_bin: Path | str, base_url: str, work: Path, home: Path) -> iModel:
+    """The CLI pointed at the peer at ``base_url``, with the dummy key and a private HOME."""
+    return iModel(
+        provider="claude_code", cli_command=[str(claude_bin)], model="claude-sonnet-4-5",
+        timeout=120, cwd=work, inherit_env=False,
+        env={
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
+            "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": DUMMY_KEY,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
+        },
+    )
+
+
+async def test_real_claude_code_turn_runs_lionops_tools_through_act(claude_bin, tmp_path):
+    work, home, note = work_dirs(tmp_path)
     final = {"answer": 7, "action_requests": [{"function": "get_weather", "arguments": {"city": "Paris"}}]}
     box = ToolBox()
     with MessagesPeer(scripted_reply(note, final)) as peer:
-        model = iModel(
-            provider="claude_code", cli_command=[str(claude_bin)], model="claude-sonnet-4-5",
-            timeout=120, cwd=work, inherit_env=False,
-            env={
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
-                "ANTHROPIC_BASE_URL": peer.base_url, "ANTHROPIC_API_KEY": DUMMY_KEY,
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
-            },
-        )
+        model = claude_model(claude_bin, peer.base_url, work, home)
         branch = Branch(chat_model=model, tools=box.tools())
         result, trace = await branch.operate_traced(
             instruction=f"Read {note} and report the weather in Paris.", response_format=Answer,

@@ -92,3 +92,39 @@ def test_marker_mode_and_unreplayed_operations(project):
     result = project.runpytest("-k", "test_two")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*ReplayDivergence: operation 1: 1 recorded operation(s) of *test_two.json were not replayed*"])
+
+
+CLI_TEST_FILE = '''
+import sys
+import pytest
+from lionops import Branch, iModel
+
+pytestmark = pytest.mark.anyio
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+async def test_cli_agent(lionops_cassette):
+    command = [sys.executable, "FAKE_CLI", "--session", "SESSION"]
+    model = iModel(provider="claude_code", model="claude-sonnet-4-5", cli_command=command)
+    live = lionops_cassette.recording
+    result = await lionops_cassette.operate(Branch(chat_model=model), instruction="Capital of France?")
+    print(f"{'recorded' if live else 'replayed'}: {result}")
+'''
+
+
+def test_a_cli_agent_records_once_then_replays_without_it(pytester):
+    from .cli_support import FAKE_CLI, fixture
+
+    fake = pytester.path / "fake_cli.py"
+    fake.write_bytes(FAKE_CLI.read_bytes())
+    pytester.makepyfile(test_cli_app=CLI_TEST_FILE.replace("FAKE_CLI", str(fake)).replace(
+        "SESSION", str(fixture("plain_answer.jsonl"))))
+    first = pytester.runpytest("-s")
+    first.assert_outcomes(passed=1)
+    first.stdout.fnmatch_lines(["*recorded: Paris is the capital of France.*"])
+    fake.unlink()  # the CLI is gone: only a replay can pass now
+    second = pytester.runpytest("-s")
+    second.assert_outcomes(passed=1)
+    second.stdout.fnmatch_lines(["*replayed: Paris is the capital of France.*"])

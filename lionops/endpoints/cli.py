@@ -24,6 +24,12 @@ Whatever happens (success, error, timeout, cancellation), the process group
 is terminated (SIGTERM, then SIGKILL after ``kill_grace`` seconds) and the
 child is reaped before :meth:`CLIEndpoint.run` returns or raises.
 
+Steps 1 and 3 (the process) are :meth:`CLIEndpoint.spawn`. When
+:data:`CLI_TRANSPORT` is set, :meth:`CLIEndpoint.run` calls it instead:
+record and replay (:mod:`lionops.replay`) capture a run there, or serve a
+recorded one with no subprocess; the decoding, collecting, sink and error
+checks of step 2 and 4 run the same either way.
+
 The CLI's own tool calls (``tool_use``/``tool_result``, Codex command and
 MCP items) are reported as :class:`CLIToolEvent` for provenance; nothing here
 executes a tool.
@@ -38,6 +44,7 @@ import shlex
 import signal
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -60,6 +67,10 @@ __all__ = [
     "LineDecoder",
     "ClaudeStreamCollector",
     "CodexStreamCollector",
+    "CLIStdout",
+    "CLIExit",
+    "CLITransport",
+    "CLI_TRANSPORT",
 ]
 
 #: Environment variable names whose values are redacted from errors and logs.
@@ -665,6 +676,57 @@ def _describe_exit(code: int | None) -> str:
 Sink = Callable[[bytes], Awaitable[None]]
 
 
+class CLIStdout:
+    """Where a run's stdout goes: ``await feed(chunk)`` for each chunk as it
+    arrives (the sink first, then the decoder and collector), ``end()`` once
+    stdout reached its end (not called when the run was cut short)."""
+
+    __slots__ = ("_decoder", "_collector", "_sink")
+
+    def __init__(self, decoder: LineDecoder, collector: _Collector, sink: Sink | None) -> None:
+        self._decoder = decoder
+        self._collector = collector
+        self._sink = sink
+
+    async def feed(self, chunk: bytes) -> None:
+        if self._sink is not None:
+            await self._sink(chunk)
+        for event in self._decoder.feed(chunk):
+            self._collector.handle(event)
+
+    def end(self) -> None:
+        for event in self._decoder.close():
+            self._collector.handle(event)
+
+
+@dataclass(slots=True)
+class CLIExit:
+    """How a CLI process ended.
+
+    Attributes:
+        returncode: exit status (negative: killed by that signal); ``None``
+            when it did not start or had not exited on its own.
+        stderr: the last ``stderr_tail`` bytes of stderr, decoded (not yet redacted).
+        timed_out: the run was stopped at ``timeout``.
+        pid: the child's process id, when one was started.
+        start_error: why the process could not start (``OSError`` text).
+    """
+
+    returncode: int | None = None
+    stderr: str = ""
+    timed_out: bool = False
+    pid: int | None = None
+    start_error: str | None = None
+
+
+#: ``await transport(endpoint, argv, stdin, stdout) -> CLIExit``: one CLI run.
+CLITransport = Callable[["CLIEndpoint", list[str], str, CLIStdout], Awaitable[CLIExit]]
+
+#: When set, :meth:`CLIEndpoint.run` hands the run to this transport instead
+#: of :meth:`CLIEndpoint.spawn` (record and replay install theirs here).
+CLI_TRANSPORT: ContextVar[CLITransport | None] = ContextVar("lionops_cli_transport", default=None)
+
+
 class CLIEndpoint:
     """A CLI agent that runs one turn and streams JSON lines on stdout.
 
@@ -751,12 +813,16 @@ class CLIEndpoint:
 
     # -- running
 
-    def redact(self, text: str) -> str:
-        """``text`` with the values of secret-named ``env`` variables replaced."""
+    def redact(self, text: str, mark: str = REDACTED) -> str:
+        """``text`` with the values of secret-named ``env`` variables replaced by ``mark``."""
         for name, value in self.env.items():
             if value and len(value) >= 4 and _SECRET_NAME.search(name):
-                text = text.replace(value, REDACTED)
+                text = text.replace(value, mark)
         return text
+
+    def scrub(self, text: str) -> str:
+        """``text`` with secret ``env`` values replaced by ``***`` (the mark of cassettes)."""
+        return self.redact(text, "***")
 
     def _environ(self) -> dict[str, str]:
         env = dict(os.environ) if self.inherit_env else {}
@@ -796,6 +862,29 @@ class CLIEndpoint:
         decoder = LineDecoder()
         system = system if system is not None else self.system
         argv = self.argv(options, system)
+        stdout = CLIStdout(decoder, collector, sink)
+        transport = CLI_TRANSPORT.get()
+        stdin = self.stdin_text(prompt, system)
+        if transport is None:
+            done = await self.spawn(argv, stdin, stdout)
+        else:
+            done = await transport(self, argv, stdin, stdout)
+        run.pid, run.returncode = done.pid, done.returncode
+        run.stderr_tail = self.redact(done.stderr)
+        if done.start_error is not None:
+            raise self._error(CLIProcessError, f"{self.provider}: could not start {argv[0]!r}: {done.start_error}", run)
+        collector.finish()
+        run.counts.update(decoder.counts)
+        run.corrupt = decoder.corrupt
+        self._check(run, done.timed_out)
+        return run
+
+    async def spawn(self, argv: list[str], stdin: str, stdout: CLIStdout) -> CLIExit:
+        """Run ``argv`` as a subprocess: write ``stdin`` to it, hand its stdout
+        to ``stdout`` as it arrives, keep the stderr tail, stop it at
+        ``timeout``, and terminate its process group and reap it whatever
+        happens. A start failure is returned (``start_error``), not raised;
+        a failing sink raises its own exception."""
         try:
             # Shielded: a cancellation landing while the child is being spawned
             # (trio spawns in a worker thread) must not lose the process handle.
@@ -805,32 +894,23 @@ class CLIEndpoint:
                     cwd=self.cwd, env=self._environ(), start_new_session=True,
                 )
         except OSError as exc:
-            raise self._error(CLIProcessError, f"{self.provider}: could not start {argv[0]!r}: {exc}", run) from None
-        run.pid = process.pid
+            return CLIExit(start_error=str(exc))
         tail = _Tail(self.stderr_tail)
-        timed_out = False
         try:
             with anyio.move_on_after(self.timeout) as deadline:
                 try:
-                    await self._pump(process, self.stdin_text(prompt, system), decoder, collector, tail, sink)
+                    await self._pump(process, stdin, stdout, tail)
                 except BaseExceptionGroup as group:
                     # A failing sink (disk full, ...) surfaces as itself.
                     if len(group.exceptions) == 1 and isinstance(group.exceptions[0], Exception):
                         raise group.exceptions[0] from None
                     raise
-            timed_out = deadline.cancelled_caught
         finally:
             await self._terminate(process)
-            run.returncode = process.returncode
-            run.stderr_tail = self.redact(tail.text())
-        collector.finish()
-        run.counts.update(decoder.counts)
-        run.corrupt = decoder.corrupt
-        self._check(run, timed_out)
-        return run
+        return CLIExit(returncode=process.returncode, stderr=tail.text(), timed_out=deadline.cancelled_caught,
+                       pid=process.pid)
 
-    async def _pump(self, process: anyio.abc.Process, stdin: str, decoder: LineDecoder,
-                    collector: _Collector, tail: _Tail, sink: Sink | None) -> None:
+    async def _pump(self, process: anyio.abc.Process, stdin: str, stdout: CLIStdout, tail: _Tail) -> None:
         stdout_done = anyio.Event()
         stderr_done = anyio.Event()
         assert process.stdin is not None and process.stdout is not None and process.stderr is not None
@@ -870,14 +950,10 @@ class CLIEndpoint:
             tg.start_soon(reap, tg.cancel_scope)
             try:
                 async for chunk in process.stdout:
-                    if sink is not None:
-                        await sink(chunk)
-                    for event in decoder.feed(chunk):
-                        collector.handle(event)
+                    await stdout.feed(chunk)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass
-            for event in decoder.close():
-                collector.handle(event)
+            stdout.end()
             stdout_done.set()
 
     async def _terminate(self, process: anyio.abc.Process) -> None:

@@ -4,8 +4,9 @@ DESIGN "Record and replay", issue 6. A *cassette* (plain JSON, validated by
 pydantic, versioned) holds one or more runs: the normalized call, the
 adapter's raw exchanges, every tool call with its authorization decision
 and output, the trace and the outcome — redacted before anything is written.
-Replay re-runs the whole machine with the transport served from the
-cassette and the tools returning their recorded outputs, and raises
+Replay re-runs the whole machine with the transport (HTTP, or a CLI
+agent's stream lines) served from the cassette, no network and no
+subprocess, and the tools returning their recorded outputs, and raises
 :class:`ReplayDivergence` at the first difference.
 
     traced = await record("cassettes/trip.json", branch, instruction=..., response_format=Plan)
@@ -18,6 +19,7 @@ session per test. See docs/replay.md.
 """
 
 from .cassette import CASSETTE_VERSION, Cassette, CassetteError, CassetteNotFoundError, Operation
+from .cli import CliRecorder, CliReplay
 from .divergence import ReplayDivergence
 from .redact import DEFAULT_PATTERNS, Redactor
 from .session import RECORD_MODES, CassetteSession, RecordMode, record, replay
@@ -26,5 +28,5 @@ from .transport import RecordingTransport, ReplayTransport
 __all__ = [
     "Cassette", "Operation", "CassetteError", "CassetteNotFoundError", "CASSETTE_VERSION",
     "ReplayDivergence", "Redactor", "DEFAULT_PATTERNS", "CassetteSession", "RecordMode",
-    "RECORD_MODES", "record", "replay", "RecordingTransport", "ReplayTransport",
+    "RECORD_MODES", "record", "replay", "RecordingTransport", "ReplayTransport", "CliRecorder", "CliReplay",
 ]

@@ -11,7 +11,8 @@ refused); nothing in a cassette is executed or imported. Shape (version 1)::
                       tool schemas, keywords, the branch history before it;
         "exchanges":  the adapter's raw transport traffic, in order:
                       {"kind": "http", "request": {...}, "response": {...}}
-                      or {"kind": "cli", "command": [...], "lines": [...]};
+                      or {"kind": "cli", "command": [...], "input": "...",
+                      "lines": [...], "returncode": 0, "stderr": "..."};
         "tool_calls": one per action request: index, function, arguments,
                       decision (allowed | denied | invalid | rejected),
                       output or error;
@@ -99,7 +100,15 @@ class HttpExchange(_Record):
 
 
 class CliExchange(_Record):
-    """One CLI agent run: the command, its input and the JSON lines it streamed."""
+    """One CLI agent run (redacted).
+
+    ``command``: the argv with the configured executable (``cli_command``)
+    shown as the provider's executable name; ``input``: the text written to
+    stdin (the prompt); ``lines``: stdout split at ``"\n"`` (joined with
+    ``"\n"`` it is stdout exactly, so a final ``""`` means it ended with a
+    newline); ``returncode``, the ``stderr`` tail, ``timed_out``; ``error``
+    when the process could not start.
+    """
 
     kind: Literal["cli"] = "cli"
     command: list[str]
@@ -107,6 +116,8 @@ class CliExchange(_Record):
     lines: list[str] = []
     returncode: int | None = None
     stderr: str | None = None
+    timed_out: bool = False
+    error: ErrorRecord | None = None
 
 
 Exchange = Annotated[HttpExchange | CliExchange, Field(discriminator="kind")]

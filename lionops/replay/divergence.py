@@ -7,7 +7,7 @@ from typing import Any
 from ..errors import LionopsError
 from ..trace import Trace, TransitionRecord
 
-__all__ = ["ReplayDivergence", "first_difference", "compare_traces", "describe_transition"]
+__all__ = ["ReplayDivergence", "first_difference", "compare_traces", "describe_transition", "unmatched_exchange"]
 
 
 class ReplayDivergence(LionopsError, AssertionError):
@@ -75,6 +75,23 @@ def first_difference(expected: Any, actual: Any, path: str = "$") -> str | None:
     if expected != actual:
         return f"{path}: expected {_short(expected)}, actual {_short(actual)}"
     return None
+
+
+def unmatched_exchange(label: str, root: str, number: int, where: str, nearest: tuple[dict[str, Any], str] | None,
+                       live: dict[str, Any], *, total: int, operation: int) -> ReplayDivergence:
+    """The divergence of ``label`` ``number`` (shown as ``where``) that no
+    unused recorded exchange matches. ``nearest`` is the first unused one's
+    match key and description (``None`` when all ``total`` are used); the
+    message names the first field where ``live`` differs from it, under ``root``."""
+    if nearest is None:
+        message = f"{label} {number} ({where}) asks for an exchange the recording lacks: all {total} are used"
+        expected = None
+    else:
+        want, expected = nearest
+        message = f"{label} {number} ({where}) matches no recorded exchange; nearest differs at " \
+                  f"{first_difference(want, live, root)}"
+    return ReplayDivergence(message, kind="exchange", index=number, expected=expected, actual=where,
+                            operation=operation)
 
 
 def describe_transition(t: TransitionRecord | None) -> str | None:

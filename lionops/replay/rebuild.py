@@ -3,7 +3,10 @@
 Nothing is imported or executed from the cassette: the branch gets its
 recorded history, stand-in tools with the recorded schemas (their outputs
 come from the recording), a gate repeating the recorded authorization
-decisions, and a response model made from the recorded JSON schema.
+decisions, and a response model made from the recorded JSON schema. A CLI
+agent's model gets the recorded executable name, which is never started
+(replay serves its runs); persistence keywords are dropped, so a rebuilt
+replay writes no files.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ..branch import Branch
-from ..imodel import iModel
+from ..imodel import PROVIDERS, iModel
 from ..tools import Tool, ToolInvocation
-from .cassette import CassetteError, Operation
+from .cassette import CassetteError, CliExchange, Operation
+from .run import LOCAL_KEYWORDS
 
 __all__ = ["rebuild", "model_from_schema"]
 
@@ -124,6 +128,19 @@ def _response_format(op: Operation) -> Any:
     return model
 
 
+def _model(op: Operation) -> iModel:
+    """The recorded model; a CLI agent's executable is the recorded command's
+    name (never started: replay serves its runs)."""
+    call = op.call
+    endpoint = dict(call.endpoint)
+    if PROVIDERS.get((call.provider or "").lower(), "").startswith("lionops.endpoints.cli:"):
+        command = next((e.command[:1] for e in op.exchanges if isinstance(e, CliExchange)), None)
+        options = {k: v for k, v in endpoint.items() if k in ("timeout", "args", "system")}
+        return iModel(provider=call.provider, model=call.model, cli_command=command, **options)
+    options = {k: v for k, v in endpoint.items() if k in ("structured_output", "stream", "timeout", "max_retries")}
+    return iModel(provider=call.provider, model=call.model, base_url=call.base_url, api_key=None, **options)
+
+
 def rebuild(op: Operation) -> tuple[Branch, dict[str, Any]]:
     """A branch and ``operate`` keywords reproducing the recorded call of ``op``.
 
@@ -134,14 +151,12 @@ def rebuild(op: Operation) -> tuple[Branch, dict[str, Any]]:
     call = op.call
     if call.middle not in ("communicate", "run_and_collect", None):
         raise CassetteError(f"the operation used a custom middle {call.middle!r}; replay it from code")
-    endpoint = dict(call.endpoint)
-    options = {k: v for k, v in endpoint.items() if k in ("structured_output", "stream", "timeout", "max_retries")}
-    model = iModel(provider=call.provider, model=call.model, base_url=call.base_url, api_key=None, **options)
-    branch = Branch(chat_model=model, tools=[RecordedTool.of(s) for s in call.registered_tools])
+    branch = Branch(chat_model=_model(op), tools=[RecordedTool.of(s) for s in call.registered_tools])
     for msg in call.history:
         branch.messages.add(msg["role"], msg["content"], metadata=dict(msg.get("metadata") or {}))
     branch.gate(_gate(op))
-    kw: dict[str, Any] = {**call.keywords, **call.options}
+    # Persistence keywords are left out: a rebuilt replay writes no files.
+    kw: dict[str, Any] = {**{k: v for k, v in call.keywords.items() if k not in LOCAL_KEYWORDS}, **call.options}
     fmt = _response_format(op)
     if fmt is not None:
         kw["response_format"] = fmt

@@ -1,8 +1,9 @@
 """Recording one ``operate()`` run, and replaying it against its recording.
 
 Both run the real machine through ``branch.operate_traced``; only the
-adapter's transport (:data:`~lionops.endpoints.openai.HTTP_TRANSPORT`) and,
-on replay, the tool functions (:data:`~lionops.tools.TOOL_RUNNER`) are
+adapter's transport (:data:`~lionops.endpoints.openai.HTTP_TRANSPORT` for
+API models, :data:`~lionops.endpoints.cli.CLI_TRANSPORT` for CLI agents)
+and, on replay, the tool functions (:data:`~lionops.tools.TOOL_RUNNER`) are
 swapped. Parsing, validation, gating, authorization, hooks, ``act()`` and
 enrichment run as in production.
 """
@@ -16,15 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 from ..branch import OperateKwargs
 from ..clock import RecordingClock, use_clock
+from ..endpoints.cli import CLI_TRANSPORT
 from ..endpoints.openai import HTTP_TRANSPORT
 from ..messages import to_jsonable
 from ..models import Instruct
 from ..tools import TOOL_RUNNER, Tool
 from ..trace import Trace, Traced
 from .cassette import CallRecord, ErrorRecord, Operation, OutcomeRecord, ToolCallRecord
+from .cli import CliRecorder, CliReplay
 from .divergence import ReplayDivergence, compare_traces, first_difference
 from .redact import Redactor
-from .transport import RecordingTransport, ReplayTransport
+from .transport import RecordedExchanges, RecordingTransport, ReplayTransport
 
 if TYPE_CHECKING:
     from ..branch import Branch
@@ -40,6 +43,11 @@ _OBJECT_KEYWORDS = frozenset({
 #: Call facts compared before a replay runs (history and base URL are not:
 #: the request bodies prove the first, and a local server's port may change).
 _COMPARED = ("provider", "model", "options", "response_format", "tool_schemas", "keywords")
+#: Keywords asking for files on this machine (CLI stream persistence,
+#: snapshots), not anything of the model: recorded, not compared.
+LOCAL_KEYWORDS = frozenset({"stream_persist", "persist_dir", "snapshot_dir"})
+#: Endpoint settings kept in the call record (those an endpoint has).
+_ENDPOINT_FACTS = ("structured_output", "stream", "timeout", "max_retries", "args", "system")
 
 
 def _models(branch: Branch, kw: dict[str, Any]) -> list[Any]:
@@ -101,10 +109,7 @@ def describe_call(branch: Branch, kw: dict[str, Any], redactor: Redactor) -> Cal
             tool_schemas = branch.acts.get_tool_schema(tools=kw.get("tools") or True)["tools"]
         except ValueError:
             tool_schemas = []  # prepare/schema will fail the run; the trace shows it
-    endpoint_facts = {
-        k: to_jsonable(getattr(endpoint, k)) for k in ("structured_output", "stream", "timeout", "max_retries")
-        if hasattr(endpoint, k)
-    }
+    endpoint_facts = {k: to_jsonable(getattr(endpoint, k)) for k in _ENDPOINT_FACTS if hasattr(endpoint, k)}
     history = [{"role": m.role, "content": to_jsonable(m.content), "metadata": to_jsonable(m.metadata)}
                for m in branch.messages]
     return CallRecord.model_validate(redactor.value({
@@ -176,9 +181,11 @@ async def record_operation(branch: Branch, kw: dict[str, Any], redactor: Redacto
     transport = RecordingTransport(redactor, exchanges)
     start = len(branch.logs)
     token = HTTP_TRANSPORT.set(transport)
+    cli_token = CLI_TRANSPORT.set(CliRecorder(redactor, exchanges))
     try:
         traced, error, trace = await _run(branch, kw)
     finally:
+        CLI_TRANSPORT.reset(cli_token)
         HTTP_TRANSPORT.reset(token)
         await transport.aclose()
     if trace is None:
@@ -297,8 +304,12 @@ def compare_outcome(expected: OutcomeRecord, actual: OutcomeRecord, *, operation
 
 def compare_call(expected: CallRecord, actual: CallRecord, *, operation: int) -> ReplayDivergence | None:
     """The normalized call: provider, model, options, schemas, keywords."""
-    want = {k: getattr(expected, k) for k in _COMPARED}
-    got = {k: getattr(actual, k) for k in _COMPARED}
+    def compared(call: CallRecord) -> dict[str, Any]:
+        facts = {k: getattr(call, k) for k in _COMPARED}
+        facts["keywords"] = {k: v for k, v in call.keywords.items() if k not in LOCAL_KEYWORDS}
+        return facts
+
+    want, got = compared(expected), compared(actual)
     diff = first_difference(want, got, "call")
     if diff is None:
         return None
@@ -309,7 +320,8 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
                            operation: int = 0, run_tools: bool = False) -> Traced:
     """Re-run ``branch.operate_traced(**kw)`` against the recording ``op``.
 
-    No network: HTTP is served by a :class:`ReplayTransport`. Tools return
+    No network and no subprocess: HTTP is served by a :class:`ReplayTransport`,
+    CLI runs by a :class:`~lionops.replay.cli.CliReplay`. Tools return
     their recorded outputs unless ``run_tools``. Waits (retry backoff) are
     not slept. Returns the replay's ``Traced``; re-raises the run's own
     error when the recording raised the same way.
@@ -328,9 +340,11 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
         raise first
     seen: list[ReplayDivergence] = []
     transport = ReplayTransport(op.exchanges, redactor, seen.append, operation=operation)
+    cli = CliReplay(op.exchanges, redactor, seen.append, operation=operation)
     server = ToolServer(op.tool_calls, redactor, seen.append, operation)
     start = len(branch.logs)
     http_token = HTTP_TRANSPORT.set(transport)
+    cli_token = CLI_TRANSPORT.set(cli)
     tool_token = None if run_tools else TOOL_RUNNER.set(server)
     try:
         with use_clock(RecordingClock()):
@@ -338,6 +352,7 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
     finally:
         if tool_token is not None:
             TOOL_RUNNER.reset(tool_token)
+        CLI_TRANSPORT.reset(cli_token)
         HTTP_TRANSPORT.reset(http_token)
     outputs = not run_tools
     def first_seen(kind: str) -> ReplayDivergence | None:
@@ -349,7 +364,7 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
         lambda: compare_tool_calls(op.tool_calls, tool_calls_since(branch, start, redactor),
                                    operation=operation, outputs=outputs),
         lambda: first_seen("tool_call"),
-        lambda: _unused_exchange(transport, operation),
+        lambda: _unused_exchange((transport, cli), operation),
         lambda: _unused_tool_call(server, operation) if outputs else None,
         lambda: compare_outcome(op.outcome, _outcome(traced.result if traced else None, error, redactor),
                                 operation=operation, outputs=outputs),
@@ -365,15 +380,17 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
     return traced
 
 
-def _unused_exchange(transport: ReplayTransport, operation: int) -> ReplayDivergence | None:
-    unused = transport.unused
-    if not unused:
-        return None
-    rec = transport.exchanges[unused[0]].request
-    return ReplayDivergence(
-        f"{len(unused)} recorded exchange(s) left unused, first: #{unused[0]} {rec.method} {rec.url}",
-        kind="unused_exchange", index=unused[0], expected=f"{rec.method} {rec.url}", actual=None, operation=operation,
-    )
+def _unused_exchange(transports: tuple[RecordedExchanges, ...], operation: int) -> ReplayDivergence | None:
+    """Recorded HTTP, then CLI, exchanges the run did not use (``index``: among those of its kind)."""
+    for transport in transports:
+        unused = transport.unused
+        if unused:
+            first = transport.describe(unused[0])
+            return ReplayDivergence(
+                f"{len(unused)} recorded exchange(s) left unused, first: #{unused[0]} {first}",
+                kind="unused_exchange", index=unused[0], expected=first, actual=None, operation=operation,
+            )
+    return None
 
 
 def _unused_tool_call(server: ToolServer, operation: int) -> ReplayDivergence | None:

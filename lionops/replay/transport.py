@@ -6,6 +6,8 @@ exchange, redacted, as an :class:`~lionops.replay.cassette.HttpExchange`.
 network: a request is matched on method, URL and normalized body (JSON
 decoded and redacted), the first unused equal exchange serving it. Both
 are installed through :data:`lionops.endpoints.openai.HTTP_TRANSPORT`.
+:class:`RecordedExchanges` is the bookkeeping it shares with the CLI replay
+(:mod:`lionops.replay.cli`).
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from .cassette import ErrorRecord, HttpExchange, HttpRequestRecord, HttpResponseRecord
-from .divergence import ReplayDivergence, first_difference
+from .divergence import ReplayDivergence, unmatched_exchange
 from .redact import Redactor
 
-__all__ = ["RecordingTransport", "ReplayTransport", "match_key"]
+__all__ = ["RecordingTransport", "ReplayTransport", "RecordedExchanges", "match_key"]
 
 #: Response headers not worth keeping: transfer framing, dates, cookies.
 _DROP_RESPONSE = frozenset({
@@ -130,7 +132,56 @@ def _served(exchange: HttpExchange, request: httpx.Request) -> httpx.Response:
     return httpx.Response(rec.status, headers=rec.headers, content=content, request=request)
 
 
-class ReplayTransport(httpx.AsyncBaseTransport):
+class RecordedExchanges:
+    """The recorded exchanges of one ``kind``, each served at most once.
+
+    Args:
+        exchanges: the operation's recorded exchanges in order (those of
+            ``kind`` are kept).
+        redactor: normalizes both sides before comparing.
+        on_divergence: called with each :class:`ReplayDivergence` before it
+            is raised (the raise may be swallowed by code under test).
+        operation: the operation's position in the cassette.
+    """
+
+    kind: type = object
+
+    def __init__(self, exchanges: list[Any], redactor: Redactor,
+                 on_divergence: Callable[[ReplayDivergence], None] | None = None, *, operation: int = 0) -> None:
+        self.exchanges = [e for e in exchanges if isinstance(e, self.kind)]
+        self.used = [False] * len(self.exchanges)
+        self.redactor = redactor
+        self.on_divergence = on_divergence
+        self.operation = operation
+        self.asked = 0
+
+    def take(self, matches: Callable[[Any], bool]) -> Any | None:
+        """The first unused exchange ``matches`` accepts, now marked used."""
+        for i, exchange in enumerate(self.exchanges):
+            if not self.used[i] and matches(exchange):
+                self.used[i] = True
+                return exchange
+        return None
+
+    def nearest(self) -> Any | None:
+        """The first unused exchange (what a mismatch is compared with)."""
+        return next((e for e, u in zip(self.exchanges, self.used) if not u), None)
+
+    def report(self, err: ReplayDivergence) -> ReplayDivergence:
+        if self.on_divergence is not None:
+            self.on_divergence(err)
+        return err
+
+    @property
+    def unused(self) -> list[int]:
+        """Indices (among exchanges of this kind) of those never served."""
+        return [i for i, u in enumerate(self.used) if not u]
+
+    def describe(self, index: int) -> str:  # pragma: no cover - per kind
+        raise NotImplementedError
+
+
+class ReplayTransport(RecordedExchanges, httpx.AsyncBaseTransport):
     """Serves recorded ``exchanges`` (HTTP ones) with no network.
 
     Args:
@@ -144,14 +195,7 @@ class ReplayTransport(httpx.AsyncBaseTransport):
             method, URL and normalized body.
     """
 
-    def __init__(self, exchanges: list[Any], redactor: Redactor,
-                 on_divergence: Callable[[ReplayDivergence], None] | None = None, *, operation: int = 0) -> None:
-        self.exchanges = [e for e in exchanges if isinstance(e, HttpExchange)]
-        self.used = [False] * len(self.exchanges)
-        self.redactor = redactor
-        self.on_divergence = on_divergence
-        self.operation = operation
-        self.requests = 0
+    kind = HttpExchange
 
     def _key(self, rec: HttpRequestRecord) -> tuple[str, str, Any]:
         return match_key(rec.method, rec.url, rec.body, rec.text, self.redactor)
@@ -162,33 +206,21 @@ class ReplayTransport(httpx.AsyncBaseTransport):
         redactor = self.redactor.with_secrets(found)
         body, text = _decode(request.content)
         live = match_key(request.method, str(request.url), body, text, redactor)
-        number = self.requests
-        self.requests += 1
-        for i, exchange in enumerate(self.exchanges):
-            if not self.used[i] and self._key(exchange.request) == live:
-                self.used[i] = True
-                return _served(exchange, request)
-        raise self._diverged(number, live)
+        number = self.asked
+        self.asked += 1
+        exchange = self.take(lambda e: self._key(e.request) == live)
+        if exchange is not None:
+            return _served(exchange, request)
+        parts = ("method", "url", "body")
+        pending = self.nearest()
+        nearest = None
+        if pending is not None:
+            want = self._key(pending.request)
+            nearest = (dict(zip(parts, want)), f"{want[0]} {want[1]}")
+        raise self.report(unmatched_exchange(
+            "request", "request", number, f"{live[0]} {live[1]}", nearest, dict(zip(parts, live)),
+            total=len(self.exchanges), operation=self.operation))
 
-    def _diverged(self, number: int, live: tuple[str, str, Any]) -> ReplayDivergence:
-        pending = [e for e, u in zip(self.exchanges, self.used) if not u]
-        where = f"{live[0]} {live[1]}"
-        if not pending:
-            message = f"request {number} ({where}) asks for an exchange the recording lacks: all {len(self.exchanges)} are used"
-            expected = None
-        else:
-            want = self._key(pending[0].request)
-            parts = ("method", "url", "body")
-            diff = first_difference(dict(zip(parts, want)), dict(zip(parts, live)), "request")
-            message = f"request {number} ({where}) matches no recorded exchange; nearest differs at {diff}"
-            expected = f"{want[0]} {want[1]}"
-        err = ReplayDivergence(message, kind="exchange", index=number, expected=expected, actual=where,
-                               operation=self.operation)
-        if self.on_divergence is not None:
-            self.on_divergence(err)
-        return err
-
-    @property
-    def unused(self) -> list[int]:
-        """Indices of recorded HTTP exchanges no request used."""
-        return [i for i, u in enumerate(self.used) if not u]
+    def describe(self, index: int) -> str:
+        rec = self.exchanges[index].request
+        return f"{rec.method} {rec.url}"
