@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+import anyio
 
 from pydantic import BaseModel
 
@@ -91,3 +94,36 @@ class Answer(BaseModel):
 
 class Score(BaseModel):
     score: int
+
+
+async def cancel_once(ready: Callable[[], Awaitable[Any]], call: Callable[[], Awaitable[Any]],
+                      after: Callable[[], Any] | None = None) -> anyio.CancelScope:
+    """Run ``call()`` in a cancel scope; once ``await ready()`` returns, cancel
+    the scope (then run ``after()``). Returns the scope; the call must not return."""
+    holder: dict[str, anyio.CancelScope] = {}
+
+    async def runner() -> None:
+        with anyio.CancelScope() as scope:
+            holder["scope"] = scope
+            await call()
+            raise AssertionError("the call returned instead of being cancelled")
+
+    with anyio.fail_after(10):  # safety net only
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(runner)
+            await ready()
+            holder["scope"].cancel()
+            if after is not None:
+                after()
+    return holder["scope"]
+
+
+def polled(condition: Callable[[], bool]) -> Callable[[], Awaitable[None]]:
+    """An async ``ready`` for :func:`cancel_once` that polls ``condition()``
+    (for events outside the event loop: a server thread, a child process)."""
+
+    async def wait() -> None:
+        while not condition():
+            await anyio.sleep(0.005)
+
+    return wait

@@ -187,7 +187,7 @@ class OpenAIServer:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self.requests: list[RecordedRequest] = []
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------ script
@@ -231,7 +231,7 @@ class OpenAIServer:
             owner = server
 
         self._closing.clear()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _HTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
@@ -305,6 +305,12 @@ def replay(recording: dict[str, Any]) -> Callable[[RecordedRequest], Reply]:
 
 def _as_reply(item: Reply | dict[str, Any]) -> Reply:
     return item if isinstance(item, Reply) else Reply(body=item)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    # The stdlib's listen backlog of 5 overflows when many calls connect at
+    # once; the kernel then resets some of those connections.
+    request_queue_size = 128
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -1,0 +1,434 @@
+"""Faults, cancellation and bad input through the API adapter (issue 7).
+
+Every test drives ``operate()`` through the real ``communicate`` Middle and a
+real ``iModel(provider="openai")`` against a real HTTP peer on loopback: the
+scripted :class:`~lionops.testing.OpenAIServer`, or :class:`RawPeer` for
+faults an HTTP server library will not produce (a reset mid-body). The
+invariants: the adapter is awaited once per ``operate()`` (the HTTP retries
+are the endpoint's own); a failure propagates as itself and the trace ends
+``adapter → raised`` via ``failed``; no tool runs and the gate is never
+asked unless a valid request reached ``act()``; no task or connection
+outlives the call; no secret appears in any error, log or trace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import anyio
+import pytest
+import sniffio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lionops import Branch, communicate, iModel
+from lionops.clock import Clock, RecordingClock, use_clock
+from lionops.errors import (
+    EndpointConnectionError,
+    EndpointRateLimitError,
+    EndpointResponseError,
+    EndpointStatusError,
+    EndpointTimeoutError,
+)
+from lionops.testing import OpenAIServer, Reply, completion, error_body, tool_call
+
+from .helpers import ToolBox, cancel_once, polled
+from .openai_server import make_model, server  # noqa: F401 - fixtures
+from .strategies import Recorder, allowed, expected_output, hostile_value, make_tools
+from .test_faults_observers import FAULTY, raising
+
+pytestmark = pytest.mark.anyio
+
+SECRET_KEY = "sk-test-SENTINEL-KEY-4711"
+SECRET_HEADER = "hdr-SENTINEL-0815"
+SECRET_QUERY = "qry-SENTINEL-1234"
+SECRETS = (SECRET_KEY, SECRET_HEADER, SECRET_QUERY)
+
+
+# ---------------------------------------------------------------- real parts used by the tests
+
+
+class Counted:
+    """``communicate`` itself, counting its awaits (invariant 4)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def __call__(self, *args: Any, **kw: Any) -> Any:
+        self.calls += 1
+        return await communicate(*args, **kw)
+
+
+class Governed:
+    """A branch with ToolBox tools and a gate that records what it was asked."""
+
+    def __init__(self, chat_model: Any) -> None:
+        self.box = ToolBox()
+        self.asked: list[str] = []
+        self.branch = Branch(chat_model=chat_model, tools=self.box.tools())
+        self.branch.gate(self.gate)
+        self.middle = Counted()
+
+    def gate(self, inv: Any) -> bool:
+        self.asked.append(inv.function)
+        return True
+
+    async def operate(self, **kw: Any) -> Any:
+        kw.setdefault("instruction", "q")
+        kw.setdefault("actions", True)
+        return await self.branch.operate(middle=self.middle, **kw)
+
+    def check_nothing_ran(self) -> None:
+        assert self.middle.calls == 1
+        assert self.box.total == 0 and self.asked == []
+        assert [m.role for m in self.branch.messages] == ["user"]  # no assistant turn recorded
+        trace = self.branch.traces[-1]
+        assert trace.exit == "failed" and trace.states[-2:] == ["adapter", "raised"]
+
+
+class GatedClock(Clock):
+    """A clock whose sleeps block until cancelled; ``waiting`` is set on the first."""
+
+    def __init__(self) -> None:
+        self.sleeps: list[float] = []
+        self.waiting = anyio.Event()
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(float(seconds))
+        self.waiting.set()
+        await anyio.sleep_forever()
+
+
+class RawPeer:
+    """A TCP peer on 127.0.0.1 that reads each HTTP request and hands the
+    connection to ``answer(conn)`` (for faults no HTTP server library makes)."""
+
+    def __init__(self, answer: Callable[[socket.socket], None]) -> None:
+        self.answer = answer
+        self.requests = 0
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self._sock.settimeout(0.02)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._sock.getsockname()[1]}/v1"
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length:"))
+                while len(body) < length:
+                    body += conn.recv(65536)
+                self.requests += 1
+                self.answer(conn)
+
+    def __enter__(self) -> RawPeer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._sock.close()
+
+
+def reset_mid_body(conn: socket.socket) -> None:
+    """Headers promising 4000 bytes, part of a completion, then a TCP reset."""
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n"
+                 b'{"id": "chatcmpl-1", "choices": [{"message": {"content": null, "tool_calls": [')
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+
+
+def established_to(port: int) -> int:
+    """Open (ESTABLISHED) IPv4 client connections to 127.0.0.1:``port``, from /proc/net/tcp."""
+    count = 0
+    with open("/proc/net/tcp", encoding="ascii") as fh:
+        for line in fh.readlines()[1:]:
+            fields = line.split()
+            remote_port = int(fields[2].split(":")[1], 16)
+            if remote_port == port and fields[3] == "01":
+                count += 1
+    return count
+
+
+def live_tasks() -> int:
+    """Tasks alive in the running event loop (asyncio or trio)."""
+    if sniffio.current_async_library() == "trio":
+        import trio
+
+        def count(task: Any) -> int:
+            return 1 + sum(count(child) for nursery in task.child_nurseries for child in nursery.child_tasks)
+
+        return count(trio.lowlevel.current_root_task())
+    import asyncio
+
+    return len(asyncio.all_tasks())
+
+
+def secret_model(base_url: str, **kw: Any) -> iModel:
+    """A model whose key, an extra header and a URL query parameter are secrets."""
+    options: dict[str, Any] = {"timeout": 5, **kw}
+    return iModel(provider="openai", model="gpt-4o-mini", base_url=f"{base_url}?api-key={SECRET_QUERY}",
+                  api_key=SECRET_KEY, headers={"X-Api-Token": SECRET_HEADER}, **options)
+
+
+def everything_shown(err: BaseException, branch: Branch, model: Any, caplog: Any) -> str:
+    return "\n".join([
+        str(err), repr(err), "".join(traceback.format_exception(err)), caplog.text,
+        repr(model), repr(model.endpoint), repr(branch),
+        json.dumps(branch.messages.to_list()), json.dumps(branch.logs.to_list()),
+        branch.traces[-1].to_json(),
+    ])
+
+
+def check_cancelled(g: Governed, scope: anyio.CancelScope) -> None:
+    assert scope.cancelled_caught  # propagated to the scope, not swallowed
+    g.check_nothing_ran()
+    assert g.branch.traces[-1].error.startswith(anyio.get_cancelled_exc_class().__name__)
+
+
+WEATHER = completion(None, tool_calls=[tool_call("get_weather", {"city": "Paris"})])
+
+
+# ---------------------------------------------------------------- cancellation
+
+
+async def test_cancelled_while_the_request_is_in_flight(server):
+    """The server has the request and never answers; cancel: no tool, no gate,
+    the connection is closed, no task outlives the call."""
+    server.push(Reply(hang=True), WEATHER)
+    m = make_model(server)
+    g = Governed(m)
+    tasks_before = live_tasks()
+    port = int(server.url.rsplit(":", 1)[1])
+    seen_open: list[int] = []
+
+    def in_flight() -> bool:
+        if server.chat_requests:
+            seen_open.append(established_to(port))
+            return True
+        return False
+
+    scope = await cancel_once(polled(in_flight), g.operate)
+    check_cancelled(g, scope)
+    assert seen_open == [1] and established_to(port) == 0  # the cancelled connection is closed
+    assert live_tasks() == tasks_before
+    assert len(server.chat_requests) == 1
+    assert await g.branch.operate(instruction="again", actions=True) is not None  # still usable
+    assert g.box.calls == {"get_weather": 1}
+    await m.aclose()
+
+
+@pytest.mark.parametrize("first", ["503", "429-retry-after"])
+async def test_cancelled_while_a_retry_waits(server, first):
+    """Cancelled while the endpoint waits to retry (the clock's sleep blocks):
+    one HTTP request, no retry sent, no tool, trace adapter → raised."""
+    if first == "503":
+        server.push(Reply(error_body("busy", "server_error"), status=503))
+    else:
+        server.push(Reply(error_body("slow down", "requests"), status=429, headers={"Retry-After": "7"}))
+    server.push(WEATHER)
+    m = make_model(server)
+    g = Governed(m)
+    tasks_before = live_tasks()
+    with use_clock(GatedClock()) as clk:
+        scope = await cancel_once(clk.waiting.wait, g.operate)
+    check_cancelled(g, scope)
+    assert clk.sleeps == ([0.5] if first == "503" else [7.0])
+    assert len(server.chat_requests) == 1
+    assert live_tasks() == tasks_before
+    await m.aclose()
+
+
+@pytest.mark.parametrize("wrapper", ["move_on_after", "fail_after"])
+async def test_timeouts_around_an_api_operate_are_not_swallowed(server, wrapper):
+    """A caller deadline shorter than the endpoint timeout: ``move_on_after``
+    reports cancelled_caught, ``fail_after`` raises anyio's TimeoutError, not
+    the endpoint's; the trace ends adapter → raised."""
+    server.push(Reply(hang=True), WEATHER)
+    m = make_model(server, timeout=30)
+    g = Governed(m)
+    if wrapper == "move_on_after":
+        with anyio.move_on_after(0.2) as scope:
+            await g.operate()
+        assert scope.cancelled_caught
+    else:
+        with pytest.raises(TimeoutError) as info:
+            with anyio.fail_after(0.2):
+                await g.operate()
+        assert not isinstance(info.value, EndpointTimeoutError)
+    g.check_nothing_ran()
+    await g.branch.operate(instruction="again", actions=True)
+    assert g.box.calls == {"get_weather": 1} and [t.exit for t in g.branch.traces] == ["failed", "enriched"]
+    await m.aclose()
+
+
+# ---------------------------------------------------------------- observers during an API turn
+
+RETRY_THEN_CALLS = (
+    Reply(error_body("slow down", "requests"), status=429, headers={"Retry-After": "1"}),
+    completion(None, tool_calls=[tool_call("get_weather", {"city": "Lima"}), tool_call("nope", {}),
+                                 tool_call("search", "[1]"), tool_call("run_shell", {"cmd": "ls"})]),
+)
+
+
+async def api_turn(server: OpenAIServer, setup: Callable[[Branch], Any]) -> tuple[Any, Branch, ToolBox]:
+    server.push(*RETRY_THEN_CALLS)
+    m = make_model(server)
+    box = ToolBox()
+    b = Branch(chat_model=m, tools=box.tools())
+    setup(b)
+    with use_clock(RecordingClock()):
+        out = await b.operate(instruction="q", actions=True)
+    await m.aclose()
+    return ([r.output for r in out.action_responses], b.traces[-1].exit,
+            [m.role for m in b.messages]), b, box
+
+
+#: (observer, exception, async?); log sinks are sync callables only.
+OBSERVERS = [pytest.param(observer, *p.values, id=f"{observer}-{p.id}") for observer in ("hook", "writeback", "log_sink")
+             for p in FAULTY if not (observer == "log_sink" and p.values[1])]
+
+
+@pytest.mark.parametrize("observer,exc,is_async", OBSERVERS)
+async def test_raising_observers_during_an_api_turn_change_nothing(server, observer, exc, is_async):
+    """A raising hook, context-provider writeback or log sink during a turn
+    with an HTTP retry, valid, unknown and non-object calls: logged, and the
+    outcome, messages and tools run are those of a turn without it."""
+    expected, _, box0 = await api_turn(server, lambda b: None)
+
+    def setup(b: Branch) -> None:
+        if observer == "hook":
+            for point in ("tool_pre", "tool_post", "tool_error"):
+                b.on(point, raising(exc, is_async))
+        elif observer == "writeback":
+            b.add_context_provider(type("Faulty", (), {"writeback": staticmethod(raising(exc, is_async))})())
+        else:
+            b.logs.subscribe(raising(exc, is_async))
+
+    got, b, box = await api_turn(server, setup)
+    assert got == expected and box.calls == box0.calls == {"get_weather": 1, "run_shell": 1}
+    error_kind = {"hook": "hook_error", "writeback": "writeback_error", "log_sink": "sink_error"}[observer]
+    assert b.logs.of_kind(error_kind)
+    if observer == "log_sink":  # the http_retry entry reached the sink (and failed there) too
+        assert len(b.logs.of_kind("sink_error")) == len([e for e in b.logs if e.kind != "sink_error"])
+        assert b.logs.of_kind("http_retry")
+
+
+@pytest.mark.parametrize("verdict", [RuntimeError("authorizer down"), None, "yes"])
+async def test_faulty_authorizer_during_an_api_turn_denies(server, verdict):
+    def check(inv: Any) -> Any:
+        if isinstance(verdict, BaseException):
+            raise verdict
+        return verdict
+
+    (outputs, exit_, _), b, box = await api_turn(server, lambda b: b.gate(check))
+    assert box.total == 0 and exit_ == "enriched"
+    assert [o.get("error") == "denied by governance gate" for o in outputs] == [True, False, False, True]
+    assert len(b.logs.of_kind("gate_error")) == 2
+
+
+# ---------------------------------------------------------------- shared branch, one iModel
+
+CONCURRENT = 24
+
+
+def kind_of(i: int) -> str:
+    return {0: "hang", 1: "status_400", 2: "retry_then_ok"}.get(i % 6, "ok")
+
+
+async def test_concurrent_api_operates_through_one_imodel_lose_nothing():
+    """24 concurrent operate() calls on one Branch through one iModel (one
+    HTTP client): some hang and are cancelled, some get a 400, some are
+    retried; each trace is whole and carries its own call's facts, every
+    message and log entry is there once, each call made its own request(s)."""
+    seen_429: set[str] = set()
+    lock = threading.Lock()
+
+    def answer(request: Any) -> Reply:
+        tag = request.body["messages"][-1]["content"]
+        kind = kind_of(int(tag[1:]))
+        if kind == "hang":
+            return Reply(hang=True)
+        if kind == "status_400":
+            return Reply(error_body(f"bad {tag}"), status=400)
+        with lock:
+            first = kind == "retry_then_ok" and tag not in seen_429
+            seen_429.add(tag)
+        if first:
+            return Reply(error_body("slow down", "requests"), status=429, headers={"Retry-After": "0"})
+        return Reply(completion(None, model=f"m-{tag}", tool_calls=[tool_call("search", {"q": tag})]))
+
+    with OpenAIServer(answer) as srv:
+        m = make_model(srv)
+        box = ToolBox()
+        b = Branch(chat_model=m, tools=box.tools())
+        sunk: list[Any] = []
+        b.logs.subscribe(sunk.append)
+        scopes: dict[int, anyio.CancelScope] = {}
+        results: dict[int, Any] = {}
+        hangs = [i for i in range(CONCURRENT) if kind_of(i) == "hang"]
+
+        async def call(i: int) -> None:
+            with anyio.CancelScope() as scope:
+                scopes[i] = scope
+                try:
+                    results[i] = await b.operate(instruction=f"c{i}", actions=True)
+                except EndpointStatusError as exc:
+                    results[i] = exc
+
+        def hung_requests() -> int:
+            return sum(1 for r in srv.chat_requests if kind_of(int(r.body["messages"][-1]["content"][1:])) == "hang")
+
+        with use_clock(RecordingClock()), anyio.fail_after(20):  # safety net only
+            async with anyio.create_task_group() as tg:
+                for i in range(CONCURRENT):
+                    tg.start_soon(call, i)
+                while len(results) < CONCURRENT - len(hangs) or hung_requests() < len(hangs):
+                    await anyio.sleep(0.005)
+                for i in hangs:
+                    scopes[i].cancel()
+        await m.aclose()
+
+    assert len(b.traces) == CONCURRENT
+    by_model = {t.meta.get("model"): t for t in b.traces if t.meta.get("model")}
+    for i in range(CONCURRENT):
+        kind = kind_of(i)
+        if kind in ("ok", "retry_then_ok"):
+            t = by_model[f"m-c{i}"]
+            assert t.exit == "enriched" and t.meta["http_attempts"] == (2 if kind == "retry_then_ok" else 1)
+            assert results[i].action_responses[0].output == [f"c{i}"]
+        elif kind == "status_400":
+            assert isinstance(results[i], EndpointStatusError) and f"bad c{i}" in str(results[i])
+        else:
+            assert scopes[i].cancelled_caught and i not in results
+    failed = [t for t in b.traces if t.exit == "failed"]
+    assert len(failed) == sum(kind_of(i) in ("hang", "status_400") for i in range(CONCURRENT))
+    assert all(t.states[-2:] == ["adapter", "raised"] for t in failed)
+    ok = sorted(i for i in range(CONCURRENT) if kind_of(i) in ("ok", "retry_then_ok"))
+    assert sorted(a["q"] for _, a in box.args) == sorted(f"c{i}" for i in ok)
+    users = [m.content for m in b.messages.by_role("user")]
+    assert sorted(users) == sorted(f"c{i}" for i in range(CONCURRENT))
+    assert len(b.messages.by_role("assistant")) == len(b.messages.by_role("action_response")) == len(ok)
+    retried = sum(kind_of(i) == "retry_then_ok" for i in range(CONCURRENT))
+    assert [e.kind for e in b.logs].count("http_retry") == retried
+    assert sunk == list(b.logs)
