@@ -282,6 +282,54 @@ async def test_timeouts_around_an_api_operate_are_not_swallowed(server, wrapper)
     await m.aclose()
 
 
+# ---------------------------------------------------------------- transport faults and bad bodies
+
+TRUNCATED = '{"id": "chatcmpl-9", "object": "chat.completion", "choices": [{"index": 0, "message": {"content": "'
+ECHOED = error_body(f"upstream said: key {SECRET_KEY}, token {SECRET_HEADER}, query {SECRET_QUERY}", "server_error")
+
+#: kind -> (replies, model options, error type, HTTP requests made, clock sleeps)
+TRANSPORT = {
+    "refused": (None, {"max_retries": 2}, EndpointConnectionError, 0, [0.5, 1.0]),
+    "reset-mid-body": ("reset", {"max_retries": 2}, EndpointConnectionError, 1, []),
+    "never-answers": ([Reply(hang=True)], {"timeout": 0.3, "max_retries": 0}, EndpointTimeoutError, 1, []),
+    "500-until-out": ([Reply(ECHOED, status=500)] * 3, {"max_retries": 2}, EndpointStatusError, 3, [0.5, 1.0]),
+    "429-until-out": ([Reply(ECHOED, status=429, headers={"Retry-After": "1"})] * 2, {"max_retries": 1},
+                      EndpointRateLimitError, 2, [1.0]),
+    "not-json": ([Reply(f"<html>502 Bad Gateway {SECRET_KEY}</html>")], {}, EndpointResponseError, 1, []),
+    "truncated-json": ([Reply(TRUNCATED)], {}, EndpointResponseError, 1, []),
+    "no-choices": ([Reply({"object": "chat.completion", "choices": None})], {}, EndpointResponseError, 1, []),
+}
+
+
+@pytest.mark.parametrize("kind", list(TRANSPORT))
+async def test_transport_faults_are_one_logical_call_raised_as_themselves(kind, caplog):
+    """Each transport fault: the adapter awaited once, the endpoint's own HTTP
+    retries only, the typed error raised as itself (never wrapped), no tool,
+    no gate, no assistant message, and no secret in anything shown."""
+    replies, options, error, requests, sleeps = TRANSPORT[kind]
+    caplog.set_level(logging.DEBUG)
+    with contextlib.ExitStack() as stack:
+        if replies == "reset":
+            peer = stack.enter_context(RawPeer(reset_mid_body))
+            base, made = peer.base_url, lambda: peer.requests
+        else:
+            srv = stack.enter_context(OpenAIServer(replies or ()))
+            base, made = srv.base_url, lambda: len(srv.chat_requests)
+            if replies is None:
+                srv.stop()  # nothing listens there any more: connection refused
+        m = secret_model(base, **options)
+        g = Governed(m)
+        with use_clock(RecordingClock()) as clk, pytest.raises(error) as info:
+            await g.operate()
+        await m.aclose()
+        assert made() == requests and clk.sleeps == sleeps
+    assert type(info.value) is error
+    g.check_nothing_ran()
+    assert type(info.value).__name__ in g.branch.traces[-1].error
+    shown = everything_shown(info.value, g.branch, m, caplog)
+    assert not [s for s in SECRETS if s in shown]
+
+
 # ---------------------------------------------------------------- observers during an API turn
 
 RETRY_THEN_CALLS = (

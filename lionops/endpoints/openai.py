@@ -10,7 +10,9 @@ number of times, and turns every failure into a typed
 Every wait (``Retry-After``, backoff) goes through :func:`lionops.clock.sleep`.
 The API key is held as a :class:`pydantic.SecretStr`, sent only in the
 ``Authorization`` header, and removed from every message this module
-writes: reprs, log records and exception text (field report C26).
+writes: reprs, log records and exception text (field report C26). A base
+URL's user info and query may hold credentials too: they are never shown, and
+httpx's own request log shows the URL without them.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import anyio.lowlevel
 import httpx
@@ -56,6 +58,24 @@ __all__ = [
 ]
 
 logger = logging.getLogger("lionops.http")
+
+#: Request URLs that hold credentials (user info, query) -> the form shown.
+_SHOWN_URLS: dict[str, str] = {}
+
+
+class _ShownURLFilter(logging.Filter):
+    """httpx logs every request URL at INFO level; a lionops endpoint's URL is
+    logged in its public form (no user info, no query), as lionops shows it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and _SHOWN_URLS:
+            record.args = tuple(
+                _SHOWN_URLS.get(str(arg), arg) if isinstance(arg, httpx.URL) else arg for arg in record.args
+            )
+        return True
+
+
+logging.getLogger("httpx").addFilter(_ShownURLFilter())
 
 StructuredMode = Literal["json_schema", "json_object", "prompt"]
 
@@ -211,6 +231,14 @@ def _default_ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+def _url_secrets(url: SecretStr) -> list[SecretStr]:
+    """The parts of ``url`` that may be credentials: user info, query values."""
+    parts = urlsplit(url.get_secret_value())
+    found = [parts.password, parts.username, parts.query]
+    found += [value for _, value in parse_qsl(parts.query)]
+    return [SecretStr(v) for v in found if v]
+
+
 def _public_url(url: str) -> str:
     """``url`` without user info, query or fragment (they may hold credentials)."""
     parts = urlsplit(url)
@@ -304,6 +332,8 @@ class ChatCompletionsEndpoint:
         # User info and query may carry credentials: only the public form is shown.
         self._base_url = SecretStr(full_url)
         self.base_url = _public_url(full_url)
+        if self.base_url != full_url:
+            _SHOWN_URLS[str(httpx.URL(self._request_url()))] = self.url
         self._api_key = api_key if isinstance(api_key, SecretStr) or api_key is None else SecretStr(api_key)
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
@@ -326,8 +356,9 @@ class ChatCompletionsEndpoint:
         return self._api_key is not None and bool(self._api_key.get_secret_value())
 
     def scrub(self, text: str) -> str:
-        """``text`` with the API key and extra header values replaced by ``***``."""
-        secrets = [self._api_key, *self._extra_headers.values()]
+        """``text`` with the API key, extra header values and the base URL's
+        user info and query values replaced by ``***``."""
+        secrets = [self._api_key, *self._extra_headers.values(), *_url_secrets(self._base_url)]
         for secret in secrets:
             value = secret.get_secret_value() if secret is not None else ""
             if len(value) >= 4:
