@@ -330,6 +330,102 @@ async def test_transport_faults_are_one_logical_call_raised_as_themselves(kind, 
     assert not [s for s in SECRETS if s in shown]
 
 
+#: tool_calls a server may send that are not a list of call objects; each
+#: entry must become one request marked invalid, answered with an error payload.
+ODD_CALLS = {
+    "arguments-a-json-list": {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": ["Paris"]}},
+    "arguments-a-json-number": {"id": "c2", "type": "function", "function": {"name": "get_weather", "arguments": 42}},
+    "arguments-true": {"id": "c3", "type": "function", "function": {"name": "get_weather", "arguments": True}},
+    "function-a-string": {"id": "c4", "type": "function", "function": "get_weather"},
+    "function-missing": {"id": "c5", "type": "function"},
+    "name-not-a-string": {"id": "c6", "type": "function", "function": {"name": ["get_weather"], "arguments": "{}"}},
+    "entry-a-string": "get_weather",
+    "entry-null": None,
+    "entry-a-list": ["get_weather", {"city": "Paris"}],
+    "arguments-deep": {"id": "c7", "type": "function", "function": {"name": "get_weather", "arguments": "[" * 100_000}},
+}
+
+
+async def test_odd_tool_call_entries_are_each_answered_never_run(server):
+    """Every odd entry is kept in place as a request marked invalid and
+    answered with an error payload; the valid siblings around them run."""
+    ok = tool_call("get_weather", {"city": "Oslo"})
+    calls = [ok, *ODD_CALLS.values(), tool_call("search", {"q": "lion"})]
+    server.push(completion(None, tool_calls=calls))
+    m = make_model(server)
+    g = Governed(m)
+    result, trace = await g.branch.operate_traced(instruction="q", actions=True, middle=g.middle)
+    await m.aclose()
+    assert trace.exit == "enriched"
+    out = result.action_responses
+    assert len(out) == len(calls)
+    assert [r.is_error for r in out] == [False] + [True] * len(ODD_CALLS) + [False]
+    assert all(r.output["type"] == "InvalidActionRequest" for r in out[1:-1])
+    assert g.box.calls == {"get_weather": 1, "search": 1} and sorted(g.asked) == ["get_weather", "search"]
+    summaries = g.branch.messages.by_role("assistant")[0].metadata["tool_calls"]
+    assert len(summaries) == len(calls) and all("invalid" in s for s in summaries[1:-1])
+    json.dumps(g.branch.messages.to_list())
+
+
+@pytest.mark.parametrize("key,value", [
+    ("tool_calls", {"id": "c1", "function": {"name": "get_weather"}}), ("tool_calls", "get_weather"),
+    ("tool_calls", 7), ("message", "get_weather"), ("message", ["get_weather"]),
+])
+async def test_tool_calls_or_message_of_the_wrong_type_are_a_response_error(server, key, value):
+    body = completion(None)
+    if key == "message":
+        body["choices"][0]["message"] = value
+    else:
+        body["choices"][0]["message"]["tool_calls"] = value
+    server.push(body)
+    m = make_model(server)
+    g = Governed(m)
+    with pytest.raises(EndpointResponseError, match=key):
+        await g.operate()
+    await m.aclose()
+    g.check_nothing_ran()
+
+
+async def test_ten_thousand_tool_calls_one_response_each(server):
+    """10k native tool calls (valid, unknown, non-object): one response each,
+    in order; only the valid ones run."""
+    calls = []
+    for i in range(10_000):
+        if i % 10 == 3:
+            calls.append(tool_call("nope", {"q": str(i)}))
+        elif i % 10 == 7:
+            calls.append(tool_call("search", f'["{i}"]'))
+        else:
+            calls.append(tool_call("search", {"q": str(i)}))
+    server.push(completion(None, tool_calls=calls))
+    m = make_model(server, timeout=30)
+    g = Governed(m)
+    result = await g.operate()
+    await m.aclose()
+    out = result.action_responses
+    assert len(out) == 10_000
+    assert [r.output if not r.is_error else None for r in out] == [
+        None if i % 10 in (3, 7) else [str(i)] for i in range(10_000)]
+    assert g.box.calls == {"search": 8000}
+
+
+async def test_ten_megabytes_of_arguments_over_http(server):
+    """10 MB of arguments in one tool call: invoked once with the whole value;
+    10 MB that is not an object: an invalid request with a bounded error."""
+    blob = "x" * 10_000_000
+    server.push(completion(None, tool_calls=[tool_call("search", {"q": blob}),
+                                             tool_call("search", json.dumps([blob]))]))
+    m = make_model(server, timeout=30)
+    g = Governed(m)
+    result = await g.operate()
+    await m.aclose()
+    ok, bad = result.action_responses
+    assert g.box.args == [("search", {"q": blob})] and ok.output == [blob]
+    assert bad.is_error and len(bad.output["error"]) < 1000
+    assert all(len(e.content.get("arguments", "")) <= 203 for e in g.branch.logs if isinstance(e.content, dict)
+               and isinstance(e.content.get("arguments"), str))
+
+
 # ---------------------------------------------------------------- observers during an API turn
 
 RETRY_THEN_CALLS = (

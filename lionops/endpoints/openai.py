@@ -112,7 +112,8 @@ class ChatCompletion:
         text: the assistant text (parts joined), or ``None``.
         refusal: the provider's refusal text, or ``None``.
         tool_calls: the raw ``tool_calls`` entries (``{"id", "type",
-            "function": {"name", "arguments"}}``), arguments still JSON text.
+            "function": {"name", "arguments"}}``), arguments still JSON text;
+            every entry the server sent, also one that is not an object.
         finish_reason: ``"stop"``, ``"length"``, ``"tool_calls"``,
             ``"content_filter"``, ... or ``None``.
         usage: token counts (``prompt_tokens``, ``completion_tokens``,
@@ -602,12 +603,16 @@ class ChatCompletionsEndpoint:
             raise self._response_error("no choices", 200, json.dumps(data, default=str))
         choice = choices[0]
         message = choice.get("message") or {}
+        if not isinstance(message, dict):
+            raise self._response_error("a message that is not an object", 200, json.dumps(data, default=str))
         tool_calls = message.get("tool_calls") or []
+        if not isinstance(tool_calls, list):
+            raise self._response_error("tool_calls that is not a list", 200, json.dumps(data, default=str))
         usage = data.get("usage") or {}
         return ChatCompletion(
             text=_text_of(message.get("content")),
             refusal=message.get("refusal") or None,
-            tool_calls=[c for c in tool_calls if isinstance(c, dict)],
+            tool_calls=list(tool_calls),
             finish_reason=choice.get("finish_reason"),
             usage={k: v for k, v in usage.items() if isinstance(v, int)} if isinstance(usage, dict) else {},
             model=data.get("model"),
