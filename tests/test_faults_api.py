@@ -426,6 +426,130 @@ async def test_ten_megabytes_of_arguments_over_http(server):
                and isinstance(e.content.get("arguments"), str))
 
 
+# ---------------------------------------------------------------- hostile completions (hypothesis)
+
+NAMES = st.sampled_from(["echo", "add", "ping", "nope", "", "echo "])
+ARGS = st.one_of(
+    st.fixed_dictionaries({"text": st.text(max_size=8)}).map(json.dumps),
+    st.fixed_dictionaries({"a": st.integers(-20, 20), "b": st.integers(-20, 20)}).map(json.dumps),
+    hostile_value.filter(lambda v: not isinstance(v, (bytes, float))),
+    hostile_value.filter(lambda v: not isinstance(v, (bytes, float))).map(json.dumps),
+)
+CALL = st.one_of(
+    st.builds(lambda n, a: {"id": "c", "type": "function", "function": {"name": n, "arguments": a}}, NAMES, ARGS),
+    st.dictionaries(st.sampled_from(["id", "type", "function", "index"]), hostile_value, max_size=3)
+    .filter(lambda d: not any(isinstance(v, (bytes, float)) for v in d.values())),
+    hostile_value.filter(lambda v: not isinstance(v, (bytes, float))),
+)
+
+
+def valid_call(call: Any) -> tuple[str, dict[str, Any]] | None:
+    """``(function, arguments)`` when ``call`` is a well-formed call of a
+    registered tool with arguments that fit its signature, else ``None``."""
+    fn = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(fn, dict) or fn.get("name") not in ("echo", "add", "ping"):
+        return None
+    args = fn.get("arguments")
+    if args in ("", None):  # no arguments at all: an empty object
+        args = {}
+    try:  # JSON text, encoded twice at most (C05)
+        for _ in range(2):
+            args = json.loads(args) if isinstance(args, str) else args
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(args, dict):
+        return None
+    fits = {"echo": lambda a: set(a) == {"text"} and type(a["text"]) is str,
+            "add": lambda a: set(a) == {"a", "b"} and all(type(a[k]) is int for k in "ab"),
+            "ping": lambda a: a == {}}[fn["name"]]
+    return (fn["name"], args) if fits(args) else None
+
+
+def stream_chunk(delta: Any) -> dict[str, Any]:
+    return {"id": "s", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": delta}]}
+
+
+CALL_DELTA = {"index": 0, "id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}
+
+#: Stream chunks of the wrong shape: each is an EndpointResponseError, never a
+#: call assembled from the fragments that could be read.
+BAD_CHUNKS = {
+    "chunk-a-list": [stream_chunk({})["choices"]],
+    "choices-a-number": [{"id": "s", "choices": 3}],
+    "choice-a-string": [{"id": "s", "choices": ["delta"]}],
+    "delta-a-string": [stream_chunk("get_weather")],
+    "tool-calls-a-mapping": [stream_chunk({"tool_calls": CALL_DELTA})],
+    "entry-a-string": [stream_chunk({"tool_calls": ["get_weather"]})],
+    "id-a-list": [stream_chunk({"tool_calls": [{**CALL_DELTA, "id": ["c1"]}]})],
+    "index-a-list": [stream_chunk({"tool_calls": [{**CALL_DELTA, "index": [0]}]})],
+    "index-text": [stream_chunk({"tool_calls": [{**CALL_DELTA, "index": "0"}]})],
+    "function-a-string": [stream_chunk({"tool_calls": [{**CALL_DELTA, "function": "get_weather"}]})],
+    "arguments-an-object": [stream_chunk({"tool_calls": [CALL_DELTA]}),
+                            stream_chunk({"tool_calls": [{"index": 0, "function": {"arguments": {"city": "Paris"}}}]})],
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CHUNKS))
+async def test_malformed_stream_chunks_are_a_response_error(server, case):
+    server.push(Reply(stream=BAD_CHUNKS[case]))
+    m = make_model(server, stream=True)
+    g = Governed(m)
+    with pytest.raises(EndpointResponseError, match="malformed stream chunk"):
+        await g.operate()
+    await m.aclose()
+    g.check_nothing_ran()
+
+
+@pytest.fixture(scope="module")
+def shared_server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as srv:
+        yield srv
+
+
+@settings(max_examples=max(1, settings.default.max_examples // 3))
+@given(calls=st.lists(CALL, max_size=6), stream=st.booleans())
+async def test_hostile_tool_calls_from_the_server(shared_server, calls, stream):
+    """Whatever the server puts in ``tool_calls`` (plain, or streamed one call
+    per chunk): the gate is asked about exactly the well-formed calls of a
+    registered tool with fitting arguments, those it allows run, every entry
+    gets one response in order, and nothing but EndpointResponseError
+    escapes (then nothing ran)."""
+    rec = Recorder()
+    body = completion(None, tool_calls=None)
+    body["choices"][0]["message"]["tool_calls"] = calls
+    if stream:  # one chunk per call, each call its own index and id (merging is C20's subject)
+        chunks = [stream_chunk({"tool_calls": [{**call, "index": i, "id": f"s{i}"} if isinstance(call, dict) else call]})
+                  for i, call in enumerate(calls)]
+        shared_server.push(Reply(stream=chunks))
+    else:
+        shared_server.push(body)
+    m = make_model(shared_server, stream=stream)
+    b = Branch(chat_model=m, tools=make_tools(rec))
+    b.gate(rec.gate)
+    try:
+        out = await b.operate(instruction="q", actions=True)
+    except EndpointResponseError:
+        assert rec.invoked == [] and rec.asked == []
+        return
+    finally:
+        await m.aclose()
+    trace = b.traces[-1]
+    valid = [v for v in map(valid_call, calls) if v is not None]
+    assert sorted(map(json.dumps, rec.asked)) == sorted(map(json.dumps, valid))
+    assert sorted(map(json.dumps, rec.invoked)) == sorted(map(json.dumps, [v for v in valid if allowed(*v)]))
+    if not calls:
+        assert trace.exit in ("no_requests", "no_responses")
+        return
+    assert trace.exit == "enriched" and len(out.action_responses) == len(calls)
+    for call, resp in zip(calls, out.action_responses):
+        v = valid_call(call)
+        if v is None:
+            assert resp.is_error
+        elif allowed(*v):
+            assert resp.output == expected_output(*v)
+
+
 # ---------------------------------------------------------------- observers during an API turn
 
 RETRY_THEN_CALLS = (

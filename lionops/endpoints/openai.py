@@ -562,7 +562,10 @@ class ChatCompletionsEndpoint:
                     chunk = json.loads(payload)
                 except ValueError:
                     raise self._response_error("a stream chunk that is not JSON", response.status_code, payload) from None
-                acc.add(chunk)
+                try:
+                    acc.add(chunk)
+                except ValueError as exc:
+                    raise self._response_error(f"a malformed stream chunk ({exc})", response.status_code, payload) from None
         return acc.completion()
 
     def _response_error(self, what: str, status: int, text: str) -> EndpointResponseError:
@@ -642,6 +645,12 @@ class StreamAccumulator:
     (servers that omit ``index``). Anything else starts a new call. So one
     call split over chunks stays one call, whether the index is missing or
     repeated within a chunk (field report C20).
+
+    A chunk of the wrong shape (``choices``, ``delta`` or ``tool_calls`` of
+    the wrong type, a tool-call delta that is not an object, an ``id`` that
+    is not text, an ``index`` that is not an integer, ``arguments`` that are
+    not text) raises ``ValueError``: a fragment is never dropped, so a call
+    is never assembled from part of its arguments.
     """
 
     def __init__(self) -> None:
@@ -658,22 +667,25 @@ class StreamAccumulator:
     def add(self, chunk: dict[str, Any]) -> None:
         """Fold one chunk in; chunks without choices (the usage chunk) are fine."""
         if not isinstance(chunk, dict):
-            return
+            raise ValueError("a chunk that is not an object")
         self.model = chunk.get("model") or self.model
         self.id = chunk.get("id") or self.id
         if isinstance(chunk.get("usage"), dict):
             self.usage = chunk["usage"]
-        for choice in chunk.get("choices") or []:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+        for choice in _list_of(chunk, "choices"):
+            if not isinstance(choice, dict):
+                raise ValueError("a choice that is not an object")
+            if choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
+            if not isinstance(delta, dict):
+                raise ValueError("a delta that is not an object")
             if isinstance(delta.get("content"), str):
                 self.text.append(delta["content"])
             if isinstance(delta.get("refusal"), str):
                 self.refusal.append(delta["refusal"])
-            for entry in delta.get("tool_calls") or []:
-                if isinstance(entry, dict):
-                    self._add_call(entry)
+            for entry in _list_of(delta, "tool_calls"):
+                self._add_call(entry)
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
 
     def _position(self, index: Any, call_id: Any) -> int | None:
@@ -688,8 +700,17 @@ class StreamAccumulator:
             return len(self.calls) - 1
         return None
 
-    def _add_call(self, entry: dict[str, Any]) -> None:
+    def _add_call(self, entry: Any) -> None:
+        if not isinstance(entry, dict):
+            raise ValueError("a tool-call delta that is not an object")
         index, call_id = entry.get("index"), entry.get("id")
+        fn = entry.get("function") or {}
+        if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
+            raise ValueError(f"a tool-call index that is not an integer: {index!r}"[:200])
+        if call_id is not None and not isinstance(call_id, str):
+            raise ValueError(f"a tool-call id that is not text: {call_id!r}"[:200])
+        if not isinstance(fn, dict) or not isinstance(fn.get("arguments", ""), (str, type(None))):
+            raise ValueError("a tool-call function or arguments fragment of the wrong type")
         pos = self._position(index, call_id)
         if pos is None:
             self.calls.append({"id": None, "type": "function", "function": {"name": None, "arguments": ""}})
@@ -700,7 +721,6 @@ class StreamAccumulator:
         if call_id:
             call["id"] = call_id
             self._by_id[call_id] = pos
-        fn = entry.get("function") or {}
         if fn.get("name") and not call["function"]["name"]:
             call["function"]["name"] = fn["name"]
         if isinstance(fn.get("arguments"), str):
@@ -720,6 +740,16 @@ class StreamAccumulator:
             "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}],
             "usage": self.usage or {},
         }
+
+
+def _list_of(obj: dict[str, Any], key: str) -> list[Any]:
+    """``obj[key]`` as a list (absent or null: empty); ``ValueError`` for another type."""
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{key} that is not a list")
+    return value
 
 
 def _text_of(content: Any) -> str | None:
