@@ -21,6 +21,8 @@ import pytest
 
 from lionops import AlcallParams, Branch, Tool
 
+from .helpers import cancel_once
+
 pytestmark = pytest.mark.anyio
 
 
@@ -96,21 +98,7 @@ def requests(function: str, n: int) -> dict[str, Any]:
 
 async def cancel_when_in_phase(probe: Probe, call) -> anyio.CancelScope:
     """Run ``call`` in a cancel scope; cancel it once the probe saw the phase start."""
-    holder: dict[str, Any] = {}
-
-    async def runner() -> None:
-        with anyio.CancelScope() as scope:
-            holder["scope"] = scope
-            await call()
-            raise AssertionError("the call returned instead of being cancelled")
-
-    with anyio.fail_after(10):  # safety net only
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(runner)
-            await probe.in_phase.wait()
-            holder["scope"].cancel()
-            probe.threads_release.set()
-    return holder["scope"]
+    return await cancel_once(probe.in_phase.wait, call, after=probe.threads_release.set)
 
 
 def check_trace_failed_by_cancellation(b: Branch, phase: str) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..messages import Message, to_jsonable
-from ..models import ActionRequestModel, RawOutput, decode_arguments
+from ..models import ActionRequestModel, RawOutput, _preview, decode_arguments
 from ..trace import annotate
 from .common import begin_turn, finish_turn, record_assistant
 
@@ -129,12 +129,16 @@ def native_requests(tool_calls: list[dict[str, Any]]) -> list[ActionRequestModel
     """``tool_calls`` as action requests, in order.
 
     ``arguments`` arrive as JSON text and are decoded (twice at most, C05).
-    A call whose arguments are not a JSON object, or that has no name, is
-    kept and marked ``invalid`` with the reason: ``act()`` answers it with an
+    A call whose arguments are not a JSON object, that has no name, or an
+    entry that is not an object at all, is kept and marked ``invalid`` with
+    the reason: ``act()`` answers it with an
     error payload and never invokes it. No call is dropped or invented.
     """
     out: list[ActionRequestModel] = []
     for call in tool_calls:
+        if not isinstance(call, dict):
+            out.append(ActionRequestModel(invalid=f"tool call entry is not an object: {_preview(call)}"))
+            continue
         fn = call.get("function") if isinstance(call.get("function"), dict) else {}
         name = fn.get("name") if isinstance(fn.get("name"), str) and fn.get("name") else None
         raw = fn.get("arguments")
@@ -150,11 +154,13 @@ def native_requests(tool_calls: list[dict[str, Any]]) -> list[ActionRequestModel
     return out
 
 
-def _call_summary(call: dict[str, Any], request: ActionRequestModel) -> dict[str, Any]:
-    summary: dict[str, Any] = {"id": call.get("id"), "function": request.function, "arguments": request.arguments}
+def _call_summary(call: Any, request: ActionRequestModel) -> dict[str, Any]:
+    entry = call if isinstance(call, dict) else {}
+    summary: dict[str, Any] = {"id": entry.get("id"), "function": request.function, "arguments": request.arguments}
     if request.invalid:
         summary["invalid"] = request.invalid
-        summary["raw_arguments"] = (call.get("function") or {}).get("arguments")
+        fn = entry.get("function")
+        summary["raw_arguments"] = fn.get("arguments") if isinstance(fn, dict) else None
     return summary
 
 

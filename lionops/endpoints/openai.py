@@ -10,7 +10,9 @@ number of times, and turns every failure into a typed
 Every wait (``Retry-After``, backoff) goes through :func:`lionops.clock.sleep`.
 The API key is held as a :class:`pydantic.SecretStr`, sent only in the
 ``Authorization`` header, and removed from every message this module
-writes: reprs, log records and exception text (field report C26).
+writes: reprs, log records and exception text (field report C26). A base
+URL's user info and query may hold credentials too: they are never shown, and
+httpx's own request log shows the URL without them.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import anyio.lowlevel
 import httpx
@@ -58,6 +60,24 @@ __all__ = [
 ]
 
 logger = logging.getLogger("lionops.http")
+
+#: Request URLs that hold credentials (user info, query) -> the form shown.
+_SHOWN_URLS: dict[str, str] = {}
+
+
+class _ShownURLFilter(logging.Filter):
+    """httpx logs every request URL at INFO level; a lionops endpoint's URL is
+    logged in its public form (no user info, no query), as lionops shows it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and _SHOWN_URLS:
+            record.args = tuple(
+                _SHOWN_URLS.get(str(arg), arg) if isinstance(arg, httpx.URL) else arg for arg in record.args
+            )
+        return True
+
+
+logging.getLogger("httpx").addFilter(_ShownURLFilter())
 
 StructuredMode = Literal["json_schema", "json_object", "prompt"]
 
@@ -98,7 +118,8 @@ class ChatCompletion:
         text: the assistant text (parts joined), or ``None``.
         refusal: the provider's refusal text, or ``None``.
         tool_calls: the raw ``tool_calls`` entries (``{"id", "type",
-            "function": {"name", "arguments"}}``), arguments still JSON text.
+            "function": {"name", "arguments"}}``), arguments still JSON text;
+            every entry the server sent, also one that is not an object.
         finish_reason: ``"stop"``, ``"length"``, ``"tool_calls"``,
             ``"content_filter"``, ... or ``None``.
         usage: token counts (``prompt_tokens``, ``completion_tokens``,
@@ -217,6 +238,14 @@ def _default_ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+def _url_secrets(url: SecretStr) -> list[SecretStr]:
+    """The parts of ``url`` that may be credentials: user info, query values."""
+    parts = urlsplit(url.get_secret_value())
+    found = [parts.password, parts.username, parts.query]
+    found += [value for _, value in parse_qsl(parts.query)]
+    return [SecretStr(v) for v in found if v]
+
+
 def _public_url(url: str) -> str:
     """``url`` without user info, query or fragment (they may hold credentials)."""
     parts = urlsplit(url)
@@ -310,6 +339,8 @@ class ChatCompletionsEndpoint:
         # User info and query may carry credentials: only the public form is shown.
         self._base_url = SecretStr(full_url)
         self.base_url = _public_url(full_url)
+        if self.base_url != full_url:
+            _SHOWN_URLS[str(httpx.URL(self._request_url()))] = self.url
         self._api_key = api_key if isinstance(api_key, SecretStr) or api_key is None else SecretStr(api_key)
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
@@ -332,8 +363,9 @@ class ChatCompletionsEndpoint:
         return self._api_key is not None and bool(self._api_key.get_secret_value())
 
     def scrub(self, text: str) -> str:
-        """``text`` with the API key and extra header values replaced by ``***``."""
-        secrets = [self._api_key, *self._extra_headers.values()]
+        """``text`` with the API key, extra header values and the base URL's
+        user info and query values replaced by ``***``."""
+        secrets = [self._api_key, *self._extra_headers.values(), *_url_secrets(self._base_url)]
         for secret in secrets:
             value = secret.get_secret_value() if secret is not None else ""
             if len(value) >= 4:
@@ -541,7 +573,10 @@ class ChatCompletionsEndpoint:
                     chunk = json.loads(payload)
                 except ValueError:
                     raise self._response_error("a stream chunk that is not JSON", response.status_code, payload) from None
-                acc.add(chunk)
+                try:
+                    acc.add(chunk)
+                except ValueError as exc:
+                    raise self._response_error(f"a malformed stream chunk ({exc})", response.status_code, payload) from None
         return acc.completion()
 
     def _response_error(self, what: str, status: int, text: str) -> EndpointResponseError:
@@ -582,12 +617,16 @@ class ChatCompletionsEndpoint:
             raise self._response_error("no choices", 200, json.dumps(data, default=str))
         choice = choices[0]
         message = choice.get("message") or {}
+        if not isinstance(message, dict):
+            raise self._response_error("a message that is not an object", 200, json.dumps(data, default=str))
         tool_calls = message.get("tool_calls") or []
+        if not isinstance(tool_calls, list):
+            raise self._response_error("tool_calls that is not a list", 200, json.dumps(data, default=str))
         usage = data.get("usage") or {}
         return ChatCompletion(
             text=_text_of(message.get("content")),
             refusal=message.get("refusal") or None,
-            tool_calls=[c for c in tool_calls if isinstance(c, dict)],
+            tool_calls=list(tool_calls),
             finish_reason=choice.get("finish_reason"),
             usage={k: v for k, v in usage.items() if isinstance(v, int)} if isinstance(usage, dict) else {},
             model=data.get("model"),
@@ -617,6 +656,12 @@ class StreamAccumulator:
     (servers that omit ``index``). Anything else starts a new call. So one
     call split over chunks stays one call, whether the index is missing or
     repeated within a chunk (field report C20).
+
+    A chunk of the wrong shape (``choices``, ``delta`` or ``tool_calls`` of
+    the wrong type, a tool-call delta that is not an object, an ``id`` that
+    is not text, an ``index`` that is not an integer, ``arguments`` that are
+    not text) raises ``ValueError``: a fragment is never dropped, so a call
+    is never assembled from part of its arguments.
     """
 
     def __init__(self) -> None:
@@ -633,22 +678,25 @@ class StreamAccumulator:
     def add(self, chunk: dict[str, Any]) -> None:
         """Fold one chunk in; chunks without choices (the usage chunk) are fine."""
         if not isinstance(chunk, dict):
-            return
+            raise ValueError("a chunk that is not an object")
         self.model = chunk.get("model") or self.model
         self.id = chunk.get("id") or self.id
         if isinstance(chunk.get("usage"), dict):
             self.usage = chunk["usage"]
-        for choice in chunk.get("choices") or []:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+        for choice in _list_of(chunk, "choices"):
+            if not isinstance(choice, dict):
+                raise ValueError("a choice that is not an object")
+            if choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
+            if not isinstance(delta, dict):
+                raise ValueError("a delta that is not an object")
             if isinstance(delta.get("content"), str):
                 self.text.append(delta["content"])
             if isinstance(delta.get("refusal"), str):
                 self.refusal.append(delta["refusal"])
-            for entry in delta.get("tool_calls") or []:
-                if isinstance(entry, dict):
-                    self._add_call(entry)
+            for entry in _list_of(delta, "tool_calls"):
+                self._add_call(entry)
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
 
     def _position(self, index: Any, call_id: Any) -> int | None:
@@ -663,8 +711,17 @@ class StreamAccumulator:
             return len(self.calls) - 1
         return None
 
-    def _add_call(self, entry: dict[str, Any]) -> None:
+    def _add_call(self, entry: Any) -> None:
+        if not isinstance(entry, dict):
+            raise ValueError("a tool-call delta that is not an object")
         index, call_id = entry.get("index"), entry.get("id")
+        fn = entry.get("function") or {}
+        if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
+            raise ValueError(f"a tool-call index that is not an integer: {index!r}"[:200])
+        if call_id is not None and not isinstance(call_id, str):
+            raise ValueError(f"a tool-call id that is not text: {call_id!r}"[:200])
+        if not isinstance(fn, dict) or not isinstance(fn.get("arguments", ""), (str, type(None))):
+            raise ValueError("a tool-call function or arguments fragment of the wrong type")
         pos = self._position(index, call_id)
         if pos is None:
             self.calls.append({"id": None, "type": "function", "function": {"name": None, "arguments": ""}})
@@ -675,7 +732,6 @@ class StreamAccumulator:
         if call_id:
             call["id"] = call_id
             self._by_id[call_id] = pos
-        fn = entry.get("function") or {}
         if fn.get("name") and not call["function"]["name"]:
             call["function"]["name"] = fn["name"]
         if isinstance(fn.get("arguments"), str):
@@ -695,6 +751,16 @@ class StreamAccumulator:
             "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}],
             "usage": self.usage or {},
         }
+
+
+def _list_of(obj: dict[str, Any], key: str) -> list[Any]:
+    """``obj[key]`` as a list (absent or null: empty); ``ValueError`` for another type."""
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{key} that is not a list")
+    return value
 
 
 def _text_of(content: Any) -> str | None:

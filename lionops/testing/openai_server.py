@@ -3,8 +3,8 @@
 :class:`OpenAIServer` listens on ``127.0.0.1`` on a free port in a daemon
 thread and answers ``POST /v1/chat/completions`` with scripted
 :class:`Reply` objects, in order. It records every request it receives with
-the ``Authorization`` header redacted, so recorded fixtures never hold a key
-(field report C26). It serves the tests and ``make demo``; it is a real HTTP
+the ``Authorization`` header redacted and the query left out, so recorded
+fixtures never hold a key (field report C26). It serves the tests and ``make demo``; it is a real HTTP
 peer, so the adapter under test runs its whole transport path.
 
     with OpenAIServer([Reply(body=completion("hi"))]) as server:
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 __all__ = [
     "OpenAIServer", "Reply", "RecordedRequest", "completion", "chunked", "tool_call", "error_body",
@@ -187,7 +188,7 @@ class OpenAIServer:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self.requests: list[RecordedRequest] = []
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------ script
@@ -231,7 +232,7 @@ class OpenAIServer:
             owner = server
 
         self._closing.clear()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _HTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
@@ -307,6 +308,12 @@ def _as_reply(item: Reply | dict[str, Any]) -> Reply:
     return item if isinstance(item, Reply) else Reply(body=item)
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    # The stdlib's listen backlog of 5 overflows when many calls connect at
+    # once; the kernel then resets some of those connections.
+    request_queue_size = 128
+
+
 class _Handler(BaseHTTPRequestHandler):
     owner: OpenAIServer
     protocol_version = "HTTP/1.1"
@@ -315,11 +322,17 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass
 
+    @property
+    def _route(self) -> str:
+        """The request path without its query (a query may carry a key, as
+        ``?api-key=`` does on some gateways): routed on, recorded, shown."""
+        return urlsplit(self.path).path
+
     def _record(self, body: Any) -> RecordedRequest:
         headers = {k.lower(): v for k, v in self.headers.items()}
         if "authorization" in headers:
             headers["authorization"] = REDACTED
-        req = RecordedRequest(self.command, self.path, headers, body, time.time())
+        req = RecordedRequest(self.command, self._route, headers, body, time.time())
         self.owner.requests.append(req)
         return req
 
@@ -360,8 +373,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(Reply(error_body("We could not parse the JSON body of your request."), status=400))
             return
         request = self._record(body)
-        if not self.path.rstrip("/").endswith("/chat/completions"):
-            self._send(Reply(error_body(f"no route {self.path}"), status=404))
+        if not self._route.rstrip("/").endswith("/chat/completions"):
+            self._send(Reply(error_body(f"no route {self._route}"), status=404))
             return
         if not isinstance(body, dict) or not body.get("model") or not isinstance(body.get("messages"), list):
             self._send(Reply(error_body("'model' and 'messages' are required properties."), status=400))
