@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast diagrams diagrams-check bench bench-peers clean
+.PHONY: setup demo test test-replay test-explore test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers clean claude-code
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,18 +16,59 @@ setup: $(STAMP)
 demo: setup
 	$(PY) -m lionops.demo
 
-test: setup
+test: setup mermaid-parser claude-code
 	$(PY) -m pytest -q
+	$(MAKE) --no-print-directory test-replay
 	$(MAKE) --no-print-directory diagrams-check
+
+# Replay every example committed in tests/.hypothesis-db (read-only, no generation).
+test-replay: setup
+	LIONOPS_HYPOTHESIS_PROFILE=replay $(PY) -m pytest -q -m hypothesis
+
+# Random search; new failures are appended to tests/.hypothesis-db (commit them with the fix).
+test-explore: setup
+	LIONOPS_HYPOTHESIS_PROFILE=explore $(PY) -m pytest -q -m hypothesis
 
 test-fast: setup
 	$(PY) -m pytest -q -x
 
+# diagrams/ is generated from states/ (never hand-edited). The SVG needs Graphviz
+# `dot`: installed from Debian when missing and run as root, otherwise skipped.
 diagrams: setup
+	@command -v dot >/dev/null 2>&1 || $(MAKE) --no-print-directory graphviz
 	$(PY) -m lionops diagram --out diagrams
 
+# Fails when diagrams/ is stale against states/ (the SVG is not compared).
 diagrams-check: setup
 	$(PY) -m lionops diagram --check diagrams
+
+graphviz:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  (apt-get install -y -qq graphviz >/dev/null 2>&1 || \
+	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq graphviz >/dev/null 2>&1)) && echo "installed graphviz" || \
+	  echo "could not install graphviz: the SVG will be skipped"; \
+	else echo "graphviz missing and not root: the SVG will be skipped"; fi
+
+# Mermaid's own parser (pinned in tests/mermaid/) under Node, for the diagram tests;
+# never fails: without node or the npm registry those tests skip and say why.
+mermaid-parser: setup
+	@$(PY) tests/mermaid/install.py || true
+
+# The real Claude Code CLI for the CLI adapter's integration test, from the npm
+# registry into an ignored cache folder. An install that fails (no registry)
+# does not stop `make test`: the test then says why it is skipped.
+CLAUDE_CODE_VERSION ?= 2.1.328
+CLAUDE_CODE_DIR ?= .cache/claude-code
+CLAUDE_CODE_BIN := $(CLAUDE_CODE_DIR)/node_modules/.bin/claude
+
+claude-code:
+	@if [ -x $(CLAUDE_CODE_BIN) ] && grep -qs '"version": "$(CLAUDE_CODE_VERSION)"' \
+		$(CLAUDE_CODE_DIR)/node_modules/@anthropic-ai/claude-code/package.json; then :; \
+	elif ! command -v npm >/dev/null 2>&1; then echo "claude-code: npm is not installed; skipping the install"; \
+	else npm install --prefix $(CLAUDE_CODE_DIR) --no-audit --no-fund --no-save --loglevel=error \
+		--fetch-retries=1 --fetch-retry-maxtimeout=10000 \
+		@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) \
+		|| echo "claude-code: npm install failed; the integration test will say why"; fi
 
 # Benchmarks (bench/README.md). The profiler and the peers are not lionops
 # dependencies: pyinstrument goes into .venv, each peer into its own venv.

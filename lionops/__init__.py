@@ -32,6 +32,16 @@ from .params import ActionParam, ChatParam, HandleValidation, ParseParam, RunPar
 from .tools import Tool, ToolInvocation
 from .trace import Trace, Traced, TransitionRecord
 
+from .errors import (
+    EndpointAuthError,
+    EndpointConnectionError,
+    EndpointError,
+    EndpointRateLimitError,
+    EndpointResponseError,
+    EndpointStatusError,
+    EndpointTimeoutError,
+)
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -42,4 +52,8 @@ __all__ = [
     "run_and_collect", "Trace", "TransitionRecord", "Traced", "ConfigurationError",
     "LionopsError", "MismatchError", "RefusalError", "TruncatedOutputError",
     "RemovedKeywordError", "RawOutput", "__version__",
+]
+__all__ += [
+    "EndpointError", "EndpointStatusError", "EndpointAuthError", "EndpointRateLimitError",
+    "EndpointResponseError", "EndpointConnectionError", "EndpointTimeoutError",
 ]

@@ -12,7 +12,9 @@ Every request, whatever adapter proposed it, goes through :func:`act`:
    messages and the event log, and emits no hooks.
 4. ``TOOL_PRE`` → invoke → ``TOOL_POST`` or ``TOOL_ERROR``; event log and
    action request/response messages.
-5. With ``suppress_errors`` a failure becomes an error-payload response;
+5. An output that does not serialize to JSON is a tool failure
+   (``ToolOutputError``), so responses, messages and logs always serialize.
+6. With ``suppress_errors`` a failure becomes an error-payload response;
    otherwise the original exception is re-raised after the hook and log.
 
 ``"sequential"`` awaits requests in input order; ``"concurrent"`` runs them
@@ -30,12 +32,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import pydantic_core
 from pydantic import BaseModel
 
 from ._defaults import DEFAULT_ACTION_CALL_PARAMS
 from .alcall import AlcallParams
 from .errors import ConfigurationError
-from .hooks import VERBOSE_ARGS_LIMIT, HookPoint, summarize
+from .hooks import VERBOSE_ARGS_LIMIT, HookPoint, safe_str, summarize
 from .models import ActionRequestModel, ActionResponseModel, decode_arguments, normalize_request_keys
 from .params import ActionParam
 from .tools import ToolInvocation, UnknownToolError
@@ -43,7 +46,7 @@ from .tools import ToolInvocation, UnknownToolError
 if TYPE_CHECKING:
     from .branch import Branch
 
-__all__ = ["act", "InvalidActionRequest", "DENIAL_ERROR"]
+__all__ = ["act", "InvalidActionRequest", "ToolOutputError", "DENIAL_ERROR"]
 
 logger = logging.getLogger("lionops.act")
 
@@ -58,6 +61,25 @@ _SHAPE_ERROR = (
 
 class InvalidActionRequest(ValueError):
     """A request of valid shape whose content cannot be invoked (non-object arguments, no name)."""
+
+
+class ToolOutputError(TypeError):
+    """A tool returned a value that cannot be serialized to JSON (an error
+    payload under ``suppress_errors``, like any tool failure)."""
+
+
+def _check_output(function: str, output: Any) -> None:
+    """Raise ToolOutputError unless ``output`` serializes to JSON (pydantic's
+    rules: models, dataclasses, datetimes, sets... are fine; opaque objects
+    and cycles are not)."""
+    if output is None or type(output) in (str, int, float, bool):
+        return
+    try:
+        pydantic_core.to_json(output)
+    except Exception as exc:  # noqa: BLE001 - serialization errors, cycles, recursion
+        raise ToolOutputError(
+            f"output of {function!r} is not JSON-serializable ({type(output).__name__}): {safe_str(exc)}"
+        ) from exc
 
 
 @dataclass(slots=True, frozen=True)
@@ -87,10 +109,11 @@ def _normalize(index: int, item: Any) -> _Request:
 
 
 def _error_payload(function: Any, exc: BaseException) -> dict[str, Any]:
+    text = safe_str(exc)
     return {
-        "error": str(exc),
+        "error": text,
         "type": type(exc).__name__,
-        "message": f"Error invoking action '{function}': {exc}",
+        "message": f"Error invoking action '{function}': {text}",
     }
 
 
@@ -155,6 +178,7 @@ async def _act_one(
         else:
             with anyio.fail_after(timeout):
                 output = await tool._call(kwargs)
+        _check_output(function, output)
     except Exception as exc:
         if _hooked(branch, HookPoint.TOOL_ERROR):
             await branch.emit(HookPoint.TOOL_ERROR, {
@@ -194,13 +218,13 @@ def _failed(
 ) -> ActionResponseModel:
     """Log and record a failed request; return its error payload or re-raise."""
     branch.logs.log("action_error", {
-        "stage": stage, "error": str(exc), "type": type(exc).__name__, "function": function,
+        "stage": stage, "error": safe_str(exc), "type": type(exc).__name__, "function": function,
         "arguments": arguments, "index": req.index, "branch": branch.id,
     })
     if not param.suppress_errors:
         raise exc
     if param.verbose_action:
-        logger.error("Action %s failed: %s", function, exc)
+        logger.error("Action %s failed: %s", function, safe_str(exc))
     output = _error_payload(function, exc)
     args_dict = arguments if isinstance(arguments, dict) else {}
     branch.messages.add("action_request", _request_content(function, arguments), sender=branch.id, recipient=str(function))

@@ -125,8 +125,10 @@ async def alcall(
         return [r for r in single if r is not None] if params.output_dropna else single
     results: list[Any] = [None] * n
     errors: dict[int, BaseException] = {}
-    # A limit of at least n never makes a call wait.
-    limiter = anyio.CapacityLimiter(params.max_concurrent) if (params.max_concurrent or n) < n else None
+    # Slots are taken by the spawning loop, so calls start in input order and
+    # no more than max_concurrent tasks ever exist at once (bounded fan-out).
+    # A limit of at least n never makes a call wait: no semaphore then.
+    slots = anyio.Semaphore(params.max_concurrent) if (params.max_concurrent or n) < n else None
     start_lock = anyio.Lock() if params.throttle_period else None
     last_start: list[float | None] = [None]
 
@@ -142,23 +144,21 @@ async def alcall(
                     now = clock.monotonic()
             last_start[0] = now
 
-    async def call_one(i: int, scope: anyio.CancelScope) -> None:
-        await throttle()
+    async def run_one(i: int, scope: anyio.CancelScope) -> None:
         try:
             results[i] = await _call_with_retries(func, items[i], params)
         except Exception as exc:  # noqa: BLE001 - re-raised below in input order
             errors[i] = exc
             scope.cancel()
-
-    async def run_one(i: int, scope: anyio.CancelScope) -> None:
-        if limiter is None:
-            await call_one(i, scope)
-            return
-        async with limiter:
-            await call_one(i, scope)
+        finally:
+            if slots is not None:
+                slots.release()
 
     async with anyio.create_task_group() as tg:
         for i in range(n):
+            if slots is not None:
+                await slots.acquire()
+            await throttle()
             tg.start_soon(run_one, i, tg.cancel_scope)
 
     if errors:

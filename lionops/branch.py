@@ -22,8 +22,8 @@ from .act import act as act_fn
 from .alcall import AlcallParams
 from .engine.context import OperationContext
 from .engine.engines import Engine
-from .hooks import HookPoint
-from .messages import EventLog, MessageLog, atomic_write_text
+from .hooks import HookPoint, safe_str
+from .messages import EventLog, MessageLog, atomic_write_text, to_jsonable
 from .models import ActionResponseModel, Instruct
 from .operate import _resolve_engine, run_context
 from .params import ActionParam
@@ -159,7 +159,7 @@ class Branch:
                     verdict = await verdict
             except Exception as exc:  # noqa: BLE001 - fail closed
                 self.logs.log("gate_error", {
-                    "function": invocation.function, "error": str(exc), "type": type(exc).__name__,
+                    "function": invocation.function, "error": safe_str(exc), "type": type(exc).__name__,
                 })
                 return False
             if not isinstance(verdict, bool):
@@ -188,8 +188,8 @@ class Branch:
                 if inspect.isawaitable(out):
                     await out
             except Exception as exc:  # noqa: BLE001 - observers never change the outcome
-                logger.warning("hook %s failed: %s", point.value, exc)
-                self.logs.log("hook_error", {"hook": point.value, "error": str(exc), "type": type(exc).__name__})
+                logger.warning("hook %s failed: %s", point.value, safe_str(exc))
+                self.logs.log("hook_error", {"hook": point.value, "error": safe_str(exc), "type": type(exc).__name__})
 
     def add_context_provider(self, provider: Any) -> Any:
         """Register a context provider; its ``writeback(ActionResponseModel)``
@@ -209,10 +209,10 @@ class Branch:
                     if inspect.isawaitable(out):
                         await out
                 except Exception as exc:  # noqa: BLE001 - observers never change the outcome
-                    logger.warning("context provider writeback failed: %s", exc)
+                    logger.warning("context provider writeback failed: %s", safe_str(exc))
                     self.logs.log("writeback_error", {
                         "provider": type(provider).__name__, "function": response.function,
-                        "error": str(exc), "type": type(exc).__name__,
+                        "error": safe_str(exc), "type": type(exc).__name__,
                     })
 
     # ------------------------------------------------------------ operations
@@ -286,7 +286,8 @@ class Branch:
             "name": self.name,
             "messages": self.messages.to_list(),
             "logs": self.logs.to_list(),
-            "traces": [t.to_dict() for t in self.traces],
+            # trace meta holds adapter facts that may not be JSON
+            "traces": [to_jsonable(t.to_dict()) for t in self.traces],
         }
         return atomic_write_text(path, json.dumps(doc, indent=2))
 

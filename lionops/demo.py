@@ -1,20 +1,42 @@
-"""``make demo``: one governed operate() call, its result and its trace.
+"""``make demo``: one governed ``operate()`` through the real HTTP adapter.
 
-Runs a structured operation with reasoning and two proposed tool calls, one
-of which the governance gate denies, then prints the result and the
-transition trace and writes the trace JSON to ``out/demo-trace.json``.
+Without ``OPENAI_API_KEY`` the demo starts a loopback OpenAI-compatible
+server (:mod:`lionops.testing.openai_server`, stdlib only) that replays a
+recorded conversation: a structured trip plan with reasoning and two tool
+calls. ``operate_traced`` sends the request over httpx, the gate denies
+``book_flight``, ``get_weather`` runs, and the result is enriched.
+
+With ``OPENAI_API_KEY`` set (and optionally ``OPENAI_BASE_URL`` and
+``LIONOPS_MODEL``, default ``gpt-4o-mini``) the same operation runs against
+that endpoint instead.
+
+The result, the trace as a table and the adapter's facts (model, tokens,
+latency) are printed; the trace JSON is written to ``out/demo-trace.json``
+and a cassette of the run to ``out/demo-cassette.json`` (replay it offline
+with ``python -m lionops replay out/demo-cassette.json``).
+Exit status 1 when the loopback run does not take the recorded path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
+from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import anyio
 from pydantic import BaseModel
 
-from lionops import Branch, ToolInvocation
+from lionops import Branch, iModel
+from lionops.replay import record
+from lionops.testing.openai_server import OpenAIServer, load_recording, replay
+
+RECORDING = "demo_trip.json"
+LOCAL_KEY = "sk-local-demo"
 
 
 class TripPlan(BaseModel):
@@ -22,6 +44,7 @@ class TripPlan(BaseModel):
 
     city: str
     summary: str
+    highlights: list[str]
 
 
 def get_weather(city: str) -> dict[str, Any]:
@@ -30,51 +53,81 @@ def get_weather(city: str) -> dict[str, Any]:
     Args:
         city: the city name.
     """
-    return {"city": city, "temp_c": 21, "sky": "clear"}
+    return {"city": city, "temp_c": 21, "sky": "clear", "rain_chance": 0.1}
 
 
 def book_flight(city: str, date: str) -> str:
-    """Book a flight (side effect: denied by the demo's gate)."""
-    raise AssertionError("the gate must deny this tool")
+    """Book a flight to a city on a date (YYYY-MM-DD). Side effect: the demo's gate denies it."""
+    return f"booked {city} on {date}"
 
 
-async def scripted_model(branch, instruction, chat_param, parse_param=None,
-                         clear_messages=False, skip_validation=False):
-    """A Middle that answers like a model would, without a network."""
-    branch.messages.add("user", instruction)
-    answer = {
-        "city": "Lisbon",
-        "summary": "Check the weather, then book.",
-        "reason": {"title": "plan", "content": "weather first", "confidence_score": 0.8},
-        "action_required": True,
-        "action_requests": [
-            {"function": "get_weather", "arguments": {"city": "Lisbon"}},
-            {"function": "book_flight", "arguments": {"city": "Lisbon", "date": "2026-12-01"}},
-        ],
-    }
-    branch.messages.add("assistant", json.dumps(answer))
-    return parse_param.response_format.model_validate(answer)
+@contextlib.contextmanager
+def endpoint() -> Iterator[tuple[iModel, str, OpenAIServer | None]]:
+    """The model to talk to: the environment's endpoint, else a loopback replay."""
+    if os.environ.get("OPENAI_API_KEY"):
+        model = iModel(provider="openai", model=os.environ.get("LIONOPS_MODEL", "gpt-4o-mini"))
+        yield model, f"{model.endpoint.base_url} (OPENAI_API_KEY)", None
+        return
+    recording = load_recording(resources.files("lionops.testing") / "recordings" / RECORDING)
+    with OpenAIServer(replay(recording)) as server:
+        model = iModel(provider="openai", model=recording["model"], base_url=server.base_url, api_key=LOCAL_KEY)
+        yield model, f"{server.base_url} (loopback replay of {RECORDING})", server
 
 
-async def main(out_dir: str = "out") -> None:
-    branch = Branch(system="You plan trips.", tools=[get_weather, book_flight])
-    branch.gate(lambda inv: inv.function != "book_flight")  # governance: no bookings
-    result, trace = await branch.operate_traced(
-        instruction="Plan a day in Lisbon.",
-        response_format=TripPlan,
-        reason=True,
-        actions=True,
-        middle=scripted_model,
-    )
-    print("result:")
-    print(json.dumps(result.model_dump(mode="json"), indent=2))
-    print("\ntrace:", " -> ".join(trace.states), f"(exit: {trace.exit})")
-    print(trace.table())
+async def run(out_dir: str | Path = "out") -> dict[str, Any]:
+    """Run the demo; returns ``{"result", "trace", "denied", "ran", "path"}``."""
+    with endpoint() as (model, where, server):
+        branch = Branch(
+            chat_model=model,
+            system="You plan short city trips. Use tools when facts or bookings are needed.",
+            tools=[get_weather, book_flight],
+        )
+
+        branch.gate(lambda invocation: invocation.function != "book_flight")  # governance: no bookings
+
+        try:
+            cassette = Path(out_dir) / "demo-cassette.json"
+            result, trace = await record(
+                cassette, branch,
+                instruction="Plan a day in Lisbon for Saturday 3 October 2026 and book the flight.",
+                guidance="Return the plan; request the tools you need.",
+                response_format=TripPlan,
+                reason=True,
+                actions=True,
+                temperature=0.2,
+            )
+        finally:
+            await model.aclose()
+    ran = [e.content["function"] for e in branch.logs.of_kind("action")]
+    denied = [e.content["function"] for e in branch.logs.of_kind("denied")]
     path = Path(out_dir) / "demo-trace.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(trace.to_json(indent=2))
+    path.write_text(trace.to_json(indent=2), encoding="utf-8")
+
+    print(f"endpoint: {where}")
+    print("\nresult:")
+    shown = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+    print(json.dumps(shown, indent=2, ensure_ascii=False))
+    print(f"\ntools run: {ran or 'none'}; denied by the gate: {denied or 'none'}")
+    print("\ntrace:", " -> ".join(trace.states), f"(exit: {trace.exit})")
+    print(trace.table())
+    facts = {k: trace.meta.get(k) for k in ("model", "usage", "latency_ms", "http_attempts", "structured_output")}
+    print("\nadapter:", json.dumps(facts))
     print(f"\ntrace written to {path}")
+    print(f"cassette written to {cassette}; replay it offline: python -m lionops replay {cassette}")
+    return {"result": result, "trace": trace, "denied": denied, "ran": ran, "path": path, "cassette": cassette,
+            "replayed": server is not None}
+
+
+def main(out_dir: str = "out") -> int:
+    outcome = anyio.run(run, out_dir)
+    if outcome["replayed"]:
+        expected = (outcome["trace"].exit, outcome["ran"], outcome["denied"])
+        if expected != ("enriched", ["get_weather"], ["book_flight"]):
+            print(f"unexpected path: {expected}", file=sys.stderr)
+            return 1
+    return 0
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    raise SystemExit(main())

@@ -105,3 +105,77 @@ class InternalInvariantError(LionopsError):
             f"no guard holds in state {state!r} (evaluated: {guards}); "
             "this is a lionops bug"
         )
+
+
+# --------------------------------------------------------------------------
+# Endpoint (HTTP) errors, raised by API-backed iModels (ADR-0021 API path).
+# Their messages never contain the API key or request headers (C26).
+
+__all__ += [
+    "EndpointError",
+    "EndpointStatusError",
+    "EndpointAuthError",
+    "EndpointRateLimitError",
+    "EndpointResponseError",
+    "EndpointConnectionError",
+    "EndpointTimeoutError",
+]
+
+
+class EndpointError(LionopsError):
+    """A model endpoint call failed.
+
+    Attributes:
+        provider: the provider name (``"openai"``, ``"vllm"``, ...).
+        url: the request URL without credentials or query string.
+    """
+
+    def __init__(self, message: str, *, provider: str | None = None, url: str | None = None) -> None:
+        self.provider = provider
+        self.url = url
+        super().__init__(message)
+
+
+class EndpointStatusError(EndpointError):
+    """The endpoint answered with an HTTP error status (4xx, or 5xx after the retries).
+
+    Attributes:
+        status: the HTTP status code.
+        body: at most 300 characters of the response body, secrets removed.
+        attempts: HTTP requests made for this call (retries included).
+    """
+
+    def __init__(self, message: str, *, status: int, body: str = "", attempts: int = 1,
+                 provider: str | None = None, url: str | None = None) -> None:
+        self.status = status
+        self.body = body
+        self.attempts = attempts
+        super().__init__(message, provider=provider, url=url)
+
+
+class EndpointAuthError(EndpointStatusError):
+    """401 or 403: the key is missing, wrong or not allowed. Never retried."""
+
+
+class EndpointRateLimitError(EndpointStatusError):
+    """429 after the retries, or a ``Retry-After`` above the configured cap (C24).
+
+    Attributes:
+        retry_after: the delay the server asked for, in seconds, or ``None``.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kw: Any) -> None:
+        self.retry_after = retry_after
+        super().__init__(message, **kw)
+
+
+class EndpointResponseError(EndpointError):
+    """A 2xx answer whose body is not a Chat Completions JSON object."""
+
+
+class EndpointConnectionError(EndpointError):
+    """The endpoint could not be reached (connection refused, DNS, reset)."""
+
+
+class EndpointTimeoutError(EndpointConnectionError, TimeoutError):
+    """No complete answer within the configured timeout (also a ``TimeoutError``)."""

@@ -69,15 +69,8 @@ class Spec:
 
 
 @dataclass(frozen=True, slots=True)
-class FieldModel:
-    """The older field description; ``to_spec()`` converts it to a :class:`Spec`."""
-
-    base_type: Any
-    name: str | None = None
-    default: Any = _MISSING
-    description: str | None = None
-    nullable: bool = False
-    listable: bool = False
+class FieldModel(Spec):
+    """The older field description; ``to_spec()`` converts it to a plain :class:`Spec`."""
 
     def to_spec(self) -> Spec:
         return Spec(

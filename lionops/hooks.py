@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["HookPoint", "SUMMARY_LIMIT", "VERBOSE_ARGS_LIMIT", "summarize"]
+__all__ = ["HookPoint", "SUMMARY_LIMIT", "VERBOSE_ARGS_LIMIT", "summarize", "safe_str"]
 
 #: ADR-0022 D4: hook payload summaries are cut at 200 characters.
 SUMMARY_LIMIT = 200
@@ -27,7 +27,16 @@ class HookPoint(str, enum.Enum):
     TOOL_ERROR = "tool_error"
 
 
+def safe_str(value: object) -> str:
+    """``str(value)``, or ``<unprintable TypeName>`` when its ``__str__``
+    raises: error payloads and observer logs never fail on a hostile value."""
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001
+        return f"<unprintable {type(value).__name__}>"
+
+
 def summarize(value: object, limit: int = SUMMARY_LIMIT) -> str:
     """``str(value)`` cut to ``limit`` characters (with ``...`` when cut)."""
-    text = str(value)
+    text = safe_str(value)
     return text if len(text) <= limit else text[:limit] + "..."

@@ -8,17 +8,21 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import json
+import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
+
+from .hooks import safe_str
 
 __all__ = ["Message", "MessageLog", "LogEntry", "EventLog", "Role", "atomic_write_text", "to_jsonable"]
 
@@ -27,23 +31,54 @@ ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "action_reques
 
 _ids = itertools.count(1)
 
+logger = logging.getLogger("lionops.messages")
+
+
+#: Containers nested deeper than this are written as a placeholder string.
+MAX_JSONABLE_DEPTH = 200
+
 
 def to_jsonable(value: Any) -> Any:
-    """Best-effort conversion of ``value`` into JSON-compatible data (never raises)."""
+    """Best-effort conversion of ``value`` into JSON-compatible data (never raises).
+
+    Opaque objects become their ``repr``; a container that contains itself
+    becomes ``"<cycle>"``; nesting past :data:`MAX_JSONABLE_DEPTH` becomes
+    ``"<nested too deep>"`` (so ``json.dumps`` of the result cannot recurse
+    without bound either).
+    """
+    return _jsonable(value, set(), 0)
+
+
+def _jsonable(value: Any, active: set[int], depth: int) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if isinstance(value, type):
+        return value.__name__
+    if depth >= MAX_JSONABLE_DEPTH:
+        return "<nested too deep>"
     if isinstance(value, BaseModel):
         try:
             return value.model_dump(mode="json")
         except Exception:  # noqa: BLE001
-            return repr(value)
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, type):
-        return value.__name__
-    return repr(value)
+            return _repr(value)
+    if not isinstance(value, (dict, list, tuple, set, frozenset)):
+        return _repr(value)
+    if id(value) in active:
+        return "<cycle>"
+    active.add(id(value))
+    try:
+        if isinstance(value, dict):
+            return {str(k): _jsonable(v, active, depth + 1) for k, v in value.items()}
+        return [_jsonable(v, active, depth + 1) for v in value]
+    finally:
+        active.discard(id(value))
+
+
+def _repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:  # noqa: BLE001 - RecursionError, a raising __repr__
+        return f"<unrepresentable {type(value).__name__}>"
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
@@ -161,17 +196,52 @@ class LogEntry:
 
 
 class EventLog:
-    """Ordered event log of a branch (ADR-0022 D4 "durable event logging")."""
+    """Ordered event log of a branch (ADR-0022 D4 "durable event logging").
 
-    __slots__ = ("_items",)
+    ``subscribe(sink)`` forwards every new entry to ``sink(entry)``, a sync
+    callable (to reach async code, hand the entry to a memory object stream
+    with ``send_nowait``). A sink that raises is logged as a ``sink_error``
+    entry, which is not forwarded, and never changes the operation.
+    """
+
+    __slots__ = ("_items", "_sinks")
 
     def __init__(self) -> None:
         self._items: list[LogEntry] = []
+        self._sinks: list[Callable[[LogEntry], Any]] = []
 
     def log(self, kind: str, content: dict[str, Any]) -> LogEntry:
         entry = LogEntry(kind=kind, content=content)
         self._items.append(entry)
+        if self._sinks:
+            self._forward(entry)
         return entry
+
+    def subscribe(self, sink: Callable[[LogEntry], Any]) -> Callable[[], None]:
+        """Forward each new entry to ``sink``; returns a function that unsubscribes it.
+
+        Raises ``TypeError`` for an async function: ``log()`` is synchronous.
+        """
+        if inspect.iscoroutinefunction(sink):
+            raise TypeError("a log sink must be a sync callable; forward to async code with send_nowait")
+        self._sinks.append(sink)
+
+        def unsubscribe() -> None:
+            if sink in self._sinks:
+                self._sinks.remove(sink)
+
+        return unsubscribe
+
+    def _forward(self, entry: LogEntry) -> None:
+        for sink in list(self._sinks):
+            try:
+                sink(entry)
+            except Exception as exc:  # noqa: BLE001 - observers never change the outcome
+                logger.warning("log sink %r failed: %s", sink, safe_str(exc))
+                self._items.append(LogEntry("sink_error", {
+                    "sink": getattr(sink, "__qualname__", type(sink).__name__),
+                    "kind": entry.kind, "error": safe_str(exc), "type": type(exc).__name__,
+                }))
 
     def of_kind(self, kind: str) -> list[LogEntry]:
         return [e for e in self._items if e.kind == kind]

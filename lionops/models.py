@@ -44,8 +44,16 @@ class Instruct(HashableModel):
     action_strategy: Literal["sequential", "concurrent"] | None = None
 
 
+def _schema_description(text: str) -> ConfigDict:
+    """Config giving the JSON schema shown to models its own description,
+    so class docstrings (written for developers) never reach a provider."""
+    return ConfigDict(json_schema_extra=lambda schema, cls: schema.update(description=text))
+
+
 class Reason(HashableModel):
     """The model's stated reasoning, added by ``reason=True`` (ADR-0022 D2)."""
+
+    model_config = _schema_description("Your reasoning: a short title, the content, and your confidence from 0 to 1.")
 
     title: str | None = None
     content: str | None = None
@@ -91,6 +99,10 @@ def decode_arguments(value: Any) -> dict[str, Any]:
                 raise ValueError(
                     f"arguments are not a JSON object: {_preview(value)} ({exc.msg})"
                 ) from None
+            except RecursionError:  # hostile nesting must not escape act()
+                raise ValueError(
+                    f"arguments are not a JSON object: {_preview(value)} (nested too deep)"
+                ) from None
             continue
         break
     raise ValueError(
@@ -116,6 +128,10 @@ class ActionRequestModel(HashableModel):
     error payload and never invokes the tool. It is not part of the schema
     shown to the model.
     """
+
+    model_config = _schema_description(
+        "One tool call: the name of a registered function and its arguments as a JSON object."
+    )
 
     function: str | None = None
     arguments: dict[str, Any] | None = None
@@ -145,7 +161,11 @@ class ActionResponseModel(HashableModel):
     suppressed tool error.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        arbitrary_types_allowed=True,
+        json_schema_extra=lambda schema, cls: schema.update(
+            description="An observed tool result, filled by the runtime."),
+    )
 
     function: str = Field(default_factory=str)
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -161,8 +181,9 @@ class RawOutput(str):
     """Model text returned uncoerced, with the reason it was not parsed.
 
     Adapters return a ``RawOutput`` for a ``finish_reason: "length"`` cut-off
-    (``reason="length"``), a refusal (``reason="refusal"``, ``detail`` the
-    refusal text) or a failed CLI result (``reason="error"``). It is a
+    (``reason="length"``) or a refusal (``reason="refusal"``, ``detail`` the
+    refusal text). A failed CLI result is not returned at all: it raises
+    (field report C18), since text would read as a successful answer. It is a
     ``str``, so the caller's mismatch policy applies unchanged (ADR-0022 D3);
     under ``"raise"`` the error carries the reason (C12, C13).
     """

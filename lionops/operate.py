@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .imodel import iModel
     from .operative import Operative
 
-__all__ = ["prepare_operate_kw", "operate", "operate_traced", "REMOVED_KEYWORDS", "HANDLE_VALIDATION_VALUES"]
+__all__ = ["prepare_operate_kw", "operate", "REMOVED_KEYWORDS", "HANDLE_VALIDATION_VALUES"]
 
 #: ADR-0022 D1: removed names and their replacements.
 REMOVED_KEYWORDS: dict[str, str] = {
@@ -200,35 +200,6 @@ def prepare_operate_kw(
     }
 
 
-async def operate_traced(
-    branch: Branch,
-    instruction: Any,
-    chat_param: ChatParam,
-    action_param: ActionParam | None = None,
-    parse_param: ParseParam | None = None,
-    handle_validation: str = "return_value",
-    invoke_actions: bool = True,
-    skip_validation: bool = False,
-    clear_messages: bool = False,
-    reason: bool = False,
-    field_models: list[Any] | None = None,
-    operative: Operative | None = None,
-    middle: Any = None,
-    *,
-    engine: Engine | str | None = None,
-) -> Traced:
-    """:func:`operate` returning ``Traced(result, trace)``; the trace is also
-    appended to ``branch.traces`` (also when this raises)."""
-    ctx = OperationContext(
-        branch=branch, instruction=instruction, chat_param=chat_param,
-        action_param=action_param, parse_param=parse_param,
-        handle_validation=handle_validation, invoke_actions=invoke_actions,
-        skip_validation=skip_validation, clear_messages=clear_messages,
-        reason=reason, field_models=field_models, operative=operative, middle=middle,
-    )
-    return await branch._run(ctx, engine)
-
-
 async def operate(
     branch: Branch,
     instruction: Any,
@@ -247,15 +218,19 @@ async def operate(
     """The coordinator (ADR-0022 D2–D4) over already-prepared parameters.
 
     Runs the operate machine from ``prepare`` (which has nothing left to
-    normalize) to a terminal state. Returns a model instance, a mapping, text
-    or ``None``; raises what the machine's exit raises (see
+    normalize) to a terminal state; the trace is appended to
+    ``branch.traces`` (also when this raises). Returns a model instance, a
+    mapping, text or ``None``; raises what the machine's exit raises (see
     ``diagrams/operate.md``).
     """
-    traced = await operate_traced(
-        branch, instruction, chat_param, action_param, parse_param, handle_validation,
-        invoke_actions, skip_validation, clear_messages, reason, field_models, operative, middle,
+    ctx = OperationContext(
+        branch=branch, instruction=instruction, chat_param=chat_param,
+        action_param=action_param, parse_param=parse_param,
+        handle_validation=handle_validation, invoke_actions=invoke_actions,
+        skip_validation=skip_validation, clear_messages=clear_messages,
+        reason=reason, field_models=field_models, operative=operative, middle=middle,
     )
-    return traced.result
+    return (await branch._run(ctx)).result
 
 
 def _resolve_engine(engine: Engine | str | None, default: Engine | str | None) -> Engine:

@@ -1,70 +1,379 @@
 """Parse model text into the requested response format (the inner parse).
 
 The inner parse never raises on a bad value: it returns the model instance
-when it can, else the extracted mapping, else the text, so that the
-coordinator's *outer* policy decides (ADR-0022 D3).
+when it can, else the extracted mapping, else the text, else ``None``, so
+that the coordinator's *outer* policy decides (ADR-0022 D3).
 
-Minimal version: JSON from plain or fenced text, then ``model_validate``.
-The API adapter extends it (json-repair, fuzzy keys, parse-model retries).
+Steps, in order:
+
+1. JSON from the text: the whole text, a fenced block (decoded from its first
+   character, so a string value holding triple backticks survives, C10), or
+   the first object in prose. Only when none decodes, ``json-repair`` mends
+   slightly broken JSON; action requests found in repaired text are marked
+   invalid, so nothing recovered from broken text is ever executed (C12).
+2. Keys the model must never supply (``action_responses``) are dropped
+   (DESIGN ruling, C03).
+3. Keys are matched to the model's fields: exact, then case-insensitive, then
+   Jaro-Winkler similarity at or above ``fuzzy_match_params.similarity_threshold``
+   (0.85). The action fields are matched exactly only, and keys *inside* an
+   action request use the explicit alias table of :mod:`lionops.models` (C08).
+4. Native tool calls handed in by the adapter join the body's
+   ``action_requests`` (an identical body request is not repeated).
+5. ``model_validate``. When the reply held no JSON object at all, the parse
+   model (``parse_param.imodel``) is asked to restate the text as JSON, with
+   retries under ``parse_param.alcall_params`` (ADR-0022 D1 defaults); its
+   ``action_requests`` are ignored: the parse model reformats, it never
+   proposes calls. A JSON object that fails validation is returned as is:
+   asking a second model to "fix" values would invent them.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
+from collections.abc import Mapping
 from typing import Any
 
+import json_repair
 from pydantic import BaseModel, ValidationError
+from rapidfuzz.distance import JaroWinkler
 
-from .operative import request_exclude_of
+from ._defaults import DEFAULT_PARSE_CALL_PARAMS, FUZZY_KEY_THRESHOLD
+from .alcall import alcall
+from .models import ActionRequestModel, normalize_request_keys
+from .operative import request_exclude_of, request_type_of
+from .params import FuzzyMatchKeysParams
+from .trace import annotate
 
-__all__ = ["extract_json", "parse_response"]
+__all__ = [
+    "extract_json",
+    "repair_json",
+    "match_keys",
+    "merge_action_requests",
+    "local_parse",
+    "parse_response",
+    "ACTION_FIELDS",
+    "REPAIRED_REQUEST_ERROR",
+]
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n(.*?)\n\s*```", re.DOTALL)
+logger = logging.getLogger("lionops.parse")
+
+#: Fields matched by exact name only, never fuzzily.
+ACTION_FIELDS = frozenset({"action_required", "action_requests", "action_responses"})
+
+#: The ``invalid`` text of an action request recovered from repaired JSON.
+REPAIRED_REQUEST_ERROR = "action request recovered from malformed JSON; not executed"
+
+_FENCE_OPEN = re.compile(r"```[ \t]*(?:json|JSON|json5)?[ \t]*\n?")
+_DECODER = json.JSONDecoder()
+_MAX_CANDIDATES = 32
 
 
-def extract_json(text: str) -> Any:
-    """The first JSON value in ``text`` (plain or in a fenced block), or ``None``."""
+def _decode_at(text: str, index: int) -> Any:
+    """The JSON value starting at ``text[index]`` (trailing text ignored), or ``None``."""
+    try:
+        value, _ = _DECODER.raw_decode(text, index)
+    except ValueError:
+        return None
+    return value
+
+
+def _fence_starts(text: str) -> list[int]:
+    """Index of the first non-blank character after each opening fence."""
+    starts = []
+    for m in _FENCE_OPEN.finditer(text):
+        i = m.end()
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i < len(text) and text[i] in "{[":
+            starts.append(i)
+    return starts
+
+
+def extract_json(text: str, *, repair: bool = False) -> Any:
+    """The first JSON value in ``text``, or ``None``.
+
+    Tried in order: the whole text; each fenced block, decoded from its first
+    character up to where the value ends (C10: inner triple backticks are
+    part of a string, not a fence); the first object found in prose. With
+    ``repair``, :func:`repair_json` is the last resort.
+    """
     stripped = text.strip()
     try:
         return json.loads(stripped)
     except ValueError:
         pass
-    for m in _FENCE.finditer(text):
-        try:
-            return json.loads(m.group(1))
-        except ValueError:
-            continue
-    start = stripped.find("{")
-    end = stripped.rfind("}")
-    if 0 <= start < end:
-        try:
-            return json.loads(stripped[start : end + 1])
-        except ValueError:
-            return None
-    return None
+    for start in _fence_starts(text):
+        value = _decode_at(text, start)
+        if value is not None:
+            return value
+    tried = 0
+    for m in re.finditer(r"\{", text):
+        value = _decode_at(text, m.start())
+        if isinstance(value, dict):
+            return value
+        tried += 1
+        if tried >= _MAX_CANDIDATES:
+            break
+    return repair_json(text) if repair else None
 
 
-async def parse_response(text: str | None, parse_param: Any, *, branch: Any = None) -> Any:
-    """Parse ``text`` into ``parse_param.response_format``.
+def repair_json(text: str) -> dict[str, Any] | None:
+    """A JSON object mended by ``json-repair`` from the first ``{`` on, or ``None``.
 
-    Returns a model instance on success; the extracted JSON value when it
-    does not validate; the text when no JSON is found; ``None`` for no text.
-    Keys the model must never supply (``action_responses``) are dropped
-    before validation (DESIGN ruling, C03).
+    Only a non-empty object counts; prose that merely contains a brace does
+    not become data.
     """
-    if text is None:
+    fences = _fence_starts(text)
+    start = fences[0] if fences else text.find("{")
+    if start < 0:
         return None
-    fmt = getattr(parse_param, "response_format", None) if parse_param is not None else None
-    if not (isinstance(fmt, type) and issubclass(fmt, BaseModel)):
-        return text
-    data = extract_json(text)
-    if data is None:
-        return text
-    if isinstance(data, dict):
-        for key in request_exclude_of(fmt):
-            data.pop(key, None)
+    candidate = text[start:]
+    end = candidate.rfind("```")
+    if fences and end > 0:
+        candidate = candidate[:end]
     try:
-        return fmt.model_validate(data)
+        value = json_repair.loads(candidate)
+    except Exception:  # noqa: BLE001 - a library failure means "no JSON"
+        return None
+    return value if isinstance(value, dict) and value else None
+
+
+def _similarity(a: str, b: str) -> float:
+    return float(JaroWinkler.normalized_similarity(a.lower(), b.lower()))
+
+
+def match_keys(
+    data: Mapping[str, Any],
+    fmt: type[BaseModel],
+    params: FuzzyMatchKeysParams | None = None,
+) -> dict[str, Any] | None:
+    """Rename ``data``'s keys to ``fmt``'s field names (step 3 of the module docstring).
+
+    Matching is exact, then case-insensitive, then (with
+    ``params.fuzzy_match``) Jaro-Winkler at or above
+    ``params.similarity_threshold``, best pairs first. Action fields are never
+    fuzzy targets. Unmatched keys follow ``params.handle_unmatched``:
+    ``"remove"`` drops them, ``"ignore"`` keeps them, ``"raise"`` makes this
+    return ``None`` (the value then stays unvalidated; the inner parse never
+    raises).
+    """
+    params = params or FuzzyMatchKeysParams()
+    names: dict[str, str] = {}
+    for name, info in fmt.model_fields.items():
+        names[name] = name
+        if info.alias:
+            names[info.alias] = name
+    out: dict[str, Any] = {}
+    unmatched: list[str] = []
+    for key, value in data.items():
+        if key in names:
+            out[key] = value
+            continue
+        folded = [n for n in names if n.lower() == str(key).lower()]
+        if folded and folded[0] not in out:
+            out[folded[0]] = value
+        else:
+            unmatched.append(key)
+    if unmatched and params.fuzzy_match:
+        threshold = params.similarity_threshold if params.similarity_threshold is not None else FUZZY_KEY_THRESHOLD
+        open_fields = [n for n in names if names[n] not in ACTION_FIELDS and n not in out]
+        pairs = sorted(
+            ((_similarity(str(k), n), k, n) for k in unmatched for n in open_fields),
+            key=lambda p: -p[0],
+        )
+        for score, key, name in pairs:
+            if score < threshold:
+                break
+            if key in unmatched and name not in out:
+                out[name] = data[key]
+                unmatched.remove(key)
+    if unmatched:
+        if params.handle_unmatched == "raise":
+            return None
+        if params.handle_unmatched == "ignore":
+            for key in unmatched:
+                out[key] = data[key]
+    return out
+
+
+def _request_key(item: Any) -> tuple[Any, str] | None:
+    if isinstance(item, ActionRequestModel):
+        function, arguments = item.function, item.arguments
+    elif isinstance(item, Mapping):
+        norm = normalize_request_keys(dict(item))
+        function, arguments = norm.get("function"), norm.get("arguments")
+    else:
+        return None
+    try:
+        return function, json.dumps(arguments, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return None
+
+
+def merge_action_requests(data: dict[str, Any], native: list[ActionRequestModel] | None) -> dict[str, Any]:
+    """Append native tool calls to ``data["action_requests"]`` (step 4).
+
+    A native call identical (function and arguments) to one in the body is
+    not added twice. A body ``action_requests`` that is not a list is left as
+    is, so validation fails and the outer policy decides.
+    """
+    if not native:
+        return data
+    body = data.get("action_requests")
+    if body is None:
+        data["action_requests"] = list(native)
+        return data
+    if not isinstance(body, list):
+        return data
+    seen = {_request_key(item) for item in body}
+    data["action_requests"] = body + [r for r in native if _request_key(r) not in seen]
+    return data
+
+
+def _invalidate_requests(data: dict[str, Any]) -> None:
+    """Mark every body action request invalid (the JSON needed repair)."""
+    body = data.get("action_requests")
+    if not isinstance(body, list):
+        if body is not None:
+            data["action_requests"] = None
+        return
+    marked = []
+    for item in body:
+        name = normalize_request_keys(item).get("function") if isinstance(item, Mapping) else None
+        marked.append(ActionRequestModel(
+            function=name if isinstance(name, str) else None, invalid=REPAIRED_REQUEST_ERROR,
+        ))
+    data["action_requests"] = marked
+
+
+def _validate(data: Any, fmt: type[BaseModel], parse_param: Any) -> Any:
+    """Steps 2–5 on extracted data: a model instance, or the data as it was."""
+    if not isinstance(data, dict):
+        return data
+    for key in request_exclude_of(fmt):
+        data.pop(key, None)
+    matched = match_keys(data, fmt, getattr(parse_param, "fuzzy_match_params", None))
+    if matched is None:
+        return data
+    try:
+        return fmt.model_validate(matched)
     except ValidationError:
         return data
+
+
+def local_parse(text: str | None, fmt: type[BaseModel], parse_param: Any = None,
+                action_requests: list[ActionRequestModel] | None = None) -> tuple[Any, bool]:
+    """Parse without any model call: ``(value, found_json)``.
+
+    ``value`` is a model instance, the extracted mapping, the text or
+    ``None``; ``found_json`` tells whether the text held a JSON value.
+    """
+    data = extract_json(text, repair=False) if text else None
+    repaired = False
+    if data is None and text:
+        data = repair_json(text)
+        repaired = data is not None
+    found = data is not None
+    if repaired:
+        _invalidate_requests(data)  # type: ignore[arg-type]
+    if data is None:
+        if not action_requests:
+            return text, False
+        data = {}
+    if isinstance(data, dict):
+        data = merge_action_requests(data, action_requests)
+    value = _validate(data, fmt, parse_param)
+    if not isinstance(value, BaseModel) and not found and text is not None:
+        return text, False
+    return value, found
+
+
+async def parse_response(
+    text: str | None,
+    parse_param: Any,
+    *,
+    branch: Any = None,
+    action_requests: list[ActionRequestModel] | None = None,
+) -> Any:
+    """Parse ``text`` into ``parse_param.response_format`` (see the module docstring).
+
+    Args:
+        text: the model's text, or ``None`` when it produced none.
+        parse_param: a ParseParam (``response_format``, ``fuzzy_match_params``,
+            ``alcall_params``, ``imodel``, ``imodel_kw``) or ``None``.
+        branch: the branch (unused by the parse itself; kept for Middles).
+        action_requests: native tool calls to merge into the result (step 4).
+
+    Returns:
+        A model instance on success; the extracted mapping when it does not
+        validate; the text when no JSON object is found; ``None`` when there
+        is no text and no native tool call. Never raises on a bad value.
+    """
+    fmt = getattr(parse_param, "response_format", None) if parse_param is not None else None
+    if text is None and not action_requests:
+        return None
+    if not (isinstance(fmt, type) and issubclass(fmt, BaseModel)):
+        return text
+    value, found_json = local_parse(text, fmt, parse_param, action_requests)
+    if isinstance(value, BaseModel) or found_json or not text:
+        return value
+    retried = await _parse_model_retry(text, fmt, parse_param, action_requests)
+    return retried if retried is not None else value
+
+
+def _parse_messages(text: str, fmt: type[BaseModel], schema_in_prompt: bool) -> list[dict[str, Any]]:
+    system = (
+        "You restate an assistant's answer as one JSON object. Keep its facts; invent "
+        "nothing; use null for what the answer does not say."
+    )
+    user = f"Answer to restate:\n{text}"
+    if schema_in_prompt:
+        user += "\n\nJSON schema:\n" + json.dumps(request_type_of(fmt).model_json_schema())
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+async def _parse_model_retry(
+    text: str, fmt: type[BaseModel], parse_param: Any,
+    action_requests: list[ActionRequestModel] | None,
+) -> BaseModel | None:
+    """Ask the parse model to restate ``text`` as ``fmt``; ``None`` when it cannot.
+
+    Runs under ``parse_param.alcall_params`` (retries, backoff and throttle,
+    every wait through :mod:`lionops.clock`). The parse model's own
+    ``action_requests`` are replaced by the original native ones.
+    """
+    imodel = getattr(parse_param, "imodel", None)
+    chat = getattr(getattr(imodel, "endpoint", imodel), "chat", None)
+    if chat is None:
+        return None
+    endpoint = getattr(imodel, "endpoint", imodel)
+    structured = getattr(endpoint, "structured_options", None)
+    options, schema_in_prompt = structured(fmt) if structured else ({}, True)
+    messages = _parse_messages(text, fmt, schema_in_prompt)
+    extra = dict(getattr(parse_param, "imodel_kw", None) or {})
+    calls = {"n": 0}
+
+    async def attempt(_: str) -> BaseModel:
+        calls["n"] += 1
+        completion = await chat(messages, **extra, **options)
+        if completion.finish_reason == "length" or completion.refusal:
+            raise ValueError(f"parse model stopped: {completion.finish_reason or 'refusal'}")
+        data = extract_json(completion.text or "")
+        if not isinstance(data, dict):
+            raise ValueError("parse model answered without a JSON object")
+        data.pop("action_requests", None)
+        value = _validate(merge_action_requests(data, action_requests), fmt, parse_param)
+        if not isinstance(value, BaseModel):
+            raise ValueError("parse model output does not validate")
+        return value
+
+    params = getattr(parse_param, "alcall_params", None) or DEFAULT_PARSE_CALL_PARAMS
+    try:
+        [value] = await alcall([text], attempt, params)
+    except Exception as exc:  # noqa: BLE001 - the inner parse never raises on a bad value
+        logger.info("parse model could not restate the answer after %d calls: %s", calls["n"], exc)
+        value = None
+    annotate(parse_model_calls=calls["n"], parse_model_ok=value is not None)
+    return value

@@ -8,14 +8,22 @@ against that schema (unknown keys rejected) before the call.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-__all__ = ["Tool", "ToolInvocation", "ActionManager", "ToolArgumentsError", "UnknownToolError"]
+__all__ = ["Tool", "ToolInvocation", "ActionManager", "ToolArgumentsError", "UnknownToolError", "TOOL_RUNNER"]
+
+#: Record/replay seam: when set, :meth:`Tool.invoke` awaits ``runner(tool, kwargs)``
+#: with the validated keyword arguments instead of calling the function
+#: (``lionops.replay`` serves recorded outputs this way); ``None`` normally.
+TOOL_RUNNER: ContextVar[Callable[[Tool, dict[str, Any]], Awaitable[Any]] | None] = ContextVar(
+    "lionops_tool_runner", default=None
+)
 
 
 class UnknownToolError(LookupError):
@@ -182,11 +190,15 @@ class Tool:
         return data
 
     async def invoke(self, arguments: dict[str, Any]) -> Any:
-        """Validate ``arguments`` and call the function (``blocking`` sync ones in a thread)."""
+        """Validate ``arguments`` and call the function (``blocking`` sync ones in a
+        thread), or the :data:`TOOL_RUNNER` of this context when one is set."""
         return await self._call(self.validate_arguments(arguments))
 
     async def _call(self, kwargs: dict[str, Any]) -> Any:
-        """Call the function with already validated keyword arguments."""
+        """:meth:`invoke` with already validated keyword arguments."""
+        runner = TOOL_RUNNER.get()
+        if runner is not None:
+            return await runner(self, kwargs)
         if self.is_async:
             return await self.func(**kwargs)
         if self.blocking:

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .messages import to_jsonable
+
 __all__ = ["TransitionRecord", "Trace", "Traced", "TRACE_FORMAT", "annotate", "current_meta"]
 
 _meta: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("lionops_trace_meta", default=None)
@@ -139,7 +141,7 @@ class Trace:
             "started_at": self.started_at, "initial": self.initial,
             "states": self.states, "exit": self.exit,
             "transitions": [t.to_dict() for t in self.transitions],
-            "meta": self.meta,
+            "meta": to_jsonable(self.meta),
         }
 
     def to_json(self, indent: int | None = None) -> str:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+import anyio
 
 from pydantic import BaseModel
 
@@ -91,3 +94,82 @@ class Answer(BaseModel):
 
 class Score(BaseModel):
     score: int
+
+
+async def cancel_once(ready: Callable[[], Awaitable[Any]], call: Callable[[], Awaitable[Any]],
+                      after: Callable[[], Any] | None = None) -> anyio.CancelScope:
+    """Run ``call()`` in a cancel scope; once ``await ready()`` returns, cancel
+    the scope (then run ``after()``). Returns the scope; the call must not return."""
+    holder: dict[str, anyio.CancelScope] = {}
+
+    async def runner() -> None:
+        with anyio.CancelScope() as scope:
+            holder["scope"] = scope
+            await call()
+            raise AssertionError("the call returned instead of being cancelled")
+
+    with anyio.fail_after(10):  # safety net only
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(runner)
+            await ready()
+            holder["scope"].cancel()
+            if after is not None:
+                after()
+    return holder["scope"]
+
+
+def polled(condition: Callable[[], bool]) -> Callable[[], Awaitable[None]]:
+    """An async ``ready`` for :func:`cancel_once` that polls ``condition()``
+    (for events outside the event loop: a server thread, a child process)."""
+
+    async def wait() -> None:
+        while not condition():
+            await anyio.sleep(0.005)
+
+    return wait
+
+
+class CountedMiddle:
+    """A real Middle (``communicate``, ``run_and_collect``), counting its awaits
+    (DESIGN invariant 4: one await per operate())."""
+
+    def __init__(self, middle: Callable[..., Awaitable[Any]]) -> None:
+        self.middle = middle
+        self.calls = 0
+
+    async def __call__(self, *args: Any, **kw: Any) -> Any:
+        self.calls += 1
+        return await self.middle(*args, **kw)
+
+
+class Governed:
+    """A branch with ToolBox tools, a gate that records what it was asked, and
+    a counted Middle; ``operate`` fills in ``defaults`` (``actions=True``, ...)."""
+
+    def __init__(self, chat_model: Any, middle: Callable[..., Awaitable[Any]], **defaults: Any) -> None:
+        from lionops import Branch
+
+        self.box = ToolBox()
+        self.asked: list[str] = []
+        self.branch = Branch(chat_model=chat_model, tools=self.box.tools())
+        self.branch.gate(self.gate)
+        self.middle = CountedMiddle(middle)
+        self.defaults = {"instruction": "q", "actions": True, **defaults}
+
+    def gate(self, inv: Any) -> bool:
+        self.asked.append(inv.function)
+        return True
+
+    async def operate(self, **kw: Any) -> Any:
+        return await self.branch.operate(middle=self.middle, **{**self.defaults, **kw})
+
+    def check_failed(self, error: type[BaseException] | None = None) -> None:
+        """The one adapter await failed: no tool, no gate, no answer recorded,
+        trace ``adapter → raised`` via ``failed`` (with ``error``'s name first)."""
+        assert self.middle.calls == 1
+        assert self.box.total == 0 and self.asked == []
+        assert "assistant" not in [m.role for m in self.branch.messages]
+        trace = self.branch.traces[-1]
+        assert trace.exit == "failed" and trace.states[-2:] == ["adapter", "raised"]
+        if error is not None:
+            assert trace.error.startswith(error.__name__)

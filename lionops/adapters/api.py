@@ -1,12 +1,185 @@
-"""``communicate``: the API Middle (ADR-0022 D3). Placeholder until the API adapter lands."""
+"""``communicate``: the API Middle (ADR-0022 D3, ADR-0021 API path).
+
+One chat turn against an OpenAI-compatible Chat Completions endpoint:
+
+1. clear the branch messages when ``clear_messages``; record the user turn
+   (instruction, guidance, context; images and their detail go on the
+   message metadata; the schema too when the endpoint cannot take it natively);
+2. send system + history + the user turn, the tool schemas natively as
+   ``tools=`` and the *request* schema as ``response_format`` (strict only
+   when the schema allows it); remaining ``operate()`` keywords
+   (``chat_param.imodel_kw``) are request options (ADR-0022 D1);
+3. record the assistant message with token usage, latency and the tool calls
+   on its metadata, and the same facts on the trace (:func:`lionops.trace.annotate`);
+4. a ``finish_reason: "length"`` cut-off or a refusal is returned as a
+   :class:`~lionops.models.RawOutput`, never parsed, repaired or turned into
+   tool calls (C12, C13); otherwise the raw text under ``skip_validation``,
+   else the inner parse with the native ``tool_calls`` merged into
+   ``action_requests`` (a malformed ``arguments`` string becomes a request
+   marked invalid, which ``act()`` answers with an error payload, C05).
+
+It never executes tools.
+"""
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
 from ..errors import ConfigurationError
+from ..messages import Message, to_jsonable
+from ..models import ActionRequestModel, RawOutput, _preview, decode_arguments
+from ..trace import annotate
+from .common import begin_turn, finish_turn, record_assistant
 
-__all__ = ["communicate"]
+__all__ = ["communicate", "provider_messages", "native_requests", "usage_note"]
+
+
+def _endpoint_of(imodel: Any) -> Any:
+    endpoint = getattr(imodel, "endpoint", imodel)
+    if endpoint is None or not callable(getattr(endpoint, "chat", None)):
+        raise ConfigurationError(
+            "communicate: no API endpoint configured; pass middle= to operate() "
+            "or a chat_model=iModel(provider='openai', ...)"
+        )
+    return endpoint
+
+
+def _image_part(image: Any, detail: str | None) -> dict[str, Any]:
+    """An ``image_url`` content part from a URL, a data URL or raw bytes."""
+    if isinstance(image, (bytes, bytearray)):
+        kind = "png"
+        if image[:3] == b"\xff\xd8\xff":
+            kind = "jpeg"
+        elif image[:4] == b"GIF8":
+            kind = "gif"
+        elif image[:4] == b"RIFF" and image[8:12] == b"WEBP":
+            kind = "webp"
+        url = f"data:image/{kind};base64,{base64.b64encode(bytes(image)).decode()}"
+    elif isinstance(image, str):
+        url = image
+    else:
+        raise ConfigurationError(f"an image must be a URL, a data URL or bytes, got {type(image).__name__}")
+    part: dict[str, Any] = {"url": url}
+    if detail:
+        part["detail"] = detail
+    return {"type": "image_url", "image_url": part}
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    return content if isinstance(content, str) else json.dumps(to_jsonable(content))
+
+
+def _assistant_text(msg: Message) -> str:
+    text = _text(msg.content)
+    calls = msg.metadata.get("tool_calls") or []
+    if calls and not text:
+        text = "Requested actions: " + json.dumps(
+            [{"function": c.get("function"), "arguments": c.get("arguments")} for c in calls]
+        )
+    return text
+
+
+def provider_messages(branch: Any, progression: Any = None) -> list[dict[str, Any]]:
+    """The branch history as Chat Completions messages.
+
+    ``system``, ``user`` and ``assistant`` map to their roles (a user message
+    with ``metadata["images"]`` becomes text + ``image_url`` parts). Tool
+    traffic is shown as text: each run of ``action_response`` messages
+    becomes one user message ``Action results (from the runtime): [...]``
+    (``action_request`` messages are implied by it), so no provider-specific
+    tool-message pairing can break a later turn. With ``progression`` (an
+    iterable of message ids), only those messages are sent.
+    """
+    keep = None if progression is None else set(progression)
+    out: list[dict[str, Any]] = []
+    results: list[Any] = []
+
+    def flush() -> None:
+        if results:
+            out.append({"role": "user", "content": "Action results (from the runtime): " + json.dumps(results)})
+            results.clear()
+
+    for msg in branch.messages:
+        if keep is not None and msg.id not in keep:
+            continue
+        if msg.role == "action_response":
+            results.append(to_jsonable(msg.content))
+            continue
+        if msg.role == "action_request":
+            continue
+        flush()
+        if msg.role == "assistant":
+            out.append({"role": "assistant", "content": _assistant_text(msg)})
+        elif msg.role == "user" and msg.metadata.get("images"):
+            detail = msg.metadata.get("image_detail")
+            parts = [{"type": "text", "text": _text(msg.content)}]
+            parts += [_image_part(img, detail) for img in msg.metadata["images"]]
+            out.append({"role": "user", "content": parts})
+        else:
+            out.append({"role": msg.role, "content": _text(msg.content)})
+    flush()
+    return out
+
+
+def native_requests(tool_calls: list[dict[str, Any]]) -> list[ActionRequestModel]:
+    """``tool_calls`` as action requests, in order.
+
+    ``arguments`` arrive as JSON text and are decoded (twice at most, C05).
+    A call whose arguments are not a JSON object, that has no name, or an
+    entry that is not an object at all, is kept and marked ``invalid`` with
+    the reason: ``act()`` answers it with an
+    error payload and never invokes it. No call is dropped or invented.
+    """
+    out: list[ActionRequestModel] = []
+    for call in tool_calls:
+        if not isinstance(call, dict):
+            out.append(ActionRequestModel(invalid=f"tool call entry is not an object: {_preview(call)}"))
+            continue
+        fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+        name = fn.get("name") if isinstance(fn.get("name"), str) and fn.get("name") else None
+        raw = fn.get("arguments")
+        try:
+            arguments = decode_arguments(raw if raw not in ("", None) else "{}")
+        except ValueError as exc:
+            out.append(ActionRequestModel(function=name, invalid=f"tool call {call.get('id')!s}: {exc}"))
+            continue
+        if name is None:
+            out.append(ActionRequestModel(arguments=arguments, invalid=f"tool call {call.get('id')!s} has no function name"))
+            continue
+        out.append(ActionRequestModel(function=name, arguments=arguments))
+    return out
+
+
+def _call_summary(call: Any, request: ActionRequestModel) -> dict[str, Any]:
+    entry = call if isinstance(call, dict) else {}
+    summary: dict[str, Any] = {"id": entry.get("id"), "function": request.function, "arguments": request.arguments}
+    if request.invalid:
+        summary["invalid"] = request.invalid
+        fn = entry.get("function")
+        summary["raw_arguments"] = fn.get("arguments") if isinstance(fn, dict) else None
+    return summary
+
+
+def usage_note(branch: Any) -> str | None:
+    """The token usage of the branch's earlier model calls, as a line for the
+    model (``include_token_usage_to_model``); ``None`` before the first call."""
+    prompt = completion = calls = 0
+    for msg in branch.messages:
+        usage = msg.metadata.get("usage") if msg.role == "assistant" else None
+        if usage:
+            calls += 1
+            prompt += int(usage.get("prompt_tokens", 0))
+            completion += int(usage.get("completion_tokens", 0))
+    if not calls:
+        return None
+    return (
+        f"Token usage so far in this conversation: {prompt + completion} tokens "
+        f"({prompt} prompt, {completion} completion) over {calls} model calls."
+    )
 
 
 async def communicate(
@@ -17,8 +190,107 @@ async def communicate(
     clear_messages: bool = False,
     skip_validation: bool = False,
 ) -> Any:
-    """Run one API chat turn. Raises ConfigurationError: no API endpoint is configured yet."""
-    raise ConfigurationError(
-        "communicate: no API endpoint configured; pass middle= to operate() "
-        "or a chat_model=iModel(provider='openai', ...)"
+    """Run one API chat turn (see the module docstring).
+
+    Args:
+        branch: the Branch; its messages are the history.
+        instruction: the instruction text (or JSON value).
+        chat_param: the ChatParam (``imodel`` or ``branch.chat_model`` is the
+            API model; ``response_format``, ``tool_schemas``, ``images``,
+            ``image_detail``, ``progression``, ``include_token_usage_to_model``,
+            ``imodel_kw``).
+        parse_param: the ParseParam of the inner parse.
+        clear_messages: clear the branch messages (system kept) first.
+        skip_validation: return the raw text without parsing.
+
+    Returns:
+        A model instance, a mapping, the text, a ``RawOutput`` (cut-off or
+        refusal), or ``None`` when the model produced neither text nor tool calls.
+
+    Raises:
+        ConfigurationError: the selected model is not API-backed, or a bad image.
+        lionops.errors.EndpointError: transport failures (typed, secret-free).
+    """
+    imodel = getattr(chat_param, "imodel", None) or branch.chat_model
+    endpoint = _endpoint_of(imodel)
+    fmt = getattr(chat_param, "response_format", None)
+    options: dict[str, Any] = {}
+    schema_in_prompt = False
+    if fmt is not None and hasattr(endpoint, "structured_options"):
+        options, schema_in_prompt = endpoint.structured_options(fmt)
+    tool_schemas = getattr(chat_param, "tool_schemas", None)
+    if tool_schemas:
+        options["tools"] = list(tool_schemas)
+
+    note = usage_note(branch) if getattr(chat_param, "include_token_usage_to_model", False) else None
+    # Tools are offered natively, so the prompt never repeats their schemas.
+    render_param = chat_param.with_updates(tool_schemas=None) if schema_in_prompt and tool_schemas else chat_param
+    user = begin_turn(branch, instruction, render_param, clear_messages, schema_in_prompt=schema_in_prompt)
+    if note:
+        user.content = f"{user.content}\n\n{note}" if user.content else note
+    images = getattr(chat_param, "images", None)
+    if images:
+        user.metadata["images"] = list(images)
+        if chat_param.image_detail:
+            user.metadata["image_detail"] = chat_param.image_detail
+
+    progression = getattr(chat_param, "progression", None)
+    if progression is not None:
+        progression = [*progression, user.id]
+    messages = provider_messages(branch, progression)
+    call_options = {**dict(getattr(chat_param, "imodel_kw", None) or {}), **options}
+    completion = await endpoint.chat(messages, **call_options)
+
+    requests = native_requests(completion.tool_calls)
+    metadata: dict[str, Any] = {
+        "provider": getattr(endpoint, "provider", None),
+        "model": completion.model,
+        "finish_reason": completion.finish_reason,
+        "usage": dict(completion.usage),
+        "latency_s": round(completion.latency_s, 6),
+        "attempts": completion.attempts,
+    }
+    if completion.tool_calls:
+        metadata["tool_calls"] = [_call_summary(c, r) for c, r in zip(completion.tool_calls, requests)]
+    if completion.refusal:
+        metadata["refusal"] = completion.refusal
+    fmt_option = options.get("response_format") or {}
+    if "json_schema" in fmt_option:
+        mode: str | None = "strict" if fmt_option["json_schema"].get("strict") else "json_schema"
+    else:
+        mode = fmt_option.get("type") or ("prompt" if schema_in_prompt else None)
+    annotate(
+        provider=metadata["provider"], model=completion.model, finish_reason=completion.finish_reason,
+        usage=dict(completion.usage), latency_ms=round(completion.latency_s * 1000, 3),
+        http_attempts=completion.attempts, http_retries=list(completion.retries),
+        tool_calls=len(completion.tool_calls),
+        structured_output=mode,
     )
+    for retry in completion.retries:
+        branch.logs.log("http_retry", {"provider": metadata["provider"], **retry})
+
+    raw = _uncoerced(completion)
+    if raw is not None:
+        record_assistant(branch, raw, metadata)
+        return raw
+    return await finish_turn(
+        branch, completion.text, parse_param, skip_validation,
+        metadata=metadata, action_requests=requests,
+    )
+
+
+def _uncoerced(completion: Any) -> RawOutput | None:
+    """A ``RawOutput`` for a cut-off (``length``) or a refusal (``refusal`` text
+    or ``content_filter``); ``None`` for an answer that may be parsed."""
+    text = completion.text or ""
+    if completion.finish_reason == "length":
+        used = completion.usage.get("completion_tokens")
+        detail = "the answer was cut off at the token limit"
+        if used is not None:
+            detail += f" after {used} completion tokens"
+        return RawOutput(text, reason="length", detail=detail)
+    if completion.refusal:
+        return RawOutput(text or completion.refusal, reason="refusal", detail=completion.refusal)
+    if completion.finish_reason == "content_filter":
+        return RawOutput(text, reason="refusal", detail="the provider's content filter stopped the answer")
+    return None

@@ -13,7 +13,10 @@ from ..messages import Message, to_jsonable
 from ..operative import request_type_of
 from ..parse import parse_response
 
-__all__ = ["request_schema", "render_instruction", "begin_turn", "finish_turn"]
+__all__ = [
+    "request_schema", "schema_prompt", "render_instruction", "begin_turn",
+    "record_assistant", "finish_turn",
+]
 
 
 def request_schema(response_format: Any) -> dict[str, Any] | None:
@@ -44,13 +47,19 @@ def render_instruction(instruction: Any, chat_param: Any, *, schema_in_prompt: b
                 "Tools you may request in action_requests (you never run them; "
                 "the runtime does):\n" + json.dumps(chat_param.tool_schemas)
             )
-        schema = request_schema(chat_param.response_format)
-        if schema is not None:
-            parts.append(
-                "Answer with one JSON object only, matching this JSON schema:\n"
-                + json.dumps(schema)
-            )
+        prompt = schema_prompt(chat_param.response_format)
+        if prompt is not None:
+            parts.append(prompt)
     return "\n\n".join(parts)
+
+
+def schema_prompt(response_format: Any) -> str | None:
+    """The prompt text asking for one JSON object matching the request schema,
+    or ``None`` when ``response_format`` has no schema."""
+    schema = request_schema(response_format)
+    if schema is None:
+        return None
+    return "Answer with one JSON object only, matching this JSON schema:\n" + json.dumps(schema)
 
 
 def begin_turn(branch: Any, instruction: Any, chat_param: Any, clear_messages: bool,
@@ -65,11 +74,21 @@ def begin_turn(branch: Any, instruction: Any, chat_param: Any, clear_messages: b
     )
 
 
+def record_assistant(branch: Any, text: str | None, metadata: dict[str, Any] | None = None) -> Message:
+    """Record the assistant response (``metadata``: usage, latency, tool calls, ...)."""
+    return branch.messages.add("assistant", text, sender=None, recipient=branch.id, metadata=dict(metadata or {}))
+
+
 async def finish_turn(branch: Any, text: str | None, parse_param: Any, skip_validation: bool,
-                      *, metadata: dict[str, Any] | None = None) -> Any:
+                      *, metadata: dict[str, Any] | None = None,
+                      action_requests: list[Any] | None = None) -> Any:
     """Record the assistant text; return it raw under ``skip_validation``,
-    else the inner parse of it (never raises on a bad value)."""
-    branch.messages.add("assistant", text, sender=None, recipient=branch.id, metadata=dict(metadata or {}))
+    else the inner parse of it (never raises on a bad value).
+
+    ``action_requests``: native tool calls (``ActionRequestModel``) the
+    parse merges into the result's ``action_requests``.
+    """
+    record_assistant(branch, text, metadata)
     if skip_validation:
         return text
-    return await parse_response(text, parse_param, branch=branch)
+    return await parse_response(text, parse_param, branch=branch, action_requests=action_requests)

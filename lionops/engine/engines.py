@@ -55,7 +55,8 @@ class Engine(Protocol):
     terminals: frozenset[str]
     failure_trigger: str
 
-    def begin(self, ctx: Any) -> EngineRun: ...
+    def begin(self, ctx: Any, initial: str | None = None) -> EngineRun:
+        """Start a run on ``ctx`` in ``initial`` (default: the machine's initial state)."""
 
 
 class _GuardCondition:
@@ -149,11 +150,11 @@ class _EngineBase:
 class _TransitionsRun:
     __slots__ = ("engine", "carrier")
 
-    def __init__(self, engine: TransitionsEngine, ctx: Any) -> None:
+    def __init__(self, engine: TransitionsEngine, ctx: Any, initial: str) -> None:
         self.engine = engine
         self.carrier = _Carrier(ctx, engine.guards)
         with engine._lock:
-            engine.machine.add_model(self.carrier, initial=engine.definition.initial)
+            engine.machine.add_model(self.carrier, initial=initial)
 
     @property
     def state(self) -> str:
@@ -184,8 +185,8 @@ class TransitionsEngine(_EngineBase):
         self.order = {s: [t.trigger for t in d.candidates(s)] for s in d.nonterminal}
         self.by_key = {(s, t.trigger): t for s in d.nonterminal for t in d.candidates(s)}
 
-    def begin(self, ctx: Any) -> _TransitionsRun:
-        return _TransitionsRun(self, ctx)
+    def begin(self, ctx: Any, initial: str | None = None) -> _TransitionsRun:
+        return _TransitionsRun(self, ctx, initial or self.definition.initial)
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,8 +256,8 @@ class CompiledEngine(_EngineBase):
             table[state] = tuple(rows)
         return table
 
-    def begin(self, ctx: Any) -> _CompiledRun:
-        return _CompiledRun(self._flat, ctx, self.definition.initial)
+    def begin(self, ctx: Any, initial: str | None = None) -> _CompiledRun:
+        return _CompiledRun(self._flat, ctx, initial or self.definition.initial)
 
 
 ENGINES: dict[str, type[_EngineBase]] = {"compiled": CompiledEngine, "transitions": TransitionsEngine}

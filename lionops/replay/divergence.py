@@ -1,0 +1,128 @@
+"""``ReplayDivergence`` and the comparisons that raise it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import LionopsError
+from ..trace import Trace, TransitionRecord
+
+__all__ = ["ReplayDivergence", "first_difference", "compare_traces", "describe_transition", "unmatched_exchange"]
+
+
+class ReplayDivergence(LionopsError, AssertionError):
+    """A replay did not take the recorded path (DESIGN "Record and replay").
+
+    Attributes:
+        kind: what differs: ``"transition"``, ``"exchange"`` (a request the
+            recording lacks), ``"unused_exchange"``, ``"tool_call"``,
+            ``"unused_tool_call"``, ``"call"`` (the normalized call),
+            ``"result"``, ``"error"`` or ``"operation"`` (operations beyond
+            or short of the cassette).
+        index: the transition index, request number, tool-call index or
+            operation number the difference is at.
+        expected, actual: the recorded and the replayed item, as text
+            (``None`` where one side has nothing).
+        operation: the operation's position in the cassette.
+        traced: the replay's ``Traced`` (or ``None`` when the run raised);
+            ``trace``: the replayed trace when one exists.
+
+    A subclass of ``AssertionError`` so test runners report it as a failure.
+    """
+
+    def __init__(self, message: str, *, kind: str, index: int | None = None, expected: str | None = None,
+                 actual: str | None = None, operation: int = 0) -> None:
+        super().__init__(f"operation {operation}: {message}")
+        self.kind = kind
+        self.index = index
+        self.expected = expected
+        self.actual = actual
+        self.operation = operation
+        self.traced: Any = None
+        self.trace: Trace | None = None
+
+    def __repr__(self) -> str:
+        return (f"ReplayDivergence(kind={self.kind!r}, operation={self.operation}, index={self.index}, "
+                f"expected={self.expected!r}, actual={self.actual!r})")
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def first_difference(expected: Any, actual: Any, path: str = "$") -> str | None:
+    """The first place two JSON-compatible values differ, as
+    ``"path: expected X, actual Y"``; ``None`` when equal."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        for key in [*expected, *(k for k in actual if k not in expected)]:
+            if key not in actual:
+                return f"{path}.{key}: expected {_short(expected[key])}, actual missing"
+            if key not in expected:
+                return f"{path}.{key}: expected missing, actual {_short(actual[key])}"
+            found = first_difference(expected[key], actual[key], f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
+        for i, (a, b) in enumerate(zip(expected, actual)):
+            found = first_difference(a, b, f"{path}[{i}]")
+            if found:
+                return found
+        if len(expected) != len(actual):
+            return f"{path}: expected {len(expected)} items, actual {len(actual)}"
+        return None
+    if expected != actual:
+        return f"{path}: expected {_short(expected)}, actual {_short(actual)}"
+    return None
+
+
+def unmatched_exchange(label: str, root: str, number: int, where: str, nearest: tuple[dict[str, Any], str] | None,
+                       live: dict[str, Any], *, total: int, operation: int) -> ReplayDivergence:
+    """The divergence of ``label`` ``number`` (shown as ``where``) that no
+    unused recorded exchange matches. ``nearest`` is the first unused one's
+    match key and description (``None`` when all ``total`` are used); the
+    message names the first field where ``live`` differs from it, under ``root``."""
+    if nearest is None:
+        message = f"{label} {number} ({where}) asks for an exchange the recording lacks: all {total} are used"
+        expected = None
+    else:
+        want, expected = nearest
+        message = f"{label} {number} ({where}) matches no recorded exchange; nearest differs at " \
+                  f"{first_difference(want, live, root)}"
+    return ReplayDivergence(message, kind="exchange", index=number, expected=expected, actual=where,
+                            operation=operation)
+
+
+def describe_transition(t: TransitionRecord | None) -> str | None:
+    """``"validate --validated--> gate"`` (with the error type on ``failed``)."""
+    if t is None:
+        return None
+    text = f"{t.source} --{t.trigger}--> {t.dest}"
+    if t.error:
+        text += f" [{t.error.split(':', 1)[0]}]"
+    return text
+
+
+def _identity(t: TransitionRecord) -> tuple[Any, ...]:
+    return (t.source, t.trigger, t.dest, dict(t.guards), (t.error or "").split(":", 1)[0])
+
+
+def compare_traces(expected: Trace, actual: Trace, *, operation: int = 0) -> ReplayDivergence | None:
+    """The first transition (index, expected, actual) where ``actual`` leaves
+    ``expected``: source, trigger, destination, guards evaluated and, on
+    ``failed``, the exception type are compared; timing is not."""
+    for i in range(max(len(expected.transitions), len(actual.transitions))):
+        want = expected.transitions[i] if i < len(expected.transitions) else None
+        got = actual.transitions[i] if i < len(actual.transitions) else None
+        if want is not None and got is not None and _identity(want) == _identity(got):
+            continue
+        exp, act = describe_transition(want), describe_transition(got)
+        detail = ""
+        if want is not None and got is not None and (want.source, want.trigger, want.dest) == (got.source, got.trigger, got.dest):
+            detail = f" (guards {want.guards} vs {got.guards})" if want.guards != got.guards else f" ({want.error} vs {got.error})"
+        return ReplayDivergence(
+            f"transition {i} differs: expected {exp or 'the run to end'}, actual {act or 'the run ended'}{detail}",
+            kind="transition", index=i, expected=exp, actual=act, operation=operation,
+        )
+    return None

@@ -1,0 +1,163 @@
+"""Rebuilding a recorded call from its cassette alone (``python -m lionops replay``).
+
+Nothing is imported or executed from the cassette: the branch gets its
+recorded history, stand-in tools with the recorded schemas (their outputs
+come from the recording), a gate repeating the recorded authorization
+decisions, and a response model made from the recorded JSON schema. A CLI
+agent's model gets the recorded executable name, which is never started
+(replay serves its runs); persistence keywords are dropped, so a rebuilt
+replay writes no files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from ..branch import Branch
+from ..imodel import PROVIDERS, iModel
+from ..tools import Tool, ToolInvocation
+from .cassette import CassetteError, CliExchange, Operation
+from .run import LOCAL_KEYWORDS
+
+__all__ = ["rebuild", "model_from_schema"]
+
+_SCALARS: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "null": type(None)}
+
+
+class _Builder:
+    def __init__(self, root: dict[str, Any]) -> None:
+        self.defs: dict[str, Any] = root.get("$defs", {})
+        self.built: dict[str, type[BaseModel]] = {}
+
+    def model(self, name: str, node: dict[str, Any], extra: str | None = None) -> type[BaseModel]:
+        required = set(node.get("required", []))
+        fields: dict[str, Any] = {}
+        for fname, prop in (node.get("properties") or {}).items():
+            meta = {k: prop[k] for k in ("title", "description") if k in prop}
+            default = ... if fname in required else prop.get("default", None)
+            fields[fname] = (self.type(prop), Field(default, **meta))
+        config = ConfigDict(extra=extra) if extra else None  # type: ignore[typeddict-item]
+        return create_model(node.get("title") or name, __doc__=node.get("description"),  # type: ignore[call-overload,no-any-return]
+                            __config__=config, **fields)
+
+    def type(self, prop: dict[str, Any]) -> Any:
+        if "$ref" in prop:
+            name = prop["$ref"].rsplit("/", 1)[-1]
+            if name not in self.built:
+                self.built[name] = self.model(name, self.defs[name])
+            return self.built[name]
+        if "anyOf" in prop:
+            return Union[tuple(self.type(p) for p in prop["anyOf"])]  # noqa: UP007
+        if "enum" in prop:
+            return Literal[tuple(prop["enum"])]
+        if "const" in prop:
+            return Literal[prop["const"]]
+        kind = prop.get("type")
+        if isinstance(kind, list):
+            return Union[tuple(self.type({**prop, "type": k}) for k in kind)]  # noqa: UP007
+        if kind in _SCALARS:
+            return _SCALARS[kind]
+        if kind == "array":
+            return list[self.type(prop["items"])] if "items" in prop else list  # type: ignore[misc]
+        if kind == "object":
+            if prop.get("properties"):
+                return self.model(prop.get("title", "Object"), prop)
+            extra = prop.get("additionalProperties")
+            return dict[str, self.type(extra)] if isinstance(extra, dict) and extra else dict  # type: ignore[misc]
+        return Any
+
+
+def model_from_schema(schema: dict[str, Any], name: str = "Model", *, extra: str | None = None) -> type[BaseModel]:
+    """A pydantic model whose JSON schema is ``schema`` (objects, scalars,
+    arrays, unions, enums, ``$defs`` references, titles, descriptions,
+    defaults). Other keywords are not rebuilt; callers compare the schemas."""
+    return _Builder(schema).model(name, schema, extra)
+
+
+def _stub(**kwargs: Any) -> Any:
+    raise CassetteError("a rebuilt tool has no function; its output comes from the recording")
+
+
+@dataclass(slots=True, repr=False)
+class RecordedTool(Tool):
+    """A stand-in tool with a recorded schema; its arguments are validated
+    against that schema, its outputs are served by the replay."""
+
+    recorded_schema: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def schema(self) -> dict[str, Any]:  # type: ignore[override]
+        return self.recorded_schema
+
+    @classmethod
+    def of(cls, schema: dict[str, Any]) -> RecordedTool:
+        fn = schema.get("function") or {}
+        tool = cls(_stub, name=fn.get("name", ""), description=fn.get("description", ""), recorded_schema=schema)
+        params = fn.get("parameters") or {}
+        extra = "forbid" if params.get("additionalProperties") is False else "allow"
+        tool.arguments_model = model_from_schema(params, f"{tool.name}_arguments", extra=extra)
+        return tool
+
+
+def _gate(op: Operation) -> Any:
+    decisions = {(c.index, c.function): c.decision == "allowed" for c in op.tool_calls
+                 if c.decision in ("allowed", "denied")}
+
+    def recorded_decision(invocation: ToolInvocation) -> bool:
+        return decisions.get((invocation.index, invocation.function), False)
+
+    return recorded_decision
+
+
+def _response_format(op: Operation) -> Any:
+    fmt = op.call.response_format
+    if fmt is None:
+        return None
+    schema = fmt["schema"]
+    if fmt.get("name") is None:
+        return schema
+    model = model_from_schema(schema, fmt["name"])
+    if model.model_json_schema() != schema:
+        raise CassetteError(
+            f"the response model {fmt['name']!r} cannot be rebuilt exactly from its recorded schema; "
+            "replay this cassette from code with lionops.replay.replay(path, branch, **keywords)"
+        )
+    return model
+
+
+def _model(op: Operation) -> iModel:
+    """The recorded model; a CLI agent's executable is the recorded command's
+    name (never started: replay serves its runs)."""
+    call = op.call
+    endpoint = dict(call.endpoint)
+    if PROVIDERS.get((call.provider or "").lower(), "").startswith("lionops.endpoints.cli:"):
+        command = next((e.command[:1] for e in op.exchanges if isinstance(e, CliExchange)), None)
+        options = {k: v for k, v in endpoint.items() if k in ("timeout", "args", "system")}
+        return iModel(provider=call.provider, model=call.model, cli_command=command, **options)
+    options = {k: v for k, v in endpoint.items() if k in ("structured_output", "stream", "timeout", "max_retries")}
+    return iModel(provider=call.provider, model=call.model, base_url=call.base_url, api_key=None, **options)
+
+
+def rebuild(op: Operation) -> tuple[Branch, dict[str, Any]]:
+    """A branch and ``operate`` keywords reproducing the recorded call of ``op``.
+
+    Raises:
+        CassetteError: the operation used a custom middle, or its response
+            model cannot be rebuilt exactly.
+    """
+    call = op.call
+    if call.middle not in ("communicate", "run_and_collect", None):
+        raise CassetteError(f"the operation used a custom middle {call.middle!r}; replay it from code")
+    branch = Branch(chat_model=_model(op), tools=[RecordedTool.of(s) for s in call.registered_tools])
+    for msg in call.history:
+        branch.messages.add(msg["role"], msg["content"], metadata=dict(msg.get("metadata") or {}))
+    branch.gate(_gate(op))
+    # Persistence keywords are left out: a rebuilt replay writes no files.
+    kw: dict[str, Any] = {**{k: v for k, v in call.keywords.items() if k not in LOCAL_KEYWORDS}, **call.options}
+    fmt = _response_format(op)
+    if fmt is not None:
+        kw["response_format"] = fmt
+    return branch, kw

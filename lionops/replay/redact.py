@@ -1,0 +1,166 @@
+"""Redaction: what never reaches a cassette (DESIGN "Record and replay", C26).
+
+A :class:`Redactor` replaces secrets in text and in JSON-compatible values:
+
+- values of credential headers (``Authorization``, ``api-key``, ``x-api-key``,
+  ``cookie``, anything naming a key, token, secret or password); the bearer
+  or key value is also removed wherever else it appears in the same exchange;
+- string values of JSON fields with credential names (``api_key``,
+  ``access_token``, ``client_secret``, ``password``, ...);
+- built-in patterns for common key shapes (``sk-...``, ``Bearer ...``, AWS,
+  GitHub, Slack, Google keys) and the caller's ``patterns`` (regular expressions);
+- literal ``secrets`` and, by default, the values of environment variables
+  whose names say key, token, secret or password.
+
+The same redactor normalizes a live request before it is compared with a
+recorded one, so a secret in the request never makes replay diverge.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+__all__ = ["Redactor", "DEFAULT_PATTERNS", "REPLACEMENT"]
+
+#: What a secret is replaced with (the same mark the endpoint's ``scrub`` uses).
+REPLACEMENT = "***"
+
+#: Key shapes redacted by default (regular expressions).
+DEFAULT_PATTERNS: tuple[str, ...] = (
+    r"\bsk-[A-Za-z0-9_\-]{8,}",
+    r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}",
+    r"\bAKIA[0-9A-Z]{16}\b",
+    r"\bgh[pousr]_[A-Za-z0-9]{20,}",
+    r"\bxox[abprs]-[A-Za-z0-9\-]{10,}",
+    r"\bAIza[0-9A-Za-z_\-]{35}",
+)
+
+_SECRET_NAME = re.compile(
+    r"(?i)(^|[-_])(api[-_]?key|token|access[-_]?token|refresh[-_]?token|secret|client[-_]?secret|"
+    r"password|passwd|authorization|cookie|set-cookie|credentials?|signature)$"
+)
+_SECRET_ENV = re.compile(r"(?i)(api[-_]?key|token|secret|password|passwd)")
+_MIN_SECRET = 4
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a header, field or query parameter name denotes a credential."""
+    return bool(_SECRET_NAME.search(name.strip()))
+
+
+def _env_secrets() -> list[str]:
+    return [v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 8]
+
+
+@dataclass(frozen=True, slots=True)
+class Redactor:
+    """Replaces secrets in text, JSON values, headers and URLs (see the module docstring).
+
+    Args:
+        patterns: extra regular expressions whose matches are secrets.
+        secrets: literal secret values (4 characters or more).
+        defaults: apply :data:`DEFAULT_PATTERNS` and credential field names.
+        env: treat secret-named environment variables' values as secrets.
+        scrubbers: extra ``str -> str`` filters (an endpoint's ``scrub``).
+
+    Credential *headers* are redacted even with ``defaults=False``: a
+    cassette never holds an ``Authorization`` value.
+
+    Raises:
+        re.error: a pattern does not compile (at construction).
+    """
+
+    patterns: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()
+    defaults: bool = True
+    env: bool = True
+    scrubbers: tuple[Callable[[str], str], ...] = field(default=(), compare=False)
+    _compiled: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
+    _literals: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        pats = (*(DEFAULT_PATTERNS if self.defaults else ()), *self.patterns)
+        object.__setattr__(self, "_compiled", tuple(re.compile(p) for p in pats))
+        found = [*self.secrets, *(_env_secrets() if self.env else ())]
+        literals = sorted({s for s in found if isinstance(s, str) and len(s) >= _MIN_SECRET}, key=len, reverse=True)
+        object.__setattr__(self, "_literals", tuple(literals))
+
+    def with_secrets(self, values: Iterable[str]) -> Redactor:
+        """A redactor that also removes ``values`` (shorter than 4 characters ignored)."""
+        new = tuple(v for v in values if isinstance(v, str) and len(v) >= _MIN_SECRET and v not in self.secrets)
+        return self if not new else replace(self, secrets=(*self.secrets, *new))
+
+    def with_scrubbers(self, scrubbers: Iterable[Callable[[str], str]]) -> Redactor:
+        return replace(self, scrubbers=(*self.scrubbers, *scrubbers))
+
+    # ------------------------------------------------------------ text and values
+
+    def text(self, value: str) -> str:
+        """``value`` with every known secret replaced by :data:`REPLACEMENT`."""
+        for literal in self._literals:
+            value = value.replace(literal, REPLACEMENT)
+        for pattern in self._compiled:
+            value = pattern.sub(REPLACEMENT, value)
+        for scrub in self.scrubbers:
+            value = scrub(value)
+        return value
+
+    def value(self, data: Any) -> Any:
+        """A redacted copy of JSON-compatible ``data``: strings filtered,
+        string values of credential-named fields replaced whole."""
+        if isinstance(data, str):
+            return self.text(data)
+        if isinstance(data, Mapping):
+            out: dict[str, Any] = {}
+            for k, v in data.items():
+                key = str(k)
+                if self.defaults and isinstance(v, str) and v and REPLACEMENT not in v and is_secret_name(key):
+                    out[key] = REPLACEMENT
+                else:
+                    out[key] = self.value(v)
+            return out
+        if isinstance(data, (list, tuple)):
+            return [self.value(v) for v in data]
+        return data
+
+    # ------------------------------------------------------------ transport
+
+    def headers(self, headers: Iterable[tuple[str, str]]) -> tuple[dict[str, str], list[str]]:
+        """Redacted headers (names lower-cased) and the secret values found in them.
+
+        A credential header keeps its scheme (``Bearer ***``).
+        """
+        out: dict[str, str] = {}
+        found: list[str] = []
+        for name, value in headers:
+            key = name.lower()
+            if is_secret_name(key):
+                scheme, _, token = value.partition(" ")
+                if token and scheme.isalpha():
+                    found.append(token.strip())
+                    out[key] = f"{scheme} {REPLACEMENT}"
+                else:
+                    found.append(value)
+                    out[key] = REPLACEMENT
+            else:
+                out[key] = self.text(value)
+        return out, found
+
+    def url(self, url: str) -> str:
+        """``url`` without user info and with credential query values redacted."""
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        query = [(k, REPLACEMENT if is_secret_name(k) else self.text(v))
+                 for k, v in parse_qsl(parts.query, keep_blank_values=True)]
+        return urlunsplit((parts.scheme, host, parts.path, urlencode(query, safe="*"), ""))
+
+    def __repr__(self) -> str:
+        return (f"Redactor(patterns={len(self._compiled)}, secrets={len(self._literals)}, "
+                f"defaults={self.defaults}, env={self.env})")

@@ -1,0 +1,402 @@
+"""Recording one ``operate()`` run, and replaying it against its recording.
+
+Both run the real machine through ``branch.operate_traced``; only the
+adapter's transport (:data:`~lionops.endpoints.openai.HTTP_TRANSPORT` for
+API models, :data:`~lionops.endpoints.cli.CLI_TRANSPORT` for CLI agents)
+and, on replay, the tool functions (:data:`~lionops.tools.TOOL_RUNNER`) are
+swapped. Parsing, validation, gating, authorization, hooks, ``act()`` and
+enrichment run as in production.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..branch import OperateKwargs
+from ..clock import RecordingClock, use_clock
+from ..endpoints.cli import CLI_TRANSPORT
+from ..endpoints.openai import HTTP_TRANSPORT
+from ..messages import to_jsonable
+from ..models import Instruct
+from ..tools import TOOL_RUNNER, Tool
+from ..trace import Trace, Traced
+from .cassette import CallRecord, ErrorRecord, Operation, OutcomeRecord, ToolCallRecord
+from .cli import CliRecorder, CliReplay
+from .divergence import ReplayDivergence, compare_traces, first_difference
+from .redact import Redactor
+from .transport import RecordedExchanges, RecordingTransport, ReplayTransport
+
+if TYPE_CHECKING:
+    from ..branch import Branch
+
+__all__ = ["describe_call", "record_operation", "replay_operation", "tool_calls_since"]
+
+#: Keywords that hold objects, described in the call record by their effect
+#: (model, schemas) rather than copied.
+_OBJECT_KEYWORDS = frozenset({
+    "chat_model", "parse_model", "middle", "response_format", "operative", "field_models",
+    "call_params", "engine", "tools", "instruct",
+})
+#: Call facts compared before a replay runs (history and base URL are not:
+#: the request bodies prove the first, and a local server's port may change).
+_COMPARED = ("provider", "model", "options", "response_format", "tool_schemas", "keywords")
+#: Keywords asking for files on this machine (CLI stream persistence,
+#: snapshots), not anything of the model: recorded, not compared.
+LOCAL_KEYWORDS = frozenset({"stream_persist", "persist_dir", "snapshot_dir"})
+#: Endpoint settings kept in the call record (those an endpoint has).
+_ENDPOINT_FACTS = ("structured_output", "stream", "timeout", "max_retries", "args", "system")
+
+
+def _models(branch: Branch, kw: dict[str, Any]) -> list[Any]:
+    chat = kw.get("chat_model") or branch.chat_model
+    parse = kw.get("parse_model") or chat
+    return [m for m in (chat, parse, branch.parse_model) if m is not None]
+
+
+def _scrubbers(branch: Branch, kw: dict[str, Any]) -> list[Callable[[str], str]]:
+    out = []
+    for model in _models(branch, kw):
+        scrub = getattr(getattr(model, "endpoint", model), "scrub", None)
+        if callable(scrub) and scrub not in out:
+            out.append(scrub)
+    return out
+
+
+def _selector(tools: Any) -> Any:
+    if tools is None or tools is True:
+        return tools
+    items = tools if isinstance(tools, (list, tuple)) else [tools]
+    return [t if isinstance(t, str) else getattr(t, "name", None) or getattr(t, "__name__", repr(t)) for t in items]
+
+
+def _actions_requested(kw: dict[str, Any]) -> bool:
+    instruct = kw.get("instruct")
+    if isinstance(instruct, dict):
+        instruct = Instruct.model_validate(instruct)
+    return bool(kw.get("actions") or getattr(instruct, "actions", False)) and kw.get("invoke_actions", True)
+
+
+def describe_call(branch: Branch, kw: dict[str, Any], redactor: Redactor) -> CallRecord:
+    """The normalized call of ``branch.operate(**kw)`` as data, redacted.
+
+    ``options`` are the endpoint's default options overlaid with the call's
+    extra keywords (ADR-0022 D1 ``imodel_kw``); ``response_format`` is the
+    caller's model (``{"name", "schema"}``), ``tool_schemas`` what the
+    model is shown when actions are on, ``keywords`` the plain keywords.
+    """
+    known = OperateKwargs.__optional_keys__
+    model = kw.get("chat_model") or branch.chat_model
+    endpoint = getattr(model, "endpoint", None)
+    defaults = dict(getattr(endpoint, "default_options", None) or {})
+    options = {**defaults, **{k: v for k, v in kw.items() if k not in known}}
+    keywords = {k: v for k, v in kw.items() if k in known and k not in _OBJECT_KEYWORDS}
+    if "instruct" in kw:
+        keywords["instruct"] = kw["instruct"]
+    if "tools" in kw:
+        keywords["tools"] = _selector(kw["tools"])
+    fmt = kw.get("response_format")
+    response_format: dict[str, Any] | None = None
+    if inspect.isclass(fmt) and hasattr(fmt, "model_json_schema"):
+        response_format = {"name": fmt.__name__, "schema": fmt.model_json_schema()}
+    elif isinstance(fmt, dict):
+        response_format = {"name": None, "schema": fmt}
+    tool_schemas: list[dict[str, Any]] = []
+    if _actions_requested(kw):
+        try:
+            tool_schemas = branch.acts.get_tool_schema(tools=kw.get("tools") or True)["tools"]
+        except ValueError:
+            tool_schemas = []  # prepare/schema will fail the run; the trace shows it
+    endpoint_facts = {k: to_jsonable(getattr(endpoint, k)) for k in _ENDPOINT_FACTS if hasattr(endpoint, k)}
+    history = [{"role": m.role, "content": to_jsonable(m.content), "metadata": to_jsonable(m.metadata)}
+               for m in branch.messages]
+    return CallRecord.model_validate(redactor.value({
+        "provider": getattr(model, "provider", None),
+        "model": getattr(model, "model", None),
+        "base_url": getattr(endpoint, "base_url", None),
+        "endpoint": endpoint_facts,
+        "options": to_jsonable(options),
+        "response_format": response_format,
+        "tool_schemas": tool_schemas,
+        "registered_tools": branch.acts.get_tool_schema()["tools"],
+        "keywords": to_jsonable(keywords),
+        "history": history,
+    }))
+
+
+def tool_calls_since(branch: Branch, start: int, redactor: Redactor) -> list[ToolCallRecord]:
+    """What ``act()`` did with each action request, read from the branch's
+    event log entries from ``start`` on (``action``, ``denied``, ``action_error``)."""
+    out: list[ToolCallRecord] = []
+    for entry in list(branch.logs)[start:]:
+        c = entry.content
+        fields: dict[str, Any] = {"index": c.get("index", -1), "function": to_jsonable(c.get("function")),
+                                  "arguments": to_jsonable(c.get("arguments"))}
+        if entry.kind == "action":
+            fields.update(decision="allowed", output=to_jsonable(c.get("output")))
+        elif entry.kind == "denied":
+            fields.update(decision="denied")
+        elif entry.kind == "action_error":
+            stage = c.get("stage")
+            if stage == "error":
+                fields.update(decision="allowed", error={"type": c.get("type", "Exception"), "message": c.get("error", "")})
+            else:
+                fields.update(decision="invalid" if stage == "invalid" else "rejected")
+        else:
+            continue
+        out.append(ToolCallRecord.model_validate(redactor.value(fields)))
+    out.sort(key=lambda r: r.index)
+    return out
+
+
+def _outcome(result: Any, error: BaseException | None, redactor: Redactor) -> OutcomeRecord:
+    if error is not None:
+        return OutcomeRecord(error=ErrorRecord(type=type(error).__name__, message=redactor.text(str(error))))
+    return OutcomeRecord(result=redactor.value(to_jsonable(result)))
+
+
+async def _run(branch: Branch, kw: dict[str, Any]) -> tuple[Traced | None, Exception | None, Trace | None]:
+    before = len(branch.traces)
+    try:
+        traced = await branch.operate_traced(**kw)
+    except Exception as exc:  # noqa: BLE001 - recorded, then re-raised by the caller
+        trace = branch.traces[-1] if len(branch.traces) > before else None
+        return None, exc, trace
+    return traced, None, traced.trace
+
+
+async def record_operation(branch: Branch, kw: dict[str, Any], redactor: Redactor
+                           ) -> tuple[Operation | None, Traced | None, Exception | None]:
+    """Run ``branch.operate_traced(**kw)`` for real, recording it.
+
+    Returns ``(operation, traced, error)``: ``traced`` when the run returned,
+    ``error`` when it raised (the operation is recorded either way; it is
+    ``None`` only when no trace was made).
+    """
+    redactor = redactor.with_scrubbers(_scrubbers(branch, kw))
+    call = describe_call(branch, kw, redactor)
+    exchanges: list[Any] = []
+    transport = RecordingTransport(redactor, exchanges)
+    start = len(branch.logs)
+    token = HTTP_TRANSPORT.set(transport)
+    cli_token = CLI_TRANSPORT.set(CliRecorder(redactor, exchanges))
+    try:
+        traced, error, trace = await _run(branch, kw)
+    finally:
+        CLI_TRANSPORT.reset(cli_token)
+        HTTP_TRANSPORT.reset(token)
+        await transport.aclose()
+    if trace is None:
+        return None, traced, error
+    call.middle = trace.meta.get("middle")
+    op = Operation(
+        call=call, exchanges=exchanges, tool_calls=tool_calls_since(branch, start, redactor),
+        trace=redactor.value(trace.to_dict()),
+        outcome=_outcome(traced.result if traced else None, error, redactor),
+    )
+    return op, traced, error
+
+
+_recorded_errors: dict[str, type[Exception]] = {}
+
+
+def recorded_exception(error: ErrorRecord) -> Exception:
+    """An exception of a class named like the recorded one, with its message,
+    so ``act()`` builds the same error payload (the class is made, never imported)."""
+    name = error.type if error.type.isidentifier() else "RecordedToolError"
+    kind = _recorded_errors.get(name)
+    if kind is None:
+        kind = _recorded_errors[name] = type(name, (Exception,), {"__module__": "lionops.replay.recorded"})
+    return kind(error.message)
+
+
+class ToolServer:
+    """The :data:`TOOL_RUNNER` of a replay: serves each authorized call the
+    recorded output (or error) of the first unused recorded call with the
+    same function and validated arguments."""
+
+    def __init__(self, calls: list[ToolCallRecord], redactor: Redactor,
+                 on_divergence: Callable[[ReplayDivergence], None], operation: int) -> None:
+        self.calls = [c for c in calls if c.decision == "allowed"]
+        self.used = [False] * len(self.calls)
+        self.redactor = redactor
+        self.on_divergence = on_divergence
+        self.operation = operation
+
+    def _args(self, tool: Tool, arguments: Any) -> Any:
+        try:
+            return self.redactor.value(to_jsonable(tool.validate_arguments(arguments)))
+        except ValueError:
+            return None
+
+    async def __call__(self, tool: Tool, kwargs: dict[str, Any]) -> Any:
+        live = self.redactor.value(to_jsonable(kwargs))
+        for i, rec in enumerate(self.calls):
+            if not self.used[i] and rec.function == tool.name and self._args(tool, rec.arguments) == live:
+                self.used[i] = True
+                if rec.error is not None:
+                    raise recorded_exception(rec.error)
+                return copy.deepcopy(rec.output)
+        err = ReplayDivergence(
+            f"tool call {tool.name}({live}) was not made in the recording",
+            kind="tool_call", expected=None, actual=f"{tool.name} {live}", operation=self.operation,
+        )
+        self.on_divergence(err)
+        raise err
+
+    def unused(self) -> list[ToolCallRecord]:
+        return [c for c, u in zip(self.calls, self.used) if not u]
+
+
+def _call_line(rec: ToolCallRecord | None) -> str | None:
+    if rec is None:
+        return None
+    text = f"#{rec.index} {rec.function}({rec.arguments}) {rec.decision}"
+    return text + (f" raising {rec.error.type}" if rec.error else "")
+
+
+def compare_tool_calls(expected: list[ToolCallRecord], actual: list[ToolCallRecord], *,
+                       operation: int, outputs: bool) -> ReplayDivergence | None:
+    """The first action request handled differently: function, arguments,
+    decision and (with ``outputs``) the error type, in request order."""
+    def ident(r: ToolCallRecord) -> tuple[Any, ...]:
+        return (r.index, r.function, r.arguments, r.decision, r.error.type if (outputs and r.error) else None)
+
+    for i in range(max(len(expected), len(actual))):
+        want = expected[i] if i < len(expected) else None
+        got = actual[i] if i < len(actual) else None
+        if want is not None and got is not None and ident(want) == ident(got):
+            continue
+        index = (want or got).index  # type: ignore[union-attr]
+        exp, act = _call_line(want), _call_line(got)
+        return ReplayDivergence(f"tool call {index} differs: expected {exp or 'no call'}, actual {act or 'no call'}",
+                                kind="tool_call", index=index, expected=exp, actual=act, operation=operation)
+    return None
+
+
+def _without_responses(value: Any) -> Any:
+    return {k: v for k, v in value.items() if k != "action_responses"} if isinstance(value, dict) else value
+
+
+def compare_outcome(expected: OutcomeRecord, actual: OutcomeRecord, *, operation: int,
+                    outputs: bool) -> ReplayDivergence | None:
+    """The error type when either run raised, else the result's JSON (its
+    ``action_responses`` left out when tools ran for real)."""
+    if expected.error or actual.error:
+        want = expected.error.type if expected.error else None
+        got = actual.error.type if actual.error else None
+        if want == got:
+            return None
+        return ReplayDivergence(f"the run {'raised ' + got if got else 'returned'}; the recording "
+                                f"{'raised ' + want if want else 'returned'}",
+                                kind="error", expected=want, actual=got, operation=operation)
+    want, got = expected.result, actual.result
+    if not outputs:
+        want, got = _without_responses(want), _without_responses(got)
+    diff = first_difference(want, got, "result")
+    if diff is None:
+        return None
+    return ReplayDivergence(f"the result differs at {diff}", kind="result", operation=operation,
+                            expected=repr(want)[:200], actual=repr(got)[:200])
+
+
+def compare_call(expected: CallRecord, actual: CallRecord, *, operation: int) -> ReplayDivergence | None:
+    """The normalized call: provider, model, options, schemas, keywords."""
+    def compared(call: CallRecord) -> dict[str, Any]:
+        facts = {k: getattr(call, k) for k in _COMPARED}
+        facts["keywords"] = {k: v for k, v in call.keywords.items() if k not in LOCAL_KEYWORDS}
+        return facts
+
+    want, got = compared(expected), compared(actual)
+    diff = first_difference(want, got, "call")
+    if diff is None:
+        return None
+    return ReplayDivergence(f"the call differs from the recorded one at {diff}", kind="call", operation=operation)
+
+
+async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], redactor: Redactor, *,
+                           operation: int = 0, run_tools: bool = False) -> Traced:
+    """Re-run ``branch.operate_traced(**kw)`` against the recording ``op``.
+
+    No network and no subprocess: HTTP is served by a :class:`ReplayTransport`,
+    CLI runs by a :class:`~lionops.replay.cli.CliReplay`. Tools return
+    their recorded outputs unless ``run_tools``. Waits (retry backoff) are
+    not slept. Returns the replay's ``Traced``; re-raises the run's own
+    error when the recording raised the same way.
+
+    Raises:
+        ReplayDivergence: the first difference, checked in this order: the
+            normalized call; a request the recording lacks; the trace (first
+            differing transition); each action request's handling (function,
+            arguments, decision); a tool call the recording lacks; recorded
+            exchanges or tool outputs left unused; the outcome (error type or
+            result JSON).
+    """
+    redactor = redactor.with_scrubbers(_scrubbers(branch, kw))
+    first = compare_call(op.call, describe_call(branch, kw, redactor), operation=operation)
+    if first is not None:
+        raise first
+    seen: list[ReplayDivergence] = []
+    transport = ReplayTransport(op.exchanges, redactor, seen.append, operation=operation)
+    cli = CliReplay(op.exchanges, redactor, seen.append, operation=operation)
+    server = ToolServer(op.tool_calls, redactor, seen.append, operation)
+    start = len(branch.logs)
+    http_token = HTTP_TRANSPORT.set(transport)
+    cli_token = CLI_TRANSPORT.set(cli)
+    tool_token = None if run_tools else TOOL_RUNNER.set(server)
+    try:
+        with use_clock(RecordingClock()):
+            traced, error, trace = await _run(branch, kw)
+    finally:
+        if tool_token is not None:
+            TOOL_RUNNER.reset(tool_token)
+        CLI_TRANSPORT.reset(cli_token)
+        HTTP_TRANSPORT.reset(http_token)
+    outputs = not run_tools
+    def first_seen(kind: str) -> ReplayDivergence | None:
+        return next((d for d in seen if d.kind == kind), None)
+
+    checks: list[Callable[[], ReplayDivergence | None]] = [
+        lambda: first_seen("exchange"),
+        lambda: compare_traces(op.trace_obj(), trace, operation=operation) if trace else None,
+        lambda: compare_tool_calls(op.tool_calls, tool_calls_since(branch, start, redactor),
+                                   operation=operation, outputs=outputs),
+        lambda: first_seen("tool_call"),
+        lambda: _unused_exchange((transport, cli), operation),
+        lambda: _unused_tool_call(server, operation) if outputs else None,
+        lambda: compare_outcome(op.outcome, _outcome(traced.result if traced else None, error, redactor),
+                                operation=operation, outputs=outputs),
+    ]
+    for check in checks:
+        found = check()
+        if found is not None:
+            found.traced, found.trace = traced, trace
+            raise found from error
+    if error is not None:
+        raise error
+    assert traced is not None
+    return traced
+
+
+def _unused_exchange(transports: tuple[RecordedExchanges, ...], operation: int) -> ReplayDivergence | None:
+    """Recorded HTTP, then CLI, exchanges the run did not use (``index``: among those of its kind)."""
+    for transport in transports:
+        unused = transport.unused
+        if unused:
+            first = transport.describe(unused[0])
+            return ReplayDivergence(
+                f"{len(unused)} recorded exchange(s) left unused, first: #{unused[0]} {first}",
+                kind="unused_exchange", index=unused[0], expected=first, actual=None, operation=operation,
+            )
+    return None
+
+
+def _unused_tool_call(server: ToolServer, operation: int) -> ReplayDivergence | None:
+    unused = server.unused()
+    if not unused:
+        return None
+    rec = unused[0]
+    return ReplayDivergence(f"recorded tool output left unused: {_call_line(rec)}", kind="unused_tool_call",
+                            index=rec.index, expected=_call_line(rec), actual=None, operation=operation)

@@ -1,0 +1,191 @@
+"""Cassette sessions: record modes over a cassette file (issue 6).
+
+A :class:`CassetteSession` maps the n-th ``operate`` call made through it
+to the n-th operation of its cassette. Record modes (the idea of vcrpy's):
+
+- ``"none"``: replay only; a missing cassette or an operation beyond it fails;
+- ``"once"`` (default): replay when the cassette exists, else record every
+  operation and write it;
+- ``"new_episodes"``: replay recorded operations, record those beyond them
+  and append them;
+- ``"all"``: record every operation, overwriting the cassette.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Unpack, get_args
+
+from .. import __version__
+from ..trace import Traced
+from .cassette import Cassette, CassetteError, CassetteNotFoundError, Operation, RedactionRecord
+from .divergence import ReplayDivergence
+from .redact import Redactor
+from .run import record_operation, replay_operation
+
+if TYPE_CHECKING:
+    from ..branch import Branch, OperateKwargs
+
+__all__ = ["CassetteSession", "RecordMode", "RECORD_MODES", "record", "replay"]
+
+RecordMode = Literal["none", "once", "new_episodes", "all"]
+RECORD_MODES: tuple[str, ...] = get_args(RecordMode)
+
+
+class CassetteSession:
+    """Record or replay ``operate()`` calls against one cassette file.
+
+    Args:
+        path: the cassette file (JSON).
+        record_mode: ``"none"``, ``"once"``, ``"new_episodes"`` or ``"all"``
+            (see the module docstring).
+        redact: ``False`` turns off pattern, field-name and environment
+            redaction (credential headers are always redacted).
+        patterns: extra secret regular expressions (stored in the cassette
+            and applied again on replay).
+        secrets: literal secret values to redact.
+        run_tools: on replay, run the real tools instead of serving their
+            recorded outputs.
+
+    Raises:
+        ValueError: an unknown record mode.
+        CassetteError: the existing file is not a valid cassette.
+    """
+
+    def __init__(self, path: str | Path, record_mode: RecordMode = "once", *, redact: bool = True,
+                 patterns: Iterable[str] = (), secrets: Iterable[str] = (), run_tools: bool = False) -> None:
+        if record_mode not in RECORD_MODES:
+            raise ValueError(f"record_mode must be one of {RECORD_MODES}, got {record_mode!r}")
+        self.path = Path(path)
+        self.record_mode: RecordMode = record_mode
+        self.run_tools = run_tools
+        self._recorded: Cassette | None = None
+        if record_mode != "all" and self.path.exists():
+            self._recorded = Cassette.load(self.path)
+        stored = list(self._recorded.redaction.patterns) if self._recorded else []
+        self.patterns = [*stored, *(p for p in patterns if p not in stored)]
+        self.redactor = Redactor(patterns=tuple(self.patterns), secrets=tuple(secrets), defaults=redact, env=redact)
+        self._operations: list[Operation] = list(self._recorded.operations) if self._recorded else []
+        self._next = 0
+        self.recorded = 0
+        self.replayed = 0
+
+    @property
+    def cassette(self) -> Cassette:
+        """The cassette as it stands (recorded operations included)."""
+        return Cassette(lionops=__version__, redaction=RedactionRecord(patterns=self.patterns),
+                        operations=list(self._operations))
+
+    @property
+    def recording(self) -> bool:
+        """Whether the next operation runs for real and is recorded (else it is replayed)."""
+        recorded = len(self._recorded.operations) if self._recorded and self.record_mode != "all" else 0
+        return self._next >= recorded and self._may_record()
+
+    def _may_record(self) -> bool:
+        if self.record_mode in ("all", "new_episodes"):
+            return True
+        return self.record_mode == "once" and self._recorded is None
+
+    async def operate_traced(self, branch: Branch, **kw: Unpack[OperateKwargs]) -> Traced:
+        """``branch.operate_traced(**kw)``, recorded or replayed by the record mode.
+
+        Returns the ``Traced`` of the run; re-raises the run's error (a replay
+        re-raises it only when the recording raised the same way).
+
+        Raises:
+            ReplayDivergence: the replay left the recorded path, or this
+                operation is beyond the cassette and the mode does not record.
+            CassetteNotFoundError: mode ``"none"`` and no cassette file.
+        """
+        index = self._next
+        self._next += 1
+        recorded = self._recorded.operations if self._recorded else []
+        if self.record_mode != "all" and index < len(recorded):
+            self.replayed += 1
+            return await replay_operation(branch, recorded[index], dict(kw), self.redactor,
+                                          operation=index, run_tools=self.run_tools)
+        if not self._may_record():
+            if self._recorded is None:
+                raise CassetteNotFoundError(f"no cassette at {self.path} (record mode {self.record_mode!r} does not record)")
+            raise ReplayDivergence(
+                f"{self.path} holds {len(recorded)} operation(s); record mode {self.record_mode!r} does not record more",
+                kind="operation", index=index, expected=None, actual=f"operation {index}", operation=index,
+            )
+        op, traced, error = await record_operation(branch, dict(kw), self.redactor)
+        if op is not None:
+            self._operations.append(op)
+            self.recorded += 1
+            self.save()
+        if error is not None:
+            raise error
+        assert traced is not None
+        return traced
+
+    async def operate(self, branch: Branch, **kw: Unpack[OperateKwargs]) -> Any:
+        """Like :meth:`operate_traced`, returning only the result."""
+        return (await self.operate_traced(branch, **kw)).result
+
+    def save(self) -> Path:
+        """Write the cassette (redacted, atomically)."""
+        return self.cassette.save(self.path, self.redactor)
+
+    def finish(self) -> None:
+        """End the session: in replay, every recorded operation must have run.
+
+        Raises:
+            ReplayDivergence: recorded operations were not replayed (kind ``"operation"``).
+        """
+        recorded = len(self._recorded.operations) if self._recorded and self.record_mode != "all" else 0
+        if self._next < recorded:
+            raise ReplayDivergence(
+                f"{recorded - self._next} recorded operation(s) of {self.path} were not replayed "
+                f"(the run made {self._next})",
+                kind="operation", index=self._next, expected=f"operation {self._next}", actual=None,
+                operation=self._next,
+            )
+
+    def __repr__(self) -> str:
+        return (f"CassetteSession({str(self.path)!r}, record_mode={self.record_mode!r}, "
+                f"recorded={self.recorded}, replayed={self.replayed})")
+
+
+async def record(path: str | Path, branch: Branch, /, *, patterns: Iterable[str] = (), secrets: Iterable[str] = (),
+                 **kw: Any) -> Traced:
+    """Run ``branch.operate_traced(**kw)`` for real and write its cassette to
+    ``path`` (one operation; overwrites). Returns the ``Traced``; re-raises
+    the run's error after writing."""
+    session = CassetteSession(path, "all", patterns=patterns, secrets=secrets)
+    return await session.operate_traced(branch, **kw)
+
+
+async def replay(source: str | Path | Cassette, branch: Branch | None = None, /, *, operation: int = 0,
+                 run_tools: bool = False, **kw: Any) -> Traced:
+    """Replay one recorded operation (DESIGN "Record and replay").
+
+    With a ``branch`` (and the keywords of the recorded call) the caller's
+    own branch, tools, gates and response model run; without one, all is
+    rebuilt from the cassette (:func:`lionops.replay.rebuild.rebuild`):
+    stand-in tools serving recorded outputs, a gate repeating the recorded
+    decisions, the response model from its JSON schema.
+
+    Returns the replay's ``Traced``.
+
+    Raises:
+        ReplayDivergence: the first difference from the recording.
+        CassetteError: the cassette is invalid, the operation does not
+            exist, or it cannot be rebuilt (a custom middle).
+    """
+    cassette = source if isinstance(source, Cassette) else Cassette.load(source)
+    if not 0 <= operation < len(cassette.operations):
+        raise CassetteError(f"the cassette has {len(cassette.operations)} operation(s); no operation {operation}")
+    op = cassette.operations[operation]
+    if branch is None:
+        if kw:
+            raise TypeError("replay without a branch rebuilds the call from the cassette; pass no keywords")
+        from .rebuild import rebuild
+
+        branch, kw = rebuild(op)
+    redactor = Redactor(patterns=tuple(cassette.redaction.patterns))
+    return await replay_operation(branch, op, kw, redactor, operation=operation, run_tools=run_tools)
