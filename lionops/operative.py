@@ -20,7 +20,7 @@ from pydantic import BaseModel, create_model
 
 from .fields import Spec, default_field, to_fields_dict
 
-__all__ = ["Operative", "Step", "request_type_of", "request_exclude_of"]
+__all__ = ["Operative", "Step", "request_type_of", "request_exclude_of", "operative_for"]
 
 _TYPE_CACHE: dict[tuple[Any, ...], tuple[type[BaseModel], type[BaseModel]]] = {}
 _TYPE_LOCK = threading.Lock()
@@ -157,6 +157,15 @@ class Operative:
         self.response_model = rtype.model_validate(merged)
         return self.response_model
 
+    def fresh(self) -> Operative:
+        """A new Operative with the same configuration and materialized types
+        and no ``response_model`` (per-call state stays per call)."""
+        new = Operative.__new__(Operative)
+        for slot in Operative.__slots__:
+            setattr(new, slot, getattr(self, slot))
+        new.response_model = None
+        return new
+
     def __repr__(self) -> str:
         return (
             f"Operative(name={self.name!r}, base_type={getattr(self.base_type, '__name__', None)}, "
@@ -238,3 +247,34 @@ class Step:
             )
         operative.response_type  # noqa: B018 - materialize (cached)
         return operative
+
+
+_TEMPLATES: dict[tuple[Any, bool, bool], Operative] = {}
+
+
+def operative_for(
+    base_type: type[BaseModel] | None,
+    *,
+    reason: bool,
+    actions: bool,
+    fields: dict[str, Spec] | None = None,
+) -> Operative:
+    """The coordinator's Operative (ADR-0022 D2) for one call.
+
+    Equal to ``Step.respond_operative(Step.request_operative(base_type=...,
+    reason=..., actions=..., fields=...))``; without named fields the
+    configuration is built once per process and each call gets a
+    :meth:`Operative.fresh` copy of it.
+    """
+    if fields:
+        return Step.respond_operative(
+            Step.request_operative(base_type=base_type, reason=reason, actions=actions, fields=fields)
+        )
+    key = (base_type, bool(reason), bool(actions))
+    template = _TEMPLATES.get(key)
+    if template is None:
+        template = Step.respond_operative(
+            Step.request_operative(base_type=base_type, reason=bool(reason), actions=bool(actions))
+        )
+        _TEMPLATES[key] = template
+    return template.fresh()

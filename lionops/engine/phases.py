@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..fields import to_fields_dict
-from ..operative import Step
+from ..operative import operative_for
 from ..params import ParseParam, RunParam
 from .context import OperationContext
 from .guards import read_requests
@@ -95,13 +95,8 @@ async def schema(ctx: OperationContext) -> None:
     operative = ctx.operative
     response_fmt = cp.response_format
     if operative is None and (model_class or ctx.action_param or fields_dict or ctx.reason):
-        operative = Step.respond_operative(
-            Step.request_operative(
-                base_type=model_class,
-                reason=ctx.reason,
-                actions=ctx.action_param is not None,
-                fields=fields_dict,
-            )
+        operative = operative_for(
+            model_class, reason=ctx.reason, actions=ctx.action_param is not None, fields=fields_dict
         )
         response_fmt = operative.response_type or model_class
         cp_changes["response_format"] = response_fmt
