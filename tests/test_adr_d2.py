@@ -160,3 +160,20 @@ def test_response_instances_pass_the_callers_instance_check():
     op = Step.request_operative(base_type=Base, actions=True)
     inst = op.response_type(title="t")
     assert isinstance(inst, Base) and isinstance(inst, op.request_type)
+
+
+def test_coordinator_operative_is_a_fresh_copy_of_one_configuration():
+    """D2 + DESIGN: the coordinator's Operative equals the Step factories'
+    result; each call gets its own object (per-call state never shared)."""
+    from lionops.operative import operative_for
+
+    a = operative_for(Answer, reason=True, actions=True)
+    b = operative_for(Answer, reason=True, actions=True)
+    ref = Step.respond_operative(Step.request_operative(base_type=Answer, reason=True, actions=True))
+    assert a is not b
+    assert a.response_type is b.response_type is ref.response_type
+    assert (a.name, a.request_exclude, list(a.fields)) == (ref.name, ref.request_exclude, list(ref.fields))
+    a.response_model = a.response_type(answer=1)
+    assert b.response_model is None
+    with_fields = operative_for(None, reason=False, actions=False, fields={"n": Spec(int, name="n")})
+    assert list(with_fields.response_type.model_fields) == ["n"]
