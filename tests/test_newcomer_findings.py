@@ -59,3 +59,31 @@ async def test_requests_in_repaired_json_never_run_under_another_case(server):  
     finally:
         await model.aclose()
     assert box.total == 0
+
+
+def _sse(chunks: list[dict]) -> bytes:
+    """Server-sent events for ``chunks``, with no ``[DONE]`` line."""
+    return "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode()
+
+
+async def test_stream_cut_before_its_finish_runs_no_tool(server):  # noqa: F811
+    """C12 on the streaming path: a stream the server closes before any
+    finish reason and before ``data: [DONE]`` is a cut-off answer, so the
+    tool call assembled from it never runs; the endpoint reports a bad
+    response instead of a complete-looking one."""
+    from lionops.errors import EndpointResponseError
+    from lionops.testing import Reply, chunked, tool_call
+
+    done = completion(json.dumps({"city": "Oslo"}), tool_calls=[tool_call("get_weather", {"city": "Oslo"})])
+    cut = [c for c in chunked(done) if not (c.get("choices") and c["choices"][0].get("finish_reason"))]
+    server.push(Reply(body=_sse(cut[:-1]), headers={"Content-Type": "text/event-stream"}))
+    box = ToolBox()
+    model = make_model(server, stream=True, max_retries=0)
+    branch = Branch(chat_model=model, tools=box.tools())
+    try:
+        with pytest.raises(EndpointResponseError, match="finish"):
+            await branch.operate(instruction="x", response_format=City, actions=True)
+    finally:
+        await model.aclose()
+    assert box.total == 0
+    assert branch.traces[-1].states == ["prepare", "schema", "adapter", "raised"]
