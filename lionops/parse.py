@@ -153,8 +153,8 @@ def match_keys(
 
     Matching is exact, then case-insensitive, then (with
     ``params.fuzzy_match``) Jaro-Winkler at or above
-    ``params.similarity_threshold``, best pairs first. Action fields are never
-    fuzzy targets. Unmatched keys follow ``params.handle_unmatched``:
+    ``params.similarity_threshold``, best pairs first. Action fields match
+    exactly only (never case-folded or fuzzy targets). Unmatched keys follow ``params.handle_unmatched``:
     ``"remove"`` drops them, ``"ignore"`` keeps them, ``"raise"`` makes this
     return ``None`` (the value then stays unvalidated; the inner parse never
     raises).
@@ -171,7 +171,7 @@ def match_keys(
         if key in names:
             out[key] = value
             continue
-        folded = [n for n in names if n.lower() == str(key).lower()]
+        folded = [n for n in names if names[n] not in ACTION_FIELDS and n.lower() == str(key).lower()]
         if folded and folded[0] not in out:
             out[folded[0]] = value
         else:

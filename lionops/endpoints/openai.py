@@ -563,11 +563,13 @@ class ChatCompletionsEndpoint:
                 await response.aread()
                 raise self._status_error(response, self.url, attempt)
             acc = StreamAccumulator()
+            done = False
             async for line in response.aiter_lines():
                 if not line.startswith("data:"):
                     continue
                 payload = line[5:].strip()
                 if payload == "[DONE]":
+                    done = True
                     break
                 try:
                     chunk = json.loads(payload)
@@ -577,6 +579,10 @@ class ChatCompletionsEndpoint:
                     acc.add(chunk)
                 except ValueError as exc:
                     raise self._response_error(f"a malformed stream chunk ({exc})", response.status_code, payload) from None
+            if not done and acc.finish_reason is None:
+                # Cut off: never pass part of an answer on as a whole one (C12).
+                raise self._response_error("a stream that ended before a finish reason or [DONE]",
+                                           response.status_code, "".join(acc.text))
         return acc.completion()
 
     def _response_error(self, what: str, status: int, text: str) -> EndpointResponseError:
