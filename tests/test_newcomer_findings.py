@@ -87,3 +87,29 @@ async def test_stream_cut_before_its_finish_runs_no_tool(server):  # noqa: F811
         await model.aclose()
     assert box.total == 0
     assert branch.traces[-1].states == ["prepare", "schema", "adapter", "raised"]
+
+
+@pytest.mark.parametrize("policy", ["raise", "return_value", "return_none"])
+async def test_cli_cut_off_answer_is_never_parsed_or_run(policy):
+    """C12 on the CLI path: stop_reason "max_tokens" gives a RawOutput with
+    reason "length" (TruncatedOutputError under "raise"), and nothing runs."""
+    from lionops.errors import TruncatedOutputError
+
+    from .cli_support import fake_model
+    from .helpers import Answer, ToolBox
+
+    box = ToolBox()
+    branch = Branch(chat_model=fake_model("cut_off.jsonl"), tools=box.tools())
+    kw = dict(instruction="x", response_format=Answer, actions=True, handle_validation=policy)
+    if policy == "raise":
+        with pytest.raises(TruncatedOutputError) as ei:
+            await branch.operate(**kw)
+        assert ei.value.reason == "length"
+    else:
+        out = await branch.operate(**kw)
+        if policy == "return_none":
+            assert out is None
+        else:
+            assert out.reason == "length" and out.startswith('{"answer": 42')
+    assert box.total == 0
+    assert branch.traces[-1].states[:4] == ["prepare", "schema", "adapter", "validate"]

@@ -37,8 +37,12 @@ import anyio.to_thread
 from ..endpoints.cli import CLIError, CLIRun, CLIToolEvent
 from ..errors import ConfigurationError
 from ..params import RunParam
+from ..models import RawOutput
 from ..trace import annotate
-from .common import begin_turn, finish_turn
+from .common import begin_turn, finish_turn, record_assistant
+
+#: Stop reasons that mean the answer was cut off at a token limit (C12).
+CUT_OFF_STOP_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
 
 __all__ = ["run_and_collect", "StreamFile"]
 
@@ -214,7 +218,13 @@ async def run_and_collect(
     if run.cost_usd is not None:
         metadata["cost_usd"] = trace_facts["cost_usd"] = run.cost_usd
     annotate(**trace_facts)
-    result = await finish_turn(branch, run.text, parse_param, skip_validation, metadata=metadata)
+    if run.stop_reason in CUT_OFF_STOP_REASONS:
+        # C12 on the CLI path: a cut-off answer is never parsed or repaired.
+        result: Any = RawOutput(run.text or "", reason="length",
+                                detail=f"the answer was cut off (stop_reason {run.stop_reason!r})")
+        record_assistant(branch, result, metadata)
+    else:
+        result = await finish_turn(branch, run.text, parse_param, skip_validation, metadata=metadata)
     if snapshot is not None:
         branch.snapshot(snapshot)
     return result

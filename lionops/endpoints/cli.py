@@ -189,6 +189,8 @@ class CLIRun:
         duration_ms: the CLI-reported duration in milliseconds.
         num_turns: the CLI-reported number of agent turns.
         subtype: the final result subtype (``"success"``, ...).
+        stop_reason: why the model stopped (``"end_turn"``, ``"max_tokens"``,
+            ...), from the result event or the last assistant message.
         is_error: the final result reports failure.
         error_message: the failure text of the result, when failed.
         finished: a final result event was seen.
@@ -211,6 +213,7 @@ class CLIRun:
     duration_ms: float | None = None
     num_turns: int | None = None
     subtype: str | None = None
+    stop_reason: str | None = None
     is_error: bool = False
     error_message: str | None = None
     finished: bool = False
@@ -478,6 +481,9 @@ class ClaudeStreamCollector(_Collector):
 
     def _assistant(self, event: dict[str, Any]) -> None:
         parent = event.get("parent_tool_use_id")
+        message = event.get("message")
+        if parent is None and isinstance(message, dict) and isinstance(message.get("stop_reason"), str):
+            self.run.stop_reason = message["stop_reason"]
         for block in self._blocks(event):
             if not isinstance(block, dict):
                 continue
@@ -513,6 +519,8 @@ class ClaudeStreamCollector(_Collector):
         duration = event.get("duration_ms")
         run.duration_ms = duration if isinstance(duration, (int, float)) else None
         run.num_turns = _int(event.get("num_turns"))
+        if isinstance(event.get("stop_reason"), str):
+            run.stop_reason = event["stop_reason"]
         result = event.get("result")
         if run.is_error:
             run.error_message = _failure_message(run.subtype, result, event.get("errors"),
