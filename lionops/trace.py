@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .messages import to_jsonable
@@ -81,7 +81,6 @@ class TransitionRecord:
         )
 
 
-@dataclass(slots=True)
 class Trace:
     """The transition trace of one ``operate()`` call.
 
@@ -89,16 +88,49 @@ class Trace:
         machine: the machine name (``"operate"``).
         engine: the engine that ran it (``"compiled"`` or ``"transitions"``).
         started_at: wall-clock start, seconds since the epoch.
-        transitions: the fired transitions in order.
+        initial: the state the run started in (``"prepare"``).
+        transitions: the fired transitions in order (:class:`TransitionRecord`).
         meta: adapter facts (middle name, token usage, latency), JSON-compatible.
+
+    The driver records each transition as a plain row; rows become
+    :class:`TransitionRecord` objects the first time ``transitions`` is read,
+    so recording stays cheap on the hot path.
     """
 
-    machine: str = "operate"
-    engine: str = "compiled"
-    started_at: float = 0.0
-    initial: str = "prepare"
-    transitions: list[TransitionRecord] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("machine", "engine", "started_at", "initial", "meta", "_records", "_rows")
+
+    def __init__(
+        self,
+        machine: str = "operate",
+        engine: str = "compiled",
+        started_at: float = 0.0,
+        initial: str = "prepare",
+        transitions: list[TransitionRecord] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        self.machine = machine
+        self.engine = engine
+        self.started_at = started_at
+        self.initial = initial
+        self.meta: dict[str, Any] = {} if meta is None else meta
+        self._records: list[TransitionRecord] = list(transitions) if transitions else []
+        #: rows ``(trigger, source, dest, guards, at_ns, phase_ns, error)`` not yet materialized
+        self._rows: list[tuple[Any, ...]] = []
+
+    @property
+    def transitions(self) -> list[TransitionRecord]:
+        if self._rows:
+            self._records.extend(TransitionRecord(*row) for row in self._rows)
+            self._rows.clear()
+        return self._records
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Trace):
+            return NotImplemented
+        return (self.machine, self.engine, self.started_at, self.initial, self.transitions, self.meta) == (
+            other.machine, other.engine, other.started_at, other.initial, other.transitions, other.meta)
+
+    __hash__ = None  # type: ignore[assignment]
 
     @property
     def states(self) -> list[str]:

@@ -162,3 +162,13 @@ async def test_trace_json_survives_non_json_adapter_facts():
     await b.operate(instruction="x", middle=middle)
     back = Trace.from_json(b.traces[-1].to_json())
     assert back.meta["opaque"].startswith("<object object") and sorted(back.meta["nested"]["s"]) == [1, 2]
+
+
+async def test_trace_rows_materialize_once_and_compare_by_value():
+    b = Branch()
+    await b.operate(instruction="x", middle=ScriptedMiddle("t"))
+    t = b.traces[-1]
+    first = t.transitions
+    assert first is t.transitions and all(isinstance(r, TransitionRecord) for r in first)
+    assert Trace.from_json(t.to_json()) == t
+    assert t != Trace()

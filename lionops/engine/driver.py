@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from ..errors import InternalInvariantError
-from ..trace import Trace, TransitionRecord, _meta
+from ..trace import Trace, _meta
 from .context import OperationContext
 from .engines import Engine, get_engine
 
@@ -27,8 +27,7 @@ def _describe(exc: BaseException) -> str:
 def new_trace(engine: Engine, meta: dict[str, Any] | None = None) -> Trace:
     definition = engine.definition
     # Trace(machine, engine, started_at, initial, transitions, meta)
-    return Trace(definition.name, engine.name, time.time(), definition.initial, [],
-                 meta if meta is not None else {})
+    return Trace(definition.name, engine.name, time.time(), definition.initial, None, meta)
 
 
 async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trace | None = None) -> Any:
@@ -44,7 +43,7 @@ async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trac
     terminals = engine.terminals
     failure_trigger = engine.failure_trigger
     clock = time.perf_counter_ns
-    record = trace.transitions.append
+    record = trace._rows.append
     t0 = clock()
     run = engine.begin(ctx)
     last = None
@@ -73,8 +72,8 @@ async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trac
                 evaluated = {**evaluated, **more}
             assert fired is not None
             error = _describe(ctx.error) if fired.trigger == failure_trigger and ctx.error else None
-            # TransitionRecord(trigger, source, dest, guards, at_ns, phase_ns, error)
-            record(TransitionRecord(fired.trigger, state, fired.dest, evaluated, clock() - t0, phase_ns, error))
+            # a TransitionRecord row: (trigger, source, dest, guards, at_ns, phase_ns, error)
+            record((fired.trigger, state, fired.dest, evaluated, clock() - t0, phase_ns, error))
             state = fired.dest
             last = fired
     finally:
