@@ -161,8 +161,10 @@ class Operative:
         """A new Operative with the same configuration and materialized types
         and no ``response_model`` (per-call state stays per call)."""
         new = Operative.__new__(Operative)
-        for slot in Operative.__slots__:
-            setattr(new, slot, getattr(self, slot))
+        new.name, new.adapter, new.base_type = self.name, self.adapter, self.base_type
+        new.fields, new.request_exclude = self.fields, self.request_exclude
+        new.max_retries, new.auto_retry_parse = self.max_retries, self.auto_retry_parse
+        new._types = self._types
         new.response_model = None
         return new
 
