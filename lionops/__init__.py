@@ -57,3 +57,7 @@ __all__ += [
     "EndpointError", "EndpointStatusError", "EndpointAuthError", "EndpointRateLimitError",
     "EndpointResponseError", "EndpointConnectionError", "EndpointTimeoutError",
 ]
+
+from .endpoints.cli import CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError
+
+__all__ += ["CLIError", "CLIProcessError", "CLIResultError", "CLIStreamError", "CLITimeoutError"]
