@@ -97,7 +97,7 @@ def decode_arguments(value: Any) -> dict[str, Any]:
                 current = json.loads(current)
             except ValueError as exc:
                 raise ValueError(
-                    f"arguments are not a JSON object: {_preview(value)} ({exc.msg})"
+                    f"arguments are not a JSON object: {_preview(value)} ({getattr(exc, 'msg', exc)})"
                 ) from None
             except RecursionError:  # hostile nesting must not escape act()
                 raise ValueError(
