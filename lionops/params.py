@@ -49,9 +49,11 @@ class MorphParam:
         cls = type(self)
         plan = _COPY_PLANS.get(cls)
         if plan is None:
-            if hasattr(cls, "__post_init__"):
+            fields = dataclasses.fields(self)  # type: ignore[arg-type]
+            names = tuple(f.name for f in fields if f.init)
+            # __init__ must run: __post_init__, or fields it sets itself (init=False).
+            if hasattr(cls, "__post_init__") or len(names) != len(fields):
                 return dataclasses.replace(self, **changes)  # type: ignore[type-var]
-            names = tuple(f.name for f in dataclasses.fields(self) if f.init)  # type: ignore[arg-type]
             # The slot descriptors: setting through them skips the frozen __setattr__.
             setters = {name: getattr(cls, name).__set__ for name in names}
             plan = _COPY_PLANS[cls] = (tuple(setters.values()), setters, operator.attrgetter(*names))
