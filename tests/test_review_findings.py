@@ -20,3 +20,15 @@ def test_with_updates_keeps_init_false_fields() -> None:
     copy = Tagged().with_updates(sender="a")
     assert copy.sender == "a"
     assert copy.tag == 7
+
+
+def test_with_updates_on_a_subclass_without_slots() -> None:
+    @dataclass(frozen=True)
+    class Extended(ChatParam):
+        extra: int = 0
+
+    copy = Extended(extra=3).with_updates(sender="a")
+    assert (copy.sender, copy.extra) == ("a", 3)
+    assert Extended(extra=3).with_updates(extra=5).extra == 5
+    with pytest.raises(TypeError):
+        Extended().with_updates(bogus=1)
