@@ -32,3 +32,13 @@ def test_with_updates_on_a_subclass_without_slots() -> None:
     assert Extended(extra=3).with_updates(extra=5).extra == 5
     with pytest.raises(TypeError):
         Extended().with_updates(bogus=1)
+
+
+def test_trace_transitions_can_be_assigned() -> None:
+    from lionops import Trace, TransitionRecord
+
+    trace = Trace()
+    trace._rows.append(("failed", "prepare", "raised", {"phase_raised": True}, 1, 1, "E: x"))
+    kept = [TransitionRecord("failed", "prepare", "raised", {"phase_raised": True})]
+    trace.transitions = kept
+    assert trace.transitions == kept and trace.states == ["prepare", "raised"]
