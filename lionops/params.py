@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -49,11 +50,17 @@ class MorphParam:
         cls = type(self)
         plan = _COPY_PLANS.get(cls)
         if plan is None:
-            if hasattr(cls, "__post_init__"):
+            fields = dataclasses.fields(self)  # type: ignore[arg-type]
+            names = tuple(f.name for f in fields if f.init)
+            # __init__ must run: __post_init__, or fields it sets itself (init=False).
+            if hasattr(cls, "__post_init__") or len(names) != len(fields):
                 return dataclasses.replace(self, **changes)  # type: ignore[type-var]
-            names = tuple(f.name for f in dataclasses.fields(self) if f.init)  # type: ignore[arg-type]
             # The slot descriptors: setting through them skips the frozen __setattr__.
-            setters = {name: getattr(cls, name).__set__ for name in names}
+            slots = [getattr(cls, name, None) for name in names]
+            if not all(isinstance(s, types.MemberDescriptorType) for s in slots):
+                # a subclass without slots keeps its own fields in __dict__
+                return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+            setters = {name: s.__set__ for name, s in zip(names, slots)}
             plan = _COPY_PLANS[cls] = (tuple(setters.values()), setters, operator.attrgetter(*names))
         ordered, setters, get = plan
         if not setters.keys() >= changes.keys():

@@ -124,6 +124,11 @@ class Trace:
             self._rows.clear()
         return self._records
 
+    @transitions.setter
+    def transitions(self, value: list[TransitionRecord]) -> None:
+        self._rows.clear()
+        self._records = value
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Trace):
             return NotImplemented
