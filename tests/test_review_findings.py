@@ -42,3 +42,26 @@ def test_trace_transitions_can_be_assigned() -> None:
     kept = [TransitionRecord("failed", "prepare", "raised", {"phase_raised": True})]
     trace.transitions = kept
     assert trace.transitions == kept and trace.states == ["prepare", "raised"]
+
+
+async def test_cli_stop_reason_is_that_of_the_latest_message(tmp_path):
+    """An earlier message cut at max_tokens, followed by a complete final
+    answer, is not a cut-off: the stop reason is the latest message's."""
+    import json as _json
+
+    from lionops import Branch
+
+    from .cli_support import FIXTURES, fake_model
+    from .helpers import Answer
+
+    lines = [_json.loads(x) for x in (FIXTURES / "fenced_json.jsonl").read_text().splitlines() if x.strip()]
+    early = _json.loads(_json.dumps(lines[1]))
+    early["message"]["content"][0]["text"] = "thinking..."
+    early["message"]["stop_reason"] = "max_tokens"
+    final = lines[1]  # stop_reason null, the complete fenced answer
+    result = dict(lines[2])
+    result.pop("stop_reason", None)
+    session = tmp_path / "late_answer.jsonl"
+    session.write_text("".join(_json.dumps(x) + "\n" for x in (lines[0], early, final, result)))
+    out = await Branch(chat_model=fake_model(str(session))).operate(instruction="x", response_format=Answer)
+    assert isinstance(out, Answer) and out.answer == 42

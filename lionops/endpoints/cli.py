@@ -482,8 +482,11 @@ class ClaudeStreamCollector(_Collector):
     def _assistant(self, event: dict[str, Any]) -> None:
         parent = event.get("parent_tool_use_id")
         message = event.get("message")
-        if parent is None and isinstance(message, dict) and isinstance(message.get("stop_reason"), str):
-            self.run.stop_reason = message["stop_reason"]
+        if parent is None and isinstance(message, dict):
+            # The stop reason of the latest top-level message (null while the
+            # CLI streams); the result event, when it carries one, has the last word.
+            reason = message.get("stop_reason")
+            self.run.stop_reason = reason if isinstance(reason, str) else None
         for block in self._blocks(event):
             if not isinstance(block, dict):
                 continue
