@@ -36,7 +36,15 @@ def safe_str(value: object) -> str:
         return f"<unprintable {type(value).__name__}>"
 
 
-def summarize(value: object, limit: int = SUMMARY_LIMIT) -> str:
-    """``str(value)`` cut to ``limit`` characters (with ``...`` when cut)."""
-    text = safe_str(value)
+def summarize(value: object, limit: int = SUMMARY_LIMIT, *, use_repr: bool = False) -> str:
+    """``str(value)`` (``repr`` with ``use_repr``) cut to ``limit`` characters,
+    with ``...`` when cut. The one truncation helper of lionops: hook payloads,
+    error previews and divergence reports all use it."""
+    if use_repr:
+        try:
+            text = repr(value)
+        except Exception:  # noqa: BLE001
+            text = f"<unprintable {type(value).__name__}>"
+    else:
+        text = safe_str(value)
     return text if len(text) <= limit else text[:limit] + "..."

@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from .hooks import summarize
+
 __all__ = [
     "HashableModel",
     "Instruct",
@@ -111,8 +113,7 @@ def decode_arguments(value: Any) -> dict[str, Any]:
 
 
 def _preview(value: Any, limit: int = 200) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
+    return summarize(value, limit, use_repr=True)
 
 
 class ActionRequestModel(HashableModel):

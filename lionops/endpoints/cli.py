@@ -52,6 +52,7 @@ import anyio
 import anyio.abc
 
 from ..errors import LionopsError
+from ..hooks import summarize
 
 __all__ = [
     "CLIEndpoint",
@@ -238,7 +239,7 @@ class CLIRun:
 
 
 def _preview(text: str, limit: int = 120) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
+    return summarize(text, limit)
 
 
 class LineDecoder:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import LionopsError
+from ..hooks import summarize
 from ..trace import Trace, TransitionRecord
 
 __all__ = ["ReplayDivergence", "first_difference", "compare_traces", "describe_transition", "unmatched_exchange"]
@@ -47,8 +48,7 @@ class ReplayDivergence(LionopsError, AssertionError):
 
 
 def _short(value: Any, limit: int = 120) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return summarize(value, limit - 3, use_repr=True)
 
 
 def first_difference(expected: Any, actual: Any, path: str = "$") -> str | None:
