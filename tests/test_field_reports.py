@@ -48,6 +48,24 @@ def counting(name: str, counter: dict[str, int], fn=None):
     return tool
 
 
+async def operate_under(policy: str, branch: Branch, model: type[BaseModel], text: str,
+                        raises: str) -> Any:
+    """operate() with actions on under ``policy``: the MismatchError (matching
+    ``raises``) under "raise", else the returned value; the trace exit is a mismatch."""
+    kw = dict(instruction="x", response_format=model, actions=True, handle_validation=policy,
+              middle=TextModel(text))
+    out: Any = None
+    if policy == "raise":
+        with pytest.raises(MismatchError, match=raises):
+            await branch.operate(**kw)
+    else:
+        out = await branch.operate(**kw)
+        if policy == "return_none":
+            assert out is None
+    assert branch.traces[-1].exit == f"mismatch_{policy}"
+    return out
+
+
 @pytest.mark.parametrize("policy", ["raise", "return_value", "return_none"])
 async def test_c01_cut_off_arguments_never_run_as_empty_input(policy):
     """C01: a request whose arguments were cut off is invalid; the tool is never
@@ -61,20 +79,10 @@ async def test_c01_cut_off_arguments_never_run_as_empty_input(policy):
 
     text = json.dumps({"answer": 1, "action_requests": [
         {"function": "get_weather", "arguments": "{\"city\": \"Par"}]})
-    b = Branch(tools=[get_weather])
-    kw = dict(instruction="x", response_format=Model, actions=True, handle_validation=policy,
-              middle=TextModel(text))
-    if policy == "raise":
-        with pytest.raises(MismatchError, match="get_weather"):
-            await b.operate(**kw)
-    else:
-        out = await b.operate(**kw)
-        if policy == "return_none":
-            assert out is None
-        else:
-            assert out["action_requests"][0]["arguments"] == "{\"city\": \"Par"
+    out = await operate_under(policy, Branch(tools=[get_weather]), Model, text, raises="get_weather")
+    if policy == "return_value":
+        assert out["action_requests"][0]["arguments"] == "{\"city\": \"Par"
     assert calls == {}
-    assert b.traces[-1].exit.startswith("mismatch_")
 
 
 @pytest.mark.parametrize("policy", ["raise", "return_value", "return_none"])
@@ -85,15 +93,9 @@ async def test_c02_validation_policy_applies_before_side_effects(policy):
     send = counting("send_message", calls)
     text = json.dumps({"score": "high", "action_requests": [
         {"function": "send_message", "arguments": {"to": "team", "body": "done"}}]})
-    b = Branch(tools=[send])
-    kw = dict(instruction="x", response_format=ScoreModel, actions=True, handle_validation=policy,
-              middle=TextModel(text))
-    if policy == "raise":
-        with pytest.raises(ValueError, match="ScoreModel"):
-            await b.operate(**kw)
-    else:
-        out = await b.operate(**kw)
-        assert out is None if policy == "return_none" else "action_responses" not in out
+    out = await operate_under(policy, Branch(tools=[send]), ScoreModel, text, raises="ScoreModel")
+    if policy == "return_value":
+        assert "action_responses" not in out
     assert calls == {}
 
 
