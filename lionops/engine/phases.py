@@ -150,13 +150,13 @@ async def enrich(ctx: OperationContext) -> None:
     if isinstance(result, BaseModel) and ctx.operative is not None:
         ctx.operative.response_model = result
         ctx.result = ctx.operative.update_response_model({"action_responses": kept})
+        ctx.enriched = True
     elif isinstance(result, dict):
         result["action_responses"] = kept
-    elif isinstance(result, BaseModel):
-        # A model without a generated Operative (coordinator called with a
-        # caller model but no actions cannot reach here); keep the object.
-        setattr(result, "action_responses", kept)
-    ctx.enriched = True
+        ctx.enriched = True
+    # Anything else has no slot for action_responses: `enriched` stays false,
+    # no guard of `enrich` holds, and the machine fails with an
+    # InternalInvariantError instead of claiming an enrichment it did not do.
 
 
 #: handler name (as in states/operate.toml) -> coroutine function.
