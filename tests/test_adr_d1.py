@@ -56,8 +56,10 @@ def test_mapping_instruct_is_validated_and_loose_values_build_one():
 
 
 def test_reason_and_actions_flags_set_the_instruction_model():
-    """D1: explicit reason=True sets instruct.reason; actions=True sets
-    instruct.actions and copies a truthy action_strategy into it."""
+    """D1: explicit reason=True sets instruct.reason (returned as "reason");
+    actions=True enables actions with the loose strategy. The copy of the
+    strategy into the (private) instruction model is not observable on its
+    own: ActionParam takes the loose keyword first either way."""
     b = Branch()
     p = prepare_operate_kw(b, instruction="x", reason=True)
     assert p["reason"] is True
