@@ -50,7 +50,7 @@ def action_requests(k: int) -> list[dict[str, Any]]:
 
 
 def structured_middle(payload: dict[str, Any], sleep: float = 0.0) -> Any:
-    """A Middle (ADR-0021 shape) that returns ``payload`` validated into the
+    """A Middle (the ADR-0022 D3 adapter contract) that returns ``payload`` validated into the
     response format it was handed: the parse a real adapter does, no I/O."""
 
     async def middle(branch, instruction, chat_param, parse_param=None,

@@ -1,6 +1,6 @@
 """``AlcallParams``: apply an async function to a list, on anyio.
 
-ADR-0022 D1/D4 and DESIGN: results keep input order; ``max_concurrent``
+ADR-0022 D1/D4: results keep input order; ``max_concurrent``
 bounds how many calls run at once; ``throttle_period`` spaces the *starts* of
 calls (seconds); ``retry_attempts`` counts retries after the first attempt,
 each waiting ``retry_initial_delay * retry_backoff ** n`` seconds;

@@ -146,7 +146,7 @@ class Branch:
         return check
 
     async def authorize(self, invocation: ToolInvocation) -> bool:
-        """Ask every gate about ``invocation`` (ADR-0022 D4, DESIGN invariant 2).
+        """Ask every gate about ``invocation`` (ADR-0022 D4; safety invariant 2).
 
         Fails closed: a check that raises, or returns anything but a bool,
         denies (logged as ``gate_error``). This is a deliberate difference from
@@ -221,7 +221,7 @@ class Branch:
         return await run_context(ctx, _resolve_engine(engine, self.engine), self.traces)
 
     async def operate_traced(self, **kw: Unpack[OperateKwargs]) -> Traced:
-        """``operate()`` returning ``Traced(result, trace)`` (DESIGN public surface)."""
+        """``operate()`` returning ``Traced(result, trace)`` ."""
         kwargs: dict[str, Any] = dict(kw)
         engine = kwargs.pop("engine", None)
         # ADR-0022 D1: the facade default is the truthy "concurrent", always

@@ -56,7 +56,7 @@ _MERMAID_RESERVED = frozenset({
 
 @dataclass(frozen=True, slots=True)
 class Invariant:
-    """One safety invariant (DESIGN.md) and the tests (``path::function``) that prove it."""
+    """One safety invariant (``states/invariants.toml``) and the tests (``path::function``) that prove it."""
 
     number: int
     statement: str
@@ -363,7 +363,7 @@ def render_doc(d: MachineDefinition, invariants: tuple[Invariant, ...] = ()) -> 
         out += [
             "## Safety invariants",
             "",
-            "From DESIGN.md, each with the tests that prove it.",
+            "From states/invariants.toml, each with the tests that prove it.",
             "",
             *_table(["#", "invariant", "proved by"],
                     [[str(i.number), i.statement, "<br>".join(f"`{t}`" for t in i.tests)] for i in invariants]),

@@ -88,11 +88,11 @@ class MismatchError(ValueError, LionopsError):
 
 
 class RefusalError(MismatchError):
-    """The model refused (C13); ``detail`` carries the refusal text."""
+    """The model refused; ``detail`` carries the refusal text."""
 
 
 class TruncatedOutputError(MismatchError):
-    """The model output was cut off at the token limit (``finish_reason: "length"``, C12)."""
+    """The model output was cut off at the token limit (``finish_reason: "length"``)."""
 
 
 class InternalInvariantError(LionopsError):
@@ -108,8 +108,8 @@ class InternalInvariantError(LionopsError):
 
 
 # --------------------------------------------------------------------------
-# Endpoint (HTTP) errors, raised by API-backed iModels (ADR-0021 API path).
-# Their messages never contain the API key or request headers (C26).
+# Endpoint (HTTP) errors, raised by API-backed iModels (the API path of ADR-0022 D3).
+# Their messages never contain the API key or request headers.
 
 __all__ += [
     "EndpointError",
@@ -158,7 +158,7 @@ class EndpointAuthError(EndpointStatusError):
 
 
 class EndpointRateLimitError(EndpointStatusError):
-    """429 after the retries, or a ``Retry-After`` above the configured cap (C24).
+    """429 after the retries, or a ``Retry-After`` above the configured cap.
 
     Attributes:
         retry_after: the delay the server asked for, in seconds, or ``None``.

@@ -62,7 +62,7 @@ class Reason(HashableModel):
     confidence_score: float | None = None
 
 
-#: Explicit key aliases a model may use in an action request (field report C08).
+#: Explicit key aliases a model may use in an action request .
 #: Applied by table lookup, never by fuzzy matching.
 REQUEST_KEY_ALIASES: dict[str, str] = {
     "name": "function",
@@ -82,7 +82,7 @@ def normalize_request_keys(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def decode_arguments(value: Any) -> dict[str, Any]:
-    """Decode action-request arguments into a JSON object (field report C05).
+    """Decode action-request arguments into a JSON object .
 
     A dict is returned as is; ``None`` becomes ``{}``; a string is decoded as
     JSON, twice at most (double encoding). Anything that is not, or does not
@@ -120,8 +120,8 @@ class ActionRequestModel(HashableModel):
     """One action the model proposes (ADR-0022 D2/D4).
 
     ``function`` is a registered tool name; ``arguments`` a JSON object.
-    Arguments given as JSON text are decoded (C05); aliases ``name``,
-    ``parameters``, ``args``, ``input`` are normalized (C08). A string that is
+    Arguments given as JSON text are decoded; aliases ``name``,
+    ``parameters``, ``args``, ``input`` are normalized. A string that is
     not a JSON object, a list or a scalar fails validation.
 
     ``invalid`` is set only by adapters for a native tool call whose
@@ -184,9 +184,9 @@ class RawOutput(str):
     Adapters return a ``RawOutput`` for a ``finish_reason: "length"`` cut-off
     (``reason="length"``) or a refusal (``reason="refusal"``, ``detail`` the
     refusal text). A failed CLI result is not returned at all: it raises
-    (field report C18), since text would read as a successful answer. It is a
+    since text would read as a successful answer. It is a
     ``str``, so the caller's mismatch policy applies unchanged (ADR-0022 D3);
-    under ``"raise"`` the error carries the reason (C12, C13).
+    under ``"raise"`` the error carries the reason.
     """
 
     reason: str | None

@@ -86,7 +86,7 @@ def prepare_operate_kw(
 
     - ``chat_model`` defaults to ``branch.chat_model``; ``parse_model``
       defaults to the *selected chat model*, not to ``branch.parse_model``.
-    - A caller ``Instruct`` is copied, never mutated (DESIGN ruling).
+    - A caller ``Instruct`` is copied, never mutated.
     - ``action_strategy or instruct.action_strategy or "concurrent"``: at the
       ``Branch.operate`` boundary ``action_strategy`` defaults to the truthy
       ``"concurrent"``, which shadows ``Instruct.action_strategy``.

@@ -31,7 +31,7 @@ _REQUEST_EXCLUDE_ATTR = "__lionops_request_exclude__"
 
 
 def request_type_of(response_format: Any) -> Any:
-    """The request model to render for the provider (DESIGN: what the model is shown).
+    """The request model to render for the provider (never ``action_responses``).
 
     For a generated response type this is its request model (without
     ``action_responses``); anything else is returned unchanged.

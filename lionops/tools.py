@@ -27,7 +27,7 @@ TOOL_RUNNER: ContextVar[Callable[[Tool, dict[str, Any]], Awaitable[Any]] | None]
 
 
 class UnknownToolError(LookupError):
-    """The requested function is not a registered tool (field report C07)."""
+    """The requested function is not a registered tool."""
 
     def __init__(self, name: Any, known: Iterable[str]) -> None:
         self.name = name

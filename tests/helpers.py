@@ -131,7 +131,7 @@ def polled(condition: Callable[[], bool]) -> Callable[[], Awaitable[None]]:
 
 class CountedMiddle:
     """A real Middle (``communicate``, ``run_and_collect``), counting its awaits
-    (DESIGN invariant 4: one await per operate())."""
+    (safety invariant 4: one await per operate())."""
 
     def __init__(self, middle: Callable[..., Awaitable[Any]]) -> None:
         self.middle = middle

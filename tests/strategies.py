@@ -1,6 +1,6 @@
 """Hypothesis strategies for hostile action-request payloads and model results.
 
-Every generated request carries the label the DESIGN invariants are checked
+Every generated request carries the label the safety invariants are checked
 against, decided by how the strategy built it (not by re-running lionops'
 own checks):
 

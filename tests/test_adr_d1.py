@@ -68,7 +68,7 @@ def test_reason_and_actions_flags_set_the_instruction_model():
 
 
 def test_caller_instruct_is_copied_never_mutated():
-    """DESIGN ruling on D1: a caller Instruct is copied, never mutated."""
+    """D1: a caller Instruct is copied, never mutated."""
     ins = Instruct(instruction="x")
     prepare_operate_kw(Branch(), instruct=ins, reason=True, actions=True)
     assert ins.reason is None and ins.actions is None and ins.action_strategy is None

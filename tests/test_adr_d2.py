@@ -79,7 +79,7 @@ def test_generated_names():
 
 
 def test_generated_types_are_cached_per_configuration():
-    """DESIGN: cache generated types per distinct configuration; per-call state
+    """cache generated types per distinct configuration; per-call state
     never lives on a shared object."""
     a = Step.request_operative(base_type=Answer, actions=True)
     b = Step.request_operative(base_type=Answer, actions=True)
@@ -163,7 +163,7 @@ def test_response_instances_pass_the_callers_instance_check():
 
 
 def test_coordinator_operative_is_a_fresh_copy_of_one_configuration():
-    """D2 + DESIGN: the coordinator's Operative equals the Step factories'
+    """D2: the coordinator's Operative equals the Step factories'
     result; each call gets its own object (per-call state never shared)."""
     from lionops.operative import operative_for
 

@@ -113,7 +113,7 @@ async def test_mismatch_raise_names_model_and_truncates_repr():
 
 @pytest.mark.parametrize("reason, cls", [("length", TruncatedOutputError), ("refusal", RefusalError)])
 async def test_uncoerced_outputs_carry_their_reason_under_raise(reason, cls):
-    """DESIGN ruling (C12, C13): a cut-off or refusal is returned uncoerced; under
+    """A cut-off or refusal is returned uncoerced; under
     "raise" the ValueError subclass keeps the ADR message and carries the reason."""
     raw = RawOutput('{"answer": ', reason=reason, detail="I can't help with that.")
     with pytest.raises(cls) as ei:

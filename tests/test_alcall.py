@@ -1,4 +1,4 @@
-"""AlcallParams on anyio: order, bounds, retries, throttle, cancellation (DESIGN rulings)."""
+"""AlcallParams on anyio: order, bounds, retries, throttle, cancellation."""
 
 from __future__ import annotations
 

@@ -116,7 +116,7 @@ def test_endpoint_survives_a_new_event_loop_and_backend(server):
     assert texts == ["a", "b"]
 
 
-# ---------------------------------------------------------------- Retry-After (C24)
+# ---------------------------------------------------------------- Retry-After
 
 
 def test_parse_retry_after_forms():
@@ -233,7 +233,7 @@ async def test_connection_refused():
     assert branch.traces[-1].exit == "failed"
 
 
-# ---------------------------------------------------------------- secrets (C26)
+# ---------------------------------------------------------------- secrets
 
 SENTINEL = "sk-test-SENTINEL-123"
 

@@ -1,5 +1,5 @@
 """Streamed answers: chunks assembled into one answer, tool-call deltas by
-index, id or position (field report C20)."""
+index, id or position ."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ ARGS_2 = {"function": {"arguments": '"Tokyo"}'}}
 DONE = {"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": "m",
         "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
 
-#: field report C20: the same call, delivered three ways.
+#: tool-call deltas without an index or with a repeated one: the same call, delivered three ways.
 C20_VARIANTS = {
     "indexed": [[{"index": 0, **FIRST}], [{"index": 0, **ARGS_1}], [{"index": 0, **ARGS_2}]],
     "no-index": [[FIRST], [ARGS_1], [ARGS_2]],

@@ -1,4 +1,4 @@
-"""The machine as data: states/operate.toml is the single source of truth (DESIGN)."""
+"""The machine as data: states/operate.toml is the single source of truth."""
 
 from __future__ import annotations
 

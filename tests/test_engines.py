@@ -1,4 +1,4 @@
-"""The compiled hot path equals transitions' own runner (DESIGN: engine swappable).
+"""The compiled hot path equals transitions' own runner (the engine is swappable).
 
 Every combination of guard values in every state is fired through both
 engines; the fired trigger, destination and evaluated guards must match.
@@ -85,7 +85,7 @@ def test_engines_are_built_once_per_process():
 
 
 def test_trigger_names_do_not_shadow_context_fields():
-    """DESIGN: the transitions model is a carrier, not the context."""
+    """the transitions model is a carrier, not the context."""
     eng = get_engine("transitions")
     from lionops.engine.context import OperationContext
 
@@ -112,7 +112,7 @@ async def test_both_engines_give_the_same_trace_for_a_real_call():
 @pytest.mark.anyio
 @pytest.mark.parametrize("engine_cls", [CompiledEngine, TransitionsEngine])
 async def test_no_guard_holding_takes_failed_with_an_invariant_error(engine_cls):
-    """DESIGN: if no guard holds in a state, the machine takes `failed` with an
+    """if no guard holds in a state, the machine takes `failed` with an
     internal-invariant error."""
     from lionops.engine.guards import GUARDS
     from lionops.errors import InternalInvariantError

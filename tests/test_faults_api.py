@@ -1,4 +1,4 @@
-"""Faults, cancellation and bad input through the API adapter (issue 7).
+"""Faults, cancellation and bad input through the API adapter.
 
 Every test drives ``operate()`` through the real ``communicate`` Middle and a
 real ``iModel(provider="openai")`` against a real HTTP peer on loopback: the

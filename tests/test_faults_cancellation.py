@@ -1,4 +1,4 @@
-"""Cancellation (issue 7): anyio cancel scopes and timeouts around operate().
+"""Cancellation: anyio cancel scopes and timeouts around operate().
 
 Cancelled in the adapter: no tool runs, the gate is never asked. Cancelled
 during act: every running tool task is cancelled, none starts afterwards,

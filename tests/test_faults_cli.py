@@ -1,4 +1,4 @@
-"""Faults, cancellation and bad input through the CLI adapter (issue 7).
+"""Faults, cancellation and bad input through the CLI adapter.
 
 Every test drives ``operate()`` through the real ``run_and_collect`` Middle
 and a real subprocess: ``tests/fake_cli.py`` (which can exit non-zero, be

@@ -1,4 +1,4 @@
-"""Durability (issue 7): ``Branch.dump_logs`` and ``Branch.snapshot`` write
+"""Durability: ``Branch.dump_logs`` and ``Branch.snapshot`` write
 atomically; a process killed with SIGKILL mid-write leaves the previous file
 or a complete new one, never a torn one; a snapshot never fails on what a
 branch holds."""

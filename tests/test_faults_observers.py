@@ -1,4 +1,4 @@
-"""Observer faults (issue 7): a hook, a context-provider writeback or a log
+"""Observer faults: a hook, a context-provider writeback or a log
 sink that raises is logged and never changes the operation's outcome; an
 authorizer that raises or returns a non-bool denies (fail closed).
 

@@ -1,10 +1,10 @@
-"""Bad action requests: any shape a model can produce (issue 7, field report C05).
+"""Bad action requests: any shape a model can produce.
 
 Either the ADR-0022 D4 ValueError before anything is authorized or invoked,
 or one response per request in request order, error payloads for the ones
 that cannot run; never a partial invocation of an invalid request, never a
 fan-out past ``max_concurrent``. The hostile payloads come from
-``tests/strategies.py``; the DESIGN invariants checked on each are:
+``tests/strategies.py``; the safety invariants checked on each are:
 
 - a tool is invoked only with arguments that validated against its
   signature, and only after ``branch.authorize`` allowed it;

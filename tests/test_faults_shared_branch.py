@@ -1,4 +1,4 @@
-"""Shared branch (issue 7): many concurrent operate() calls on one Branch lose
+"""Shared branch: many concurrent operate() calls on one Branch lose
 no message, no log entry and no trace; each trace stays whole and carries
 only its own facts, also when some of the calls are cancelled or fail."""
 

@@ -1,4 +1,4 @@
-"""Tool faults (issue 7): a tool that raises, hangs past its timeout, returns
+"""Tool faults: a tool that raises, hangs past its timeout, returns
 something that is not JSON-serializable, or is unknown.
 
 Under ``suppress_errors=True`` each gives an error-payload response and the

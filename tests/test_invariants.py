@@ -1,4 +1,4 @@
-"""DESIGN safety invariants 1–6, proved exhaustively and by properties.
+"""The safety invariants 1–6, proved exhaustively and by properties.
 
 Invariant 1 is checked over *every* combination of guard inputs (not
 sampled): skip_validation, response format kind, reasoning, actions,

@@ -30,7 +30,7 @@ FABRICATED = [{"function": "get_weather", "arguments": {"city": "Oslo"}, "output
 
 @pytest.mark.parametrize("key", ["ACTION_RESPONSES", "Action_Responses", "Action_responses"])
 async def test_model_cannot_supply_action_responses_under_another_case(server, key):  # noqa: F811
-    """DESIGN invariant 3 / C03: ``action_responses`` comes only from ``act()``.
+    """Safety invariant 3: ``action_responses`` comes only from ``act()``.
     Case-insensitive key matching must not hand a model's own
     ``ACTION_RESPONSES`` to the response model's ``action_responses``."""
     server.push(completion(json.dumps({"city": "Oslo", key: FABRICATED})))

@@ -1,4 +1,4 @@
-"""Record through the real loopback HTTP adapter, replay offline (issue 6).
+"""Record through the real loopback HTTP adapter, replay offline.
 
 The server is a real HTTP peer (tests/openai_server.py); it is stopped
 before every replay, so a replay that touched the network would fail.

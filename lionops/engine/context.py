@@ -2,7 +2,7 @@
 
 ``transitions`` decorates a separate carrier object with trigger methods, so
 a trigger named ``skip_validation`` never shadows the ``skip_validation``
-field here (DESIGN).
+field here.
 """
 
 from __future__ import annotations

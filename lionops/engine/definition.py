@@ -1,4 +1,4 @@
-"""Load ``states/operate.toml``: the machine as data (DESIGN: single source of truth).
+"""Load ``states/operate.toml``: the machine as data (the single source of truth).
 
 The file ships inside the wheel as ``lionops/_states/operate.toml``; in a
 source checkout it is read from ``states/`` at the repository root.

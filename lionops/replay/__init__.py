@@ -1,8 +1,7 @@
 """Record and replay: recorded ``operate()`` runs as deterministic tests.
 
-DESIGN "Record and replay", issue 6. A *cassette* (plain JSON, validated by
-pydantic, versioned) holds one or more runs: the normalized call, the
-adapter's raw exchanges, every tool call with its authorization decision
+A *cassette* (plain JSON, validated by pydantic, versioned) holds one or
+more runs: the normalized call, the adapter's raw exchanges, every tool call with its authorization decision
 and output, the trace and the outcome — redacted before anything is written.
 Replay re-runs the whole machine with the transport (HTTP, or a CLI
 agent's stream lines) served from the cassette, no network and no

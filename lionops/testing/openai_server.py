@@ -4,7 +4,7 @@
 thread and answers ``POST /v1/chat/completions`` with scripted
 :class:`Reply` objects, in order. It records every request it receives with
 the ``Authorization`` header redacted and the query left out, so recorded
-fixtures never hold a key (field report C26). It serves the tests and ``make demo``; it is a real HTTP
+fixtures never hold a key. It serves the tests and ``make demo``; it is a real HTTP
 peer, so the adapter under test runs its whole transport path.
 
     with OpenAIServer([Reply(body=completion("hi"))]) as server:
