@@ -413,7 +413,7 @@ async def test_json_object_mode(server):
     assert result.answer == 4 and trace.meta["structured_output"] == "json_object"
 
 
-# ---------------------------------------------------------------- C01/C02 through HTTP: no second model legitimizes a bad value
+# ---------------------------------------------------------------- cut-off arguments and validation before side effects, through HTTP: no second model legitimizes a bad value
 
 BAD_BODIES = {
     "c01-cut-arguments": '{"answer": 1, "action_requests": [{"function": "get_weather", "arguments": "{\\"city\\": \\"Par"}]}',

@@ -75,7 +75,7 @@ def test_mermaid_has_every_state_terminal_and_trigger_with_its_guard():
     text = render_mermaid(d)
     assert text.splitlines()[1] == "stateDiagram-v2"
     for s in d.states:
-        assert f'state "{s.name} · {s.adr}" as {s.name}' in text  # C29: names are the labels
+        assert f'state "{s.name} · {s.adr}" as {s.name}' in text  # Enum-like names are the labels
     assert f"[*] --> {d.initial}" in text
     for term in d.terminals:
         assert f"{term} --> [*]" in text
@@ -115,14 +115,14 @@ def test_edges_agree_with_transitions_own_mermaid_diagram():
             for label in m[3].split(" | "):
                 trig, guard = re.fullmatch(r"(\w+) \[(\w+)\]", label).groups()
                 theirs.add((m[1], m[2], trig, guard))
-    for s in d.state_names:  # C29: state names render as their labels there too
+    for s in d.state_names:  # state names render as their labels there too
         assert f'state "{s}" as {s}' in source
     ours = {(src, dst, trig, guard) for src, dst, trig, guard, _ in _edge_lines(render_mermaid(d))}
     assert ours == theirs
 
 
 def test_graph_machine_condition_returning_false_never_fires():
-    """C27: a transition whose guard is False does not fire, on the machine we draw from."""
+    """A transition whose guard is False does not fire, on the machine we draw from."""
     d = default_definition()
 
     class Model:

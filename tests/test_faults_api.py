@@ -418,7 +418,7 @@ def valid_call(call: Any) -> tuple[str, dict[str, Any]] | None:
     args = fn.get("arguments")
     if args in ("", None):  # no arguments at all: an empty object
         args = {}
-    try:  # JSON text, encoded twice at most (C05)
+    try:  # JSON text, encoded twice at most
         for _ in range(2):
             args = json.loads(args) if isinstance(args, str) else args
     except (ValueError, RecursionError):
@@ -484,7 +484,7 @@ async def test_hostile_tool_calls_from_the_server(shared_server, calls, stream):
     rec = Recorder()
     body = completion(None, tool_calls=None)
     body["choices"][0]["message"]["tool_calls"] = calls
-    if stream:  # one chunk per call, each call its own index and id (merging is C20's subject)
+    if stream:  # one chunk per call, each call its own index and id (merging split deltas is tested elsewhere)
         chunks = [stream_chunk({"tool_calls": [{**call, "index": i, "id": f"s{i}"} if isinstance(call, dict) else call]})
                   for i, call in enumerate(calls)]
         shared_server.push(Reply(stream=chunks))

@@ -110,7 +110,7 @@ async def test_hostile_model_results_through_operate(result, strategy):
     check_responses(b, rec, reqs, out["action_responses"], strategy)
 
 
-# ---------------------------------------------------------------- C05
+# ---------------------------------------------------------------- arguments as JSON text or not an object
 
 
 C05 = {
@@ -144,7 +144,7 @@ def check_c05(out: list[Any], seen: list[dict[str, Any]], expected: dict[str, An
 
 @pytest.mark.parametrize("variant", sorted(C05))
 async def test_c05_arguments_as_text_list_or_number_through_act(variant):
-    """C05 through act(): (a)/(b) decode to the object; (c)/(d) are invalid
+    """Arguments as JSON text or not an object, through act(): (a)/(b) decode to the object; (c)/(d) are invalid
     requests with an error naming the non-object arguments, never run."""
     arguments, expected = C05[variant]
     b, seen = weather_branch()
@@ -154,7 +154,7 @@ async def test_c05_arguments_as_text_list_or_number_through_act(variant):
 
 @pytest.mark.parametrize("variant", sorted(C05))
 async def test_c05_arguments_as_text_list_or_number_through_operate(variant):
-    """C05 through operate(): a Middle returning the mapping as a model would
+    """Arguments as JSON text or not an object, through operate(): a Middle returning the mapping as a model would
     (no parse in between), so act() sees the arguments as sent; nothing escapes."""
     arguments, expected = C05[variant]
     b, seen = weather_branch()
@@ -166,7 +166,7 @@ async def test_c05_arguments_as_text_list_or_number_through_operate(variant):
 
 @pytest.mark.parametrize("variant", sorted(C05))
 async def test_c05_through_operate_with_the_generated_model(variant):
-    """C05 where the Middle validates into the generated response type: (a)/(b)
+    """Arguments as JSON text or not an object, where the Middle validates into the generated response type: (a)/(b)
     decode into the ActionRequestModel; (c)/(d) fail that validation, so the
     Middle's value is the raw mapping and act() answers it with the error."""
     arguments, expected = C05[variant]

@@ -4,7 +4,7 @@ something that is not JSON-serializable, or is unknown.
 Under ``suppress_errors=True`` each gives an error-payload response and the
 other tools of the same batch are unaffected; under ``suppress_errors=False``
 the original exception surfaces (the first in request order), never an
-ExceptionGroup. Field report C23 is the one-failure case in
+ExceptionGroup. The one-failure case is in
 tests/test_field_reports.py.
 """
 

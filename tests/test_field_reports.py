@@ -1,4 +1,4 @@
-"""Field reports C01, C02, C04, C07, C08, C21, C23 (shared/cases/field-reports.md).
+"""Failures seen in similar pipelines, each as a test of the behaviour lionops promises.
 
 Each is a kind of fault; each expected behaviour is a test here. The model's
 text goes through the real inner parse (lionops.adapters.common.finish_turn).
@@ -68,7 +68,7 @@ async def operate_under(policy: str, branch: Branch, model: type[BaseModel], tex
 
 @pytest.mark.parametrize("policy", ["raise", "return_value", "return_none"])
 async def test_c01_cut_off_arguments_never_run_as_empty_input(policy):
-    """C01: a request whose arguments were cut off is invalid; the tool is never
+    """A request whose arguments were cut off is invalid; the tool is never
     run with {}; the validation policy decides the result."""
     calls: dict[str, int] = {}
 
@@ -87,7 +87,7 @@ async def test_c01_cut_off_arguments_never_run_as_empty_input(policy):
 
 @pytest.mark.parametrize("policy", ["raise", "return_value", "return_none"])
 async def test_c02_validation_policy_applies_before_side_effects(policy):
-    """C02: `score` fails validation; under every policy send_message is never
+    """`score` fails validation; under every policy send_message is never
     invoked and no action_responses are attached."""
     calls: dict[str, int] = {}
     send = counting("send_message", calls)
@@ -100,7 +100,7 @@ async def test_c02_validation_policy_applies_before_side_effects(policy):
 
 
 async def test_c04_no_tool_starts_before_the_gate_decides():
-    """C04: concurrent requests; an async gate taking 200 ms denies delete_file;
+    """Concurrent requests; an async gate taking 200 ms denies delete_file;
     delete_file never starts; read_file runs; responses in request order."""
     log: list[str] = []
 
@@ -132,7 +132,7 @@ async def test_c04_no_tool_starts_before_the_gate_decides():
 
 
 async def test_c07_unknown_function_is_reported_not_remapped():
-    """C07: execute_python is unknown: an "unknown function" error payload, not
+    """Execute_python is unknown: an "unknown function" error payload, not
     fuzzy-remapped to run_shell; run_shell runs; nothing escapes act()."""
     calls: dict[str, int] = {}
     b = Branch(tools=[counting("run_shell", calls)])
@@ -147,8 +147,8 @@ async def test_c07_unknown_function_is_reported_not_remapped():
 
 
 async def test_c08_aliases_by_table_and_wrapped_arguments_rejected():
-    """C08: {"name", "parameters"} is normalized to function/arguments by an
-    explicit table (DESIGN; the report says "fuzzy"); arguments nested under an
+    """{"name", "parameters"} is normalized to function/arguments by an
+    explicit table, never by fuzzy matching; arguments nested under an
     unexpected wrapper are rejected with a missing-q error, not unwrapped;
     search runs exactly once."""
     calls: dict[str, int] = {}
@@ -172,7 +172,7 @@ async def test_c08_aliases_by_table_and_wrapped_arguments_rejected():
 
 
 async def test_c21_concurrent_results_in_request_order():
-    """C21: concurrent [slow 300 ms, fast 50 ms, mid 150 ms] → responses in
+    """Concurrent [slow 300 ms, fast 50 ms, mid 150 ms] → responses in
     request order, each with its own function and arguments."""
     finished: list[str] = []
 
@@ -197,7 +197,7 @@ async def test_c21_concurrent_results_in_request_order():
 
 
 async def test_c23_one_parallel_failure_with_and_without_suppression():
-    """C23: concurrent [ok1, boom ValueError("x"), ok2]: suppressed → three
+    """Concurrent [ok1, boom ValueError("x"), ok2]: suppressed → three
     responses in order with boom's error payload; unsuppressed → the exception
     surfaces, never lost, no partial result attached."""
 

@@ -47,7 +47,7 @@ async def test_model_cannot_supply_action_responses_under_another_case(server, k
 
 
 async def test_requests_in_repaired_json_never_run_under_another_case(server):  # noqa: F811
-    """C12: action requests recovered from JSON that needed repair are never
+    """Action requests recovered from JSON that needed repair are never
     executed, whatever the case of the ``action_requests`` key."""
     broken = "{'city': 'Oslo', 'ACTION_REQUESTS': [{'function': 'get_weather', 'arguments': {'city': 'Oslo'}}], "
     server.push(completion(broken))
@@ -67,7 +67,7 @@ def _sse(chunks: list[dict]) -> bytes:
 
 
 async def test_stream_cut_before_its_finish_runs_no_tool(server):  # noqa: F811
-    """C12 on the streaming path: a stream the server closes before any
+    """A token-limit cut-off on the streaming path: a stream the server closes before any
     finish reason and before ``data: [DONE]`` is a cut-off answer, so the
     tool call assembled from it never runs; the endpoint reports a bad
     response instead of a complete-looking one."""
@@ -91,7 +91,7 @@ async def test_stream_cut_before_its_finish_runs_no_tool(server):  # noqa: F811
 
 @pytest.mark.parametrize("policy", ["raise", "return_value", "return_none"])
 async def test_cli_cut_off_answer_is_never_parsed_or_run(policy):
-    """C12 on the CLI path: stop_reason "max_tokens" gives a RawOutput with
+    """A token-limit cut-off on the CLI path: stop_reason "max_tokens" gives a RawOutput with
     reason "length" (TruncatedOutputError under "raise"), and nothing runs."""
     from lionops.errors import TruncatedOutputError
 
