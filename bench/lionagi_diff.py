@@ -36,11 +36,24 @@ def _lib(side: str) -> dict[str, Any]:
     if side == "lionops":
         import lionops
 
-        return {"Branch": lionops.Branch, "Reason": lionops.Reason}
-    from lionagi import Branch
-    from lionagi.operations.fields import Reason
+        def gated(check, tools):
+            branch = lionops.Branch(tools=tools)
+            branch.gate(check)
+            return branch
 
-    return {"Branch": Branch, "Reason": Reason}
+        return {"Branch": lionops.Branch, "Reason": lionops.Reason, "Instruct": lionops.Instruct, "gated": gated}
+    from lionagi import Branch, Session
+    from lionagi.operations.fields import Instruct, Reason
+
+    def gated(check, tools):
+        # lionagi's gate lives on the session; a standalone branch allows everything.
+        session = Session()
+        session.gate(check)
+        branch = session.default_branch
+        branch.register_tools(tools)
+        return branch
+
+    return {"Branch": Branch, "Reason": Reason, "Instruct": Instruct, "gated": gated}
 
 
 def _scripted(answer: Any, seen: dict[str, Any] | None = None):
@@ -184,6 +197,39 @@ async def _cases(side: str) -> dict[str, Any]:
         result = await branch.operate(instruction="q", actions=True, handle_validation="raise",
                                       middle=_scripted(answer))
         out[f"no_format_{label}"] = {"type": _name(result), "tool_calls": len(calls)}
+
+    # 9. Gate verdicts other than True/False.
+    def raising(call):
+        raise RuntimeError("gate down")
+
+    verdicts: dict[str, Any] = {}
+    for label, check in (("raises", raising), ("'yes'", lambda call: "yes"), ("1", lambda call: 1),
+                         ("None", lambda call: None), ("False", lambda call: False)):
+        calls.clear()
+        branch = lib["gated"](check, [get_weather])
+        try:
+            [response] = await branch.act(req)
+            verdicts[label] = "ran" if calls else "denied"
+        except Exception as exc:  # noqa: BLE001
+            verdicts[label] = f"raises {_name(exc)}"
+    out["gate_verdicts"] = verdicts
+
+    # 10. The caller's Instruct under reason=True / actions=True.
+    instruct = lib["Instruct"](instruction="q")
+    branch = Branch(tools=[get_weather])
+    await branch.operate(instruct=instruct, reason=True, actions=True, middle=_scripted("text"))
+    out["instruct_after_call"] = {"reason": instruct.reason, "actions": instruct.actions}
+
+    # 11. An unknown handle_validation value with a mismatching answer carrying a request.
+    calls.clear()
+    branch = Branch(tools=[get_weather])
+    try:
+        result = await branch.operate(instruction="q", response_format=Answer, actions=True,
+                                      handle_validation="bogus",
+                                      middle=_scripted({"town": "Oslo", "action_requests": [req]}))
+        out["unknown_policy"] = {"returned": _name(result), "tool_calls": len(calls)}
+    except Exception as exc:  # noqa: BLE001
+        out["unknown_policy"] = {"raises": _name(exc), "tool_calls": len(calls)}
     return out
 
 
