@@ -56,7 +56,8 @@ not see it. One comment may hold several directives, one per line:
     ``server`` the loopback server runs during the first run only.
 
 Blocks with a top-level ``await`` run inside an event loop, once on asyncio
-and once on trio (two test items); other blocks run once (a block that calls
+and once on trio (in the same subprocess, each run in a fresh namespace and
+working directory); other blocks run once (a block that calls
 ``anyio.run(main)`` picks its own backend).
 
 Run one page: ``.venv/bin/python -m pytest -q tests/test_docs.py -k semantics``.
@@ -153,8 +154,12 @@ def _apply_comments(text: str, block: Block) -> None:
 
 def extract(path: Path) -> list[Block]:
     """The ``python`` blocks of one page, with the directives that apply to each."""
-    rel = path.relative_to(ROOT).as_posix()
-    lines = path.read_text(encoding="utf-8").splitlines()
+    return extract_text(path.relative_to(ROOT).as_posix(), path.read_text(encoding="utf-8"))
+
+
+def extract_text(rel: str, text: str) -> list[Block]:
+    """:func:`extract` of a page's text; ``rel`` names the page in reports."""
+    lines = text.splitlines()
     blocks: list[Block] = []
     between: list[str] = []  # text since the previous python block
     i = 0
@@ -207,14 +212,12 @@ CHAINS = chains(ALL_BLOCKS)
 
 
 def _params() -> list[object]:
-    out = []
-    for chain in CHAINS:
-        head = chain[0]
-        backends = ["asyncio", "trio"] if any(b.has_await for b in chain) and not head.pytest else ["-"]
-        for backend in backends:
-            ident = f"{head.page}:{head.line}" + ("" if backend == "-" else f"[{backend}]")
-            out.append(pytest.param(chain, backend, id=ident))
-    return out
+    return [pytest.param(chain, id=f"{chain[0].page}:{chain[0].line}") for chain in CHAINS]
+
+
+def _backends(chain: list[Block]) -> list[str]:
+    """asyncio and trio for a chain with a top-level ``await``; else one run."""
+    return ["asyncio", "trio"] if any(b.has_await for b in chain) else ["-"]
 
 
 def _env(tmp: Path, chain: list[Block]) -> dict[str, str]:
@@ -258,11 +261,78 @@ def test_every_page_is_covered():
     assert {"README.md", "docs/api.md", "docs/cli.md", "docs/replay.md"} <= covered
 
 
-@pytest.mark.parametrize(("chain", "backend"), _params())
-def test_block_runs(chain: list[Block], backend: str, tmp_path: Path):
+SAMPLE = """\
+Text.
+
+<!-- doc: server
+fake-cli claude plain_answer.jsonl -->
+<!-- doc: setup
+x = 1
+-->
+
+```python
+y = x + 1
+```
+
+```json
+{"not": "python"}
+```
+
+<!-- doc: check
+assert y == 2
+-->
+```python
+# doc: continue
+z = y
+```
+
+```python
+# doc: not run: needs a real provider key to mean anything
+iModel(provider="openai").call()
+```
+
+```python
+value = await something()
+```
+"""
+
+
+def test_extraction_reads_directives_and_chains():
+    """The runner's own rules, on a sample page."""
+    blocks = extract_text("sample.md", SAMPLE)
+    assert [b.line for b in blocks] == [9, 20, 25, 30]
+    first, cont, skipped, awaiting = blocks
+    assert first.server and first.fake_cli == [("claude", "plain_answer.jsonl")]
+    assert first.setup.strip() == "x = 1" and not first.check
+    assert cont.directive == "continue" and cont.check.strip() == "assert y == 2" and not cont.server
+    assert skipped.directive == "not run" and skipped.reason.startswith("needs a real provider")
+    assert awaiting.has_await and not first.has_await
+    assert [[b.line for b in c] for c in chains(blocks)] == [[9, 20], [30]]
+
+
+def test_unknown_directive_and_orphan_continue_are_errors():
+    with pytest.raises(ValueError, match="unknown doc directive"):
+        extract_text("bad.md", "<!-- doc: sever -->\n```python\npass\n```\n")
+    with pytest.raises(ValueError, match="without a block before it"):
+        chains(extract_text("bad.md", "```python\n# doc: continue\npass\n```\n"))
+
+
+def test_a_failing_block_is_named(tmp_path: Path):
+    """A failure names the page, the block's line and the backend."""
+    [chain] = chains(extract_text("sample.md", "text\n\n```python\nimport anyio\nawait anyio.sleep(0)\nassert False, 'boom'\n```\n"))
+    spec = tmp_path / "chain.json"
+    spec.write_text(json.dumps({"blocks": [asdict(b) for b in chain], "backends": _backends(chain)}))
+    proc = subprocess.run([sys.executable, __file__, "chain", str(spec)], cwd=tmp_path,
+                          env=_env(tmp_path, chain), capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert proc.returncode != 0
+    assert 'File "sample.md:3 [asyncio]", line 3' in proc.stderr and "AssertionError: boom" in proc.stderr
+
+
+@pytest.mark.parametrize("chain", _params())
+def test_block_runs(chain: list[Block], tmp_path: Path):
     env = _env(tmp_path, chain)
     spec = tmp_path / "chain.json"
-    spec.write_text(json.dumps({"blocks": [asdict(b) for b in chain], "backend": backend}))
+    spec.write_text(json.dumps({"blocks": [asdict(b) for b in chain], "backends": _backends(chain)}))
     if chain[0].pytest:
         _run_pytest_block(chain, spec, env, tmp_path)
         return
@@ -291,10 +361,11 @@ def _run_pytest_block(chain: list[Block], spec: Path, env: dict[str, str], tmp: 
 # ---------------------------------------------------------------- the subprocess side
 
 
-def _namespace(block: dict[str, object]) -> dict[str, object]:
+def _namespace(block: dict[str, object], backend: str) -> dict[str, object]:
     import types
 
-    module = types.ModuleType(f"doc_{Path(str(block['page'])).stem}_{block['line']}")
+    suffix = "" if backend == "-" else f"_{backend}"
+    module = types.ModuleType(f"doc_{Path(str(block['page'])).stem}_{block['line']}{suffix}")
     sys.modules[module.__name__] = module
     return module.__dict__
 
@@ -327,23 +398,31 @@ def _prelude(ns: dict[str, object]) -> None:
 
 
 def _run_chain(spec: dict[str, object]) -> int:
+    """Run one chain once per backend, each run in a fresh namespace, working
+    directory and (with ``server``) a fresh loopback server."""
     blocks: list[dict[str, object]] = spec["blocks"]  # type: ignore[assignment]
-    backend = str(spec["backend"])
-    head = blocks[0]
-    ns = _namespace(head)
-    server = _start_server(ns) if any(b["server"] for b in blocks) else None
-    try:
-        for b in blocks:
-            where = f"{b['page']}:{b['line']}"
-            if b["setup"]:
-                _prelude(ns)
-                _exec(str(b["setup"]), ns, f"{where} (setup)", backend)
-            _exec(str(b["code"]), ns, where, backend)
-            if b["check"]:
-                _exec(str(b["check"]), ns, f"{where} (check)", backend)
-    finally:
-        if server is not None:
-            server.stop()
+    home, environ = Path.cwd(), dict(os.environ)
+    for backend in spec["backends"]:  # type: ignore[attr-defined]
+        workdir = home / (backend if backend != "-" else "run")
+        workdir.mkdir()
+        os.chdir(workdir)
+        ns = _namespace(blocks[0], backend)
+        server = _start_server(ns) if any(b["server"] for b in blocks) else None
+        try:
+            for b in blocks:
+                where = f"{b['page']}:{b['line']}" + ("" if backend == "-" else f" [{backend}]")
+                if b["setup"]:
+                    _prelude(ns)
+                    _exec(str(b["setup"]), ns, f"{where} (setup)", backend)
+                _exec(str(b["code"]), ns, where, backend)
+                if b["check"]:
+                    _exec(str(b["check"]), ns, f"{where} (check)", backend)
+        finally:
+            if server is not None:
+                server.stop()
+            os.environ.clear()
+            os.environ.update(environ)
+            os.chdir(home)
     return 0
 
 
