@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 D = default_definition()
 
 DESIGN_STATES = ["prepare", "schema", "adapter", "validate", "gate", "act", "enrich"]
-DESIGN_ROWS = [  # (source, trigger, dest) from DESIGN.md's table
+DESIGN_ROWS = [  # (source, trigger, dest): the machine's published transition table
     ("prepare", "prepared", "schema"),
     ("schema", "schema_ready", "adapter"),
     ("adapter", "adapter_returned", "validate"),
