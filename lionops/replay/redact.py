@@ -14,18 +14,26 @@ A :class:`Redactor` replaces secrets in text and in JSON-compatible values:
 
 The same redactor normalizes a live request before it is compared with a
 recorded one, so a secret in the request never makes replay diverge.
+
+Patterns given in code are trusted as written. Patterns read from a cassette
+file are not: :func:`pattern_problem` accepts only those whose work per text
+position is bounded, so a cassette cannot make redaction (and so replay)
+run for ever (catastrophic backtracking, e.g. ``(a|aa)+$``).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import re._constants as _sre
+import re._parser as _sre_parse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-__all__ = ["Redactor", "DEFAULT_PATTERNS", "REPLACEMENT"]
+__all__ = ["Redactor", "DEFAULT_PATTERNS", "REPLACEMENT", "pattern_problem", "MAX_PATTERN_LENGTH",
+           "MAX_PATTERNS", "MAX_QUANTIFIER", "MAX_BACKTRACK"]
 
 #: What a secret is replaced with (the same mark the endpoint's ``scrub`` uses).
 REPLACEMENT = "***"
@@ -46,6 +54,93 @@ _SECRET_NAME = re.compile(
 )
 _SECRET_ENV = re.compile(r"(?i)(api[-_]?key|token|secret|password|passwd)")
 _MIN_SECRET = 4
+
+
+#: A pattern read from a cassette is at most this many characters long.
+MAX_PATTERN_LENGTH = 200
+#: A cassette holds at most this many redaction patterns.
+MAX_PATTERNS = 32
+#: The largest upper bound of a quantifier in a pattern read from a cassette.
+MAX_QUANTIFIER = 256
+#: The largest product of the ranges (``max - min + 1``) of the quantifiers
+#: a match can backtrack into, in a pattern read from a cassette.
+MAX_BACKTRACK = 256
+
+_SINGLE = frozenset({_sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN})
+_REPEATS = frozenset({_sre.MAX_REPEAT, _sre.MIN_REPEAT})
+
+
+class _Refused(Exception):
+    pass
+
+
+def _cost(items: Any, final: bool) -> int:
+    """Backtracking choices of a parsed sequence, each quantifier's range
+    multiplied in; a quantifier at the very end of the pattern never
+    backtracks (nothing after it can fail), so it counts 1 and may be unbounded."""
+    seq = list(items)
+    total = 1
+    for i, (op, arg) in enumerate(seq):
+        last = final and i == len(seq) - 1
+        if op in _SINGLE or op is _sre.AT:
+            cost = 1
+        elif op is _sre.SUBPATTERN:
+            cost = _cost(arg[-1], last)
+        elif op is _sre.BRANCH:
+            cost = sum(_cost(branch, last) for branch in arg[1])
+        elif op in _REPEATS:
+            low, high, body = arg
+            body = list(body)
+            if not (len(body) == 1 and body[0][0] in _SINGLE):
+                raise _Refused("a quantifier may repeat only one character, class or '.', not a group")
+            if high is _sre.MAXREPEAT:
+                if not last:
+                    raise _Refused("only the pattern's last element may repeat without an upper bound")
+                cost = 1
+            elif high > MAX_QUANTIFIER:
+                raise _Refused(f"a quantifier's upper bound is at most {MAX_QUANTIFIER}")
+            else:
+                cost = 1 if last else high - low + 1
+        else:
+            raise _Refused(f"{str(op).lower()} (backreferences, lookarounds, conditionals, atomic "
+                           "groups, possessive quantifiers) is not allowed")
+        total *= cost
+        if total > MAX_BACKTRACK:
+            raise _Refused(f"its quantifiers allow more than {MAX_BACKTRACK} backtracking choices")
+    return total
+
+
+def pattern_problem(pattern: Any) -> str | None:
+    """Why ``pattern`` (read from a file, so untrusted) is refused, or ``None``.
+
+    Accepted: a string of at most :data:`MAX_PATTERN_LENGTH` characters that
+    compiles, cannot match the empty text, and whose quantifiers each repeat
+    one character, class or ``.``; only the last element may be unbounded
+    (``{8,}``, ``+``), the others have upper bounds of at most
+    :data:`MAX_QUANTIFIER` and together at most :data:`MAX_BACKTRACK`
+    backtracking choices. Backreferences, lookarounds, conditionals, atomic
+    groups and possessive quantifiers are refused. Such a pattern does a
+    bounded amount of work at each text position, so applying it takes time
+    linear in the text. ``sk-[A-Za-z0-9]{20,}``, ``tok_\\d{6}`` and
+    ``(?:sk|pk)_live_[0-9a-z]{24}`` pass; ``(a|aa)+$``, ``(a+)+``, ``a*a*b``
+    and ``(\\w+\\s?)*`` do not.
+    """
+    if not isinstance(pattern, str):
+        return f"a pattern is a string, got {type(pattern).__name__}"
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        return f"it is {len(pattern)} characters long (at most {MAX_PATTERN_LENGTH})"
+    try:
+        parsed = _sre_parse.parse(pattern)
+        re.compile(pattern)
+    except (re.error, OverflowError, RecursionError) as exc:
+        return f"it does not compile: {exc}"
+    if parsed.getwidth()[0] == 0:
+        return "it can match the empty text"
+    try:
+        _cost(parsed, True)
+    except _Refused as exc:
+        return str(exc)
+    return None
 
 
 def is_secret_name(name: str) -> bool:

@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..branch import OperateKwargs
 from ..clock import RecordingClock, use_clock
-from ..endpoints.cli import CLI_TRANSPORT
+from ..endpoints.cli import CLI_TRANSPORT, CLITimeoutError
+from ..errors import EndpointConnectionError, EndpointStatusError
 from ..endpoints.openai import HTTP_TRANSPORT
 from ..messages import to_jsonable
 from ..models import Instruct
 from ..tools import TOOL_RUNNER, Tool
 from ..trace import Trace, Traced
-from .cassette import CallRecord, ErrorRecord, Operation, OutcomeRecord, ToolCallRecord
+from .cassette import CallRecord, CliExchange, ErrorRecord, HttpExchange, Operation, OutcomeRecord, ToolCallRecord
 from .cli import CliRecorder, CliReplay
 from .divergence import ReplayDivergence, compare_traces, first_difference
 from .redact import Redactor
@@ -32,7 +33,7 @@ from .transport import RecordedExchanges, RecordingTransport, ReplayTransport
 if TYPE_CHECKING:
     from ..branch import Branch
 
-__all__ = ["describe_call", "record_operation", "replay_operation", "tool_calls_since"]
+__all__ = ["describe_call", "record_operation", "replay_operation", "tool_calls_since", "failed_to_reach"]
 
 #: Keywords that hold objects, described in the call record by their effect
 #: (model, schemas) rather than copied.
@@ -197,6 +198,24 @@ async def record_operation(branch: Branch, kw: dict[str, Any], redactor: Redacto
         outcome=_outcome(traced.result if traced else None, error, redactor),
     )
     return op, traced, error
+
+
+def failed_to_reach(op: Operation, error: BaseException | None) -> bool:
+    """Whether a recorded run failed before the model answered, so its
+    recording must not become the truth: the endpoint could not be reached
+    (refused, reset, DNS) or timed out, answered 5xx or 429 until the retries
+    ran out, or a CLI agent could not start or ran past its timeout. A run
+    that got an answer (a 4xx such as 400 or 401 included) is a recording."""
+    if error is None:
+        return False
+    if isinstance(error, (EndpointConnectionError, CLITimeoutError)):  # EndpointTimeoutError too
+        return True
+    if isinstance(error, EndpointStatusError):
+        return error.status >= 500 or error.status == 429
+    last = op.exchanges[-1] if op.exchanges else None
+    if isinstance(last, CliExchange):
+        return last.error is not None or last.timed_out
+    return isinstance(last, HttpExchange) and last.error is not None
 
 
 _recorded_errors: dict[str, type[Exception]] = {}
