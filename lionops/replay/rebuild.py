@@ -105,7 +105,10 @@ class RecordedTool(Tool):
 
     @classmethod
     def of(cls, schema: dict[str, Any]) -> RecordedTool:
-        fn = schema.get("function") or {}
+        fn = schema.get("function")
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if not isinstance(name, str) or not name.isidentifier():
+            raise CassetteError(f"a recorded tool needs a name that is an identifier, got {summarize(name, 80)!r}")
         tool = cls(_stub, name=fn.get("name", ""), description=fn.get("description", ""), recorded_schema=schema)
         params = fn.get("parameters") or {}
         extra = "forbid" if params.get("additionalProperties") is False else "allow"
@@ -164,8 +167,8 @@ def rebuild(op: Operation, *, operation: int = 0) -> tuple[Branch, dict[str, Any
     """
     try:
         return _rebuild(op)
-    except CassetteError:
-        raise
+    except CassetteError as exc:
+        raise CassetteError(f"operation {operation} cannot be rebuilt from the cassette: {exc}") from None
     except RecursionError:
         raise CassetteError(f"operation {operation} cannot be rebuilt: its schemas nest too deep") from None
     except (ValueError, TypeError, KeyError, AttributeError, IndexError, LookupError) as exc:
