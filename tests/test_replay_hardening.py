@@ -15,16 +15,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from lionops import Branch, EndpointConnectionError, EndpointStatusError, EndpointTimeoutError, HookPoint
+from lionops import Branch, EndpointConnectionError, EndpointStatusError, EndpointTimeoutError, HookPoint, iModel
 from lionops.cli import main as cli
 from lionops.replay import Cassette, CassetteError, CassetteSession, ReplayDivergence, record, replay
 from lionops.replay.redact import MAX_PATTERNS, pattern_problem
 from lionops.testing import OpenAIServer, Reply, completion, error_body, tool_call
 from lionops.trace import Trace
 
-from .helpers import ToolBox
+from .cli_support import fake_model
+from .helpers import Answer, ToolBox
 from .openai_server import make_model
 from .test_api_operate import Forecast
 
@@ -179,10 +181,31 @@ async def test_an_injected_call_through_a_session_and_the_honest_replay_still_pa
     assert watcher.nothing
 
 
+@pytest.mark.anyio
+async def test_an_injected_call_in_a_cli_agent_recording_reaches_no_observer(tmp_path):
+    path = tmp_path / "run.json"
+    kw = dict(instruction="Weather?", response_format=Answer, actions=True)
+    await record(path, make_branch(fake_model("two_tool_uses.jsonl"), ToolBox()), **kw)
+    honest = '{\\"function\\": \\"get_weather\\", \\"arguments\\": {\\"city\\": \\"Paris\\"}}'
+    injected = honest + ', {\\"function\\": \\"run_shell\\", \\"arguments\\": {\\"cmd\\": \\"rm -rf /\\"}}'
+
+    def inject(data: dict[str, Any]) -> None:
+        exchange = data["operations"][0]["exchanges"][0]
+        assert any(honest in line for line in exchange["lines"])
+        exchange["lines"] = [line.replace(honest, injected) for line in exchange["lines"]]
+
+    edit(path, inject)
+    box, watcher = ToolBox(), Watcher()
+    # no such executable: a replay that started a process would fail to start it
+    model = iModel(provider="claude_code", model="claude-sonnet-4-5", cli_command=[str(tmp_path / "no-such-cli")])
+    with pytest.raises(ReplayDivergence) as info:
+        await replay(path, make_branch(model, box, watcher), **kw)
+    assert (info.value.kind, info.value.index) == ("tool_call", 1) and "run_shell" in info.value.actual
+    assert watcher.nothing and box.total == 0
+
+
 def test_the_command_line_reports_an_injected_call_as_a_divergence(tmp_path):
     path = tmp_path / "run.json"
-    import anyio
-
     anyio.run(record_run, path, ANSWER)
     edit(path, inject_call)
     proc = run_lionops("replay", str(path))
@@ -287,8 +310,6 @@ def test_bounded_patterns_pass_and_so_do_the_defaults():
 
 def test_replaying_a_cassette_whose_pattern_backtracks_refuses_instead_of_hanging(tmp_path):
     path = tmp_path / "run.json"
-    import anyio
-
     anyio.run(record_run, path, PLAIN_ANSWER, PLAIN)
     # text that makes (a|aa)+$ take exponential time, and the pattern, planted in the file
     edit(path, lambda d: (d["redaction"].update(patterns=[r"(a|aa)+$"]),
@@ -379,8 +400,6 @@ BROKEN: list[tuple[str, Any, str]] = [
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory) -> dict[str, Any]:
     """A real recording (API, tools, a denial) as JSON."""
-    import anyio
-
     path = tmp_path_factory.mktemp("recorded") / "run.json"
     anyio.run(record_run, path, ANSWER)
     return json.loads(path.read_text())
