@@ -130,18 +130,9 @@ def test_a_cli_agent_records_once_then_replays_without_it(pytester):
     second.stdout.fnmatch_lines(["*replayed: Paris is the capital of France.*"])
 
 
-DOWN_TEST_FILE = '''
-import json
-import os
-import pytest
-from lionops import Branch, iModel
-from lionops.testing import OpenAIServer, completion
-
-pytestmark = pytest.mark.anyio
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
+#: The project's test file when the server may be down: the same imports
+#: and backend fixture as TEST_FILE, whose header it reuses.
+DOWN_TEST_FILE = TEST_FILE[: TEST_FILE.index("async def ask")] + '''import os
 
 async def test_ask(lionops_cassette):
     live = lionops_cassette.recording
