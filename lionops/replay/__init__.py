@@ -1,6 +1,6 @@
 """Record and replay: recorded ``operate()`` runs as deterministic tests.
 
-DESIGN "Record and replay", issue 6. A *cassette* (plain JSON, validated by
+A *cassette* (plain JSON, validated by
 pydantic, versioned) holds one or more runs: the normalized call, the
 adapter's raw exchanges, every tool call with its authorization decision
 and output, the trace and the outcome — redacted before anything is written.
@@ -21,12 +21,12 @@ session per test. See docs/replay.md.
 from .cassette import CASSETTE_VERSION, Cassette, CassetteError, CassetteNotFoundError, Operation
 from .cli import CliRecorder, CliReplay
 from .divergence import ReplayDivergence
-from .redact import DEFAULT_PATTERNS, Redactor
+from .redact import DEFAULT_PATTERNS, Redactor, pattern_problem
 from .session import RECORD_MODES, CassetteSession, RecordMode, record, replay
 from .transport import RecordingTransport, ReplayTransport
 
 __all__ = [
     "Cassette", "Operation", "CassetteError", "CassetteNotFoundError", "CASSETTE_VERSION",
-    "ReplayDivergence", "Redactor", "DEFAULT_PATTERNS", "CassetteSession", "RecordMode",
+    "ReplayDivergence", "Redactor", "DEFAULT_PATTERNS", "pattern_problem", "CassetteSession", "RecordMode",
     "RECORD_MODES", "record", "replay", "RecordingTransport", "ReplayTransport", "CliRecorder", "CliReplay",
 ]

@@ -20,7 +20,6 @@ refused); nothing in a cassette is executed or imported. Shape (version 1)::
         "outcome":    {"result": JSON, "error": {"type", "message"} | null}
      }]}
 
-DESIGN "Record and replay"; issue 6.
 """
 
 from __future__ import annotations

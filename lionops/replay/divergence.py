@@ -12,7 +12,7 @@ __all__ = ["ReplayDivergence", "first_difference", "compare_traces", "describe_t
 
 
 class ReplayDivergence(LionopsError, AssertionError):
-    """A replay did not take the recorded path (DESIGN "Record and replay").
+    """A replay did not take the recorded path.
 
     Attributes:
         kind: what differs: ``"transition"``, ``"exchange"`` (a request the

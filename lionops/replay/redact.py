@@ -1,4 +1,4 @@
-"""Redaction: what never reaches a cassette (DESIGN "Record and replay", C26).
+"""Redaction: what never reaches a cassette.
 
 A :class:`Redactor` replaces secrets in text and in JSON-compatible values:
 

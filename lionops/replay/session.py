@@ -1,4 +1,4 @@
-"""Cassette sessions: record modes over a cassette file (issue 6).
+"""Cassette sessions: record modes over a cassette file.
 
 A :class:`CassetteSession` maps the n-th ``operate`` call made through it
 to the n-th operation of its cassette. Record modes (the idea of vcrpy's):
@@ -198,7 +198,7 @@ async def record(path: str | Path, branch: Branch, /, *, patterns: Iterable[str]
 
 async def replay(source: str | Path | Cassette, branch: Branch | None = None, /, *, operation: int = 0,
                  run_tools: bool = False, patterns: Iterable[str] = (), **kw: Any) -> Traced:
-    """Replay one recorded operation (DESIGN "Record and replay").
+    """Replay one recorded operation.
 
     With a ``branch`` (and the keywords of the recorded call) the caller's
     own branch, tools, gates and response model run; without one, all is
