@@ -342,7 +342,7 @@ def _act_raised(trace: Trace) -> bool:
 def _call_line(rec: ToolCallRecord | None) -> str | None:
     if rec is None:
         return None
-    text = f"#{rec.index} {rec.function}({rec.arguments}) {rec.decision}"
+    text = f"#{rec.index} {summarize(rec.function, 80)}({summarize(rec.arguments, 120)}) {rec.decision}"
     return text + (f" raising {rec.error.type}" if rec.error else "")
 
 
