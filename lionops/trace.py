@@ -312,7 +312,11 @@ def _check_trace(d: Any, definition: MachineDefinition | None) -> None:
         if source != at:
             raise _fail(where, f"it leaves {source!r}, but the previous step ended in {at!r}")
         if (source, trigger, dest) not in declared:
-            raise _fail(where, f"{source} --{trigger}--> {dest} is not a declared edge of machine {machine!r}")
+            unknown = [f"state {name!r}" for name in (source, dest) if name not in definition.state_names]
+            if trigger not in definition.triggers:
+                unknown.append(f"trigger {trigger!r}")
+            why = f" (unknown {', '.join(dict.fromkeys(unknown))})" if unknown else ""
+            raise _fail(where, f"{source} --{trigger}--> {dest} is not a declared edge of machine {machine!r}{why}")
         at = dest
     states = [initial, *(row["dest"] for row in rows)]
     if "states" in d and d["states"] != states:
