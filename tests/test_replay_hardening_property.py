@@ -76,36 +76,49 @@ cassette_values = st.one_of(
 )
 
 
-@st.composite
-def mutated(draw: st.DrawFn, doc: dict[str, Any]) -> str:
-    data = copy.deepcopy(doc)
-    how = draw(st.sampled_from(["replace", "replace", "replace", "drop", "add", "wrap", "move", "cut", "byte"]))
-    if how in ("cut", "byte"):
-        text = json.dumps(data)
-        at = draw(st.integers(0, len(text) - 1))
-        return text[:at] if how == "cut" else text[:at] + draw(st.sampled_from(["\x00", "{", "]", '"', "\\"])) + text[at + 1:]
+def fresh(draw: st.DrawFn) -> Any:
+    """A drawn cassette value, copied: the sampled constants must never be changed by a later edit."""
+    return copy.deepcopy(draw(cassette_values))
+
+
+def _mutate(draw: st.DrawFn, data: dict[str, Any], how: str) -> None:
+    """One structural change to ``data`` at a place drawn from all of its places."""
     places = _places(data)
     path = draw(st.sampled_from(places[1:]))
     parent, key = _get(data, path[:-1]), path[-1]
     if how == "replace":
-        parent[key] = draw(cassette_values)
+        parent[key] = fresh(draw)
     elif how == "drop":
         del parent[key]
     elif how == "add":
         target = _get(data, path)
         if isinstance(target, dict):
-            target[draw(st.sampled_from(["extra", "index", "kind", "$defs", "trace"]))] = draw(cassette_values)
+            target[draw(st.sampled_from(["extra", "index", "kind", "$defs", "trace"]))] = fresh(draw)
         elif isinstance(target, list):
-            target.append(draw(cassette_values))
+            target.append(fresh(draw))
         else:
-            parent[key] = [target, draw(cassette_values)]
+            parent[key] = [target, fresh(draw)]
     elif how == "wrap":
-        parent[key] = draw(st.sampled_from(["list", "dict"])) == "list" and [parent[key]] or {"value": parent[key]}
-    else:
+        parent[key] = [parent[key]] if draw(st.booleans()) else {"value": parent[key]}
+    else:  # move: another place's value (not one inside this place) put here
         other = draw(st.sampled_from(places))
-        if not (len(other) >= len(path) and other[: len(path)] == path):  # not into itself
+        if not (len(other) >= len(path) and other[: len(path)] == path):
             parent[key] = copy.deepcopy(_get(data, other))
-    return json.dumps(data).replace(json.dumps(DEEP), "[" * 5000 + "]" * 5000)
+
+
+@st.composite
+def mutated(draw: st.DrawFn, doc: dict[str, Any]) -> str:
+    """``doc`` changed in one to three places, then perhaps cut or given a stray byte, as text."""
+    data = copy.deepcopy(doc)
+    for _ in range(draw(st.integers(1, 3))):
+        if isinstance(data, dict) and len(_places(data)) > 1:
+            _mutate(draw, data, draw(st.sampled_from(["replace", "replace", "replace", "drop", "add", "wrap", "move"])))
+    text = json.dumps(data).replace(json.dumps(DEEP), "[" * 5000 + "]" * 5000)
+    how = draw(st.sampled_from(["keep", "keep", "keep", "cut", "byte"]))
+    if how == "keep":
+        return text
+    at = draw(st.integers(0, len(text) - 1))
+    return text[:at] if how == "cut" else text[:at] + draw(st.sampled_from(["\x00", "{", "]", '"', "\\"])) + text[at + 1:]
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
@@ -133,7 +146,7 @@ def test_a_mutated_trace_reads_or_is_a_value_error(recorded, data):
     path = data.draw(st.sampled_from(places[1:]))
     parent = _get(trace, path[:-1])
     if data.draw(st.booleans()):
-        parent[path[-1]] = data.draw(cassette_values.filter(lambda v: v != DEEP))
+        parent[path[-1]] = copy.deepcopy(data.draw(cassette_values.filter(lambda v: v != DEEP)))
     else:
         del parent[path[-1]]
     try:
