@@ -285,7 +285,7 @@ async def test_new_episodes_keeps_the_operations_before_a_failed_one(tmp_path):
 # ============================================================ redaction patterns from files
 
 DANGEROUS = [r"(a|aa)+$", r"(a+)+$", r"a*a*a*a*a*b", r"(\w+\s?)*$", r"(a)\1", r"(?=a)\w", "x" * 300,
-             r"(?i)bearer\s+\S+", "", "(", r"a{1,100000}"]
+             r"(?i)bearer\s+\S+", "", "(", r"a{1,100000}", r"\w{1,64}\w{1,64}", r".{0,256}a{200,}"]
 
 
 @pytest.mark.parametrize("pattern", DANGEROUS)

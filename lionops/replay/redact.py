@@ -33,7 +33,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 __all__ = ["Redactor", "DEFAULT_PATTERNS", "REPLACEMENT", "pattern_problem", "MAX_PATTERN_LENGTH",
-           "MAX_PATTERNS", "MAX_QUANTIFIER", "MAX_BACKTRACK"]
+           "MAX_PATTERNS", "MAX_QUANTIFIER", "MAX_WORK"]
 
 #: What a secret is replaced with (the same mark the endpoint's ``scrub`` uses).
 REPLACEMENT = "***"
@@ -62,9 +62,11 @@ MAX_PATTERN_LENGTH = 200
 MAX_PATTERNS = 32
 #: The largest upper bound of a quantifier in a pattern read from a cassette.
 MAX_QUANTIFIER = 256
-#: The largest product of the ranges (``max - min + 1``) of the quantifiers
-#: a match can backtrack into, in a pattern read from a cassette.
-MAX_BACKTRACK = 256
+#: The most character steps a pattern read from a cassette may take at one
+#: text position: its backtracking choices (the product of the ranges
+#: ``max - min + 1`` of the quantifiers a match can go back into) times the
+#: longest text it examines (an unbounded tail counted at its minimum).
+MAX_WORK = 256
 
 _SINGLE = frozenset({_sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN})
 _REPEATS = frozenset({_sre.MAX_REPEAT, _sre.MIN_REPEAT})
@@ -74,20 +76,25 @@ class _Refused(Exception):
     pass
 
 
-def _cost(items: Any, final: bool) -> int:
-    """Backtracking choices of a parsed sequence, each quantifier's range
-    multiplied in; a quantifier at the very end of the pattern never
-    backtracks (nothing after it can fail), so it counts 1 and may be unbounded."""
+def _work(items: Any, final: bool) -> tuple[int, int]:
+    """``(choices, span)`` of a parsed sequence: backtracking choices and the
+    longest text examined from one position. A quantifier at the very end of
+    the pattern never backtracks (nothing after it can fail), so it adds no
+    choices and may be unbounded; it examines at most its minimum before it
+    can fail."""
     seq = list(items)
-    total = 1
+    choices, span = 1, 0
     for i, (op, arg) in enumerate(seq):
         last = final and i == len(seq) - 1
-        if op in _SINGLE or op is _sre.AT:
-            cost = 1
+        if op in _SINGLE:
+            c, w = 1, 1
+        elif op is _sre.AT:
+            c, w = 1, 0
         elif op is _sre.SUBPATTERN:
-            cost = _cost(arg[-1], last)
+            c, w = _work(arg[-1], last)
         elif op is _sre.BRANCH:
-            cost = sum(_cost(branch, last) for branch in arg[1])
+            parts = [_work(branch, last) for branch in arg[1]]
+            c, w = sum(p[0] for p in parts), max(p[1] for p in parts)
         elif op in _REPEATS:
             low, high, body = arg
             body = list(body)
@@ -96,18 +103,19 @@ def _cost(items: Any, final: bool) -> int:
             if high is _sre.MAXREPEAT:
                 if not last:
                     raise _Refused("only the pattern's last element may repeat without an upper bound")
-                cost = 1
+                c, w = 1, max(low, 1)
             elif high > MAX_QUANTIFIER:
                 raise _Refused(f"a quantifier's upper bound is at most {MAX_QUANTIFIER}")
             else:
-                cost = 1 if last else high - low + 1
+                c, w = (1 if last else high - low + 1), high
         else:
             raise _Refused(f"{str(op).lower()} (backreferences, lookarounds, conditionals, atomic "
                            "groups, possessive quantifiers) is not allowed")
-        total *= cost
-        if total > MAX_BACKTRACK:
-            raise _Refused(f"its quantifiers allow more than {MAX_BACKTRACK} backtracking choices")
-    return total
+        choices, span = choices * c, span + w
+        if choices * max(span, 1) > MAX_WORK:
+            raise _Refused(f"it may take more than {MAX_WORK} steps at one text position "
+                           "(backtracking choices times the text it examines)")
+    return choices, span
 
 
 def pattern_problem(pattern: Any) -> str | None:
@@ -117,13 +125,13 @@ def pattern_problem(pattern: Any) -> str | None:
     compiles, cannot match the empty text, and whose quantifiers each repeat
     one character, class or ``.``; only the last element may be unbounded
     (``{8,}``, ``+``), the others have upper bounds of at most
-    :data:`MAX_QUANTIFIER` and together at most :data:`MAX_BACKTRACK`
-    backtracking choices. Backreferences, lookarounds, conditionals, atomic
-    groups and possessive quantifiers are refused. Such a pattern does a
-    bounded amount of work at each text position, so applying it takes time
-    linear in the text. ``sk-[A-Za-z0-9]{20,}``, ``tok_\\d{6}`` and
-    ``(?:sk|pk)_live_[0-9a-z]{24}`` pass; ``(a|aa)+$``, ``(a+)+``, ``a*a*b``
-    and ``(\\w+\\s?)*`` do not.
+    :data:`MAX_QUANTIFIER`; backreferences, lookarounds, conditionals,
+    atomic groups and possessive quantifiers are refused; and it takes at
+    most :data:`MAX_WORK` steps at one text position (backtracking choices
+    times the text it examines). Applying such a pattern takes time linear in
+    the text. ``sk-[A-Za-z0-9]{20,}``, ``tok_\\d{6}`` and
+    ``(?:sk|pk)_live_[0-9a-z]{24}`` pass; ``(a|aa)+$``, ``(a+)+``, ``a*a*b``,
+    ``(\\w+\\s?)*`` and ``.{0,256}a{200,}`` do not.
     """
     if not isinstance(pattern, str):
         return f"a pattern is a string, got {type(pattern).__name__}"
@@ -137,7 +145,7 @@ def pattern_problem(pattern: Any) -> str | None:
     if parsed.getwidth()[0] == 0:
         return "it can match the empty text"
     try:
-        _cost(parsed, True)
+        _work(parsed, True)
     except _Refused as exc:
         return str(exc)
     return None
