@@ -24,10 +24,11 @@ other strategy raises ``ConfigurationError``.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -46,12 +47,20 @@ from .tools import ToolInvocation, UnknownToolError
 if TYPE_CHECKING:
     from .branch import Branch
 
-__all__ = ["act", "InvalidActionRequest", "ToolOutputError", "DENIAL_ERROR"]
+__all__ = ["act", "InvalidActionRequest", "ToolOutputError", "DENIAL_ERROR", "BEFORE_DISPATCH"]
 
 logger = logging.getLogger("lionops.act")
 
 #: The error text of a governance denial payload.
 DENIAL_ERROR = "denied by governance gate"
+
+#: A check of one call's requests before any is authorized or invoked:
+#: called with ``(index, function, arguments, invalid)`` per request once
+#: every shape is checked; what it raises ends ``act()`` with nothing
+#: dispatched (no gate, hook, tool or record). Replay sets it to compare the
+#: requests with its recording (``lionops.replay``).
+BEFORE_DISPATCH: contextvars.ContextVar[Callable[[list[tuple[int, Any, Any, str | None]]], None] | None] = (
+    contextvars.ContextVar("lionops_before_dispatch", default=None))
 
 _SHAPE_ERROR = (
     "action_request must be an ActionRequest, BaseModel with 'function'"
@@ -266,6 +275,9 @@ async def act(
     """
     items = action_request if isinstance(action_request, list) else [action_request]
     requests = [_normalize(i, item) for i, item in enumerate(items)]
+    check = BEFORE_DISPATCH.get()
+    if check is not None:
+        check([(r.index, r.function, r.arguments, r.invalid) for r in requests])
     strategy = action_param.strategy
     if strategy == "sequential":
         call_params = action_param.action_call_params or DEFAULT_ACTION_CALL_PARAMS

@@ -8,11 +8,15 @@ them (also when the call raises) and ``operate_traced`` returns
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .messages import to_jsonable
+
+if TYPE_CHECKING:
+    from .engine.definition import MachineDefinition
 
 __all__ = ["TransitionRecord", "Trace", "Traced", "TRACE_FORMAT", "annotate", "current_meta"]
 
@@ -73,6 +77,9 @@ class TransitionRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TransitionRecord:
+        """Build a record from :meth:`to_dict`'s output. Raises ``ValueError``
+        when a field is missing or of the wrong type."""
+        _check_record(d)
         return cls(
             trigger=d["trigger"], source=d["source"], dest=d["dest"],
             guards={str(k): bool(v) for k, v in d.get("guards", {}).items()},
@@ -185,9 +192,18 @@ class Trace:
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Trace:
-        if d.get("format", TRACE_FORMAT) != TRACE_FORMAT:
-            raise ValueError(f"unsupported trace format {d.get('format')!r}")
+    def from_dict(cls, d: dict[str, Any], definition: MachineDefinition | None = None) -> Trace:
+        """Build a trace from :meth:`to_dict`'s output, checked against its
+        machine (``definition``, default: the shipped ``operate`` machine).
+
+        Raises:
+            ValueError: not an object, an unsupported format, a missing or
+                mistyped field, an unknown machine, state or trigger, a step
+                that is not a declared edge or does not start where the
+                previous one ended, or ``states``/``exit`` that disagree with
+                the transitions.
+        """
+        _check_trace(d, definition)
         return cls(
             machine=d.get("machine", "operate"), engine=d.get("engine", "compiled"),
             started_at=float(d.get("started_at", 0.0)), initial=d.get("initial", "prepare"),
@@ -196,9 +212,20 @@ class Trace:
         )
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> Trace:
-        """Parse the output of :meth:`to_json`. Raises ``ValueError`` on bad input."""
-        return cls.from_dict(json.loads(text))
+    def from_json(cls, text: str | bytes, definition: MachineDefinition | None = None) -> Trace:
+        """Parse the output of :meth:`to_json` (checked as :meth:`from_dict` says).
+
+        Raises:
+            ValueError: not JSON (or nested too deep to read), or not a trace
+                of the machine (see :meth:`from_dict`).
+        """
+        try:
+            data = json.loads(text)
+        except RecursionError:
+            raise ValueError("trace JSON is nested too deep to read") from None
+        except ValueError as exc:
+            raise ValueError(f"trace is not JSON: {exc}") from None
+        return cls.from_dict(data, definition)
 
     def table(self) -> str:
         """A readable table: one row per transition."""
@@ -216,6 +243,92 @@ class Trace:
 
     def __repr__(self) -> str:
         return f"Trace({' -> '.join(self.states)}, exit={self.exit!r})"
+
+
+def _fail(where: str, problem: str) -> ValueError:
+    return ValueError(f"not a valid trace: {where}{': ' if where else ''}{problem}")
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _field(d: dict[str, Any], key: str, types: type | tuple[type, ...], where: str, *, required: bool) -> Any:
+    if key not in d:
+        if required:
+            raise _fail(where, f"missing {key!r}")
+        return None
+    value = d[key]
+    # bool is an int to Python, never to a trace
+    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)) \
+            or not isinstance(value, types):
+        raise _fail(where, f"{key!r} is {_kind(value)}")
+    return value
+
+
+def _check_record(d: Any, where: str = "transition") -> None:
+    """Types of one transition's JSON (:meth:`TransitionRecord.to_dict`)."""
+    if not isinstance(d, dict):
+        raise _fail(where, f"a transition is a JSON object, got {_kind(d)}")
+    for key in ("trigger", "source", "dest"):
+        _field(d, key, str, where, required=True)
+    guards = _field(d, "guards", dict, where, required=False) or {}
+    for name, value in guards.items():
+        if not isinstance(value, bool):
+            raise _fail(where, f"guard {name!r} is {_kind(value)}, not a boolean")
+    for key in ("at_ns", "phase_ns"):
+        value = _field(d, key, int, where, required=False)
+        if value is not None and value < 0:
+            raise _fail(where, f"{key!r} is negative")
+    _field(d, "error", (str, type(None)), where, required=False)
+
+
+def _check_trace(d: Any, definition: MachineDefinition | None) -> None:
+    """The JSON of a trace (:meth:`Trace.to_dict`), checked against its machine."""
+    if not isinstance(d, dict):
+        raise _fail("", f"a trace is a JSON object, got {_kind(d)}")
+    if d.get("format", TRACE_FORMAT) != TRACE_FORMAT:
+        raise ValueError(f"unsupported trace format {d.get('format')!r}")
+    machine = _field(d, "machine", str, "", required=True)
+    initial = _field(d, "initial", str, "", required=True)
+    rows = _field(d, "transitions", list, "", required=True)
+    _field(d, "engine", str, "", required=False)
+    _field(d, "started_at", (int, float), "", required=False)
+    _field(d, "meta", dict, "", required=False)
+    if definition is None:
+        from .engine.definition import default_definition
+
+        definition = default_definition()
+    if machine != definition.name:
+        raise _fail("", f"machine {machine!r} is not {definition.name!r}")
+    if initial != definition.initial:
+        raise _fail("", f"it starts at {initial!r}, the machine at {definition.initial!r}")
+    declared = _declared_edges(definition)
+    at = initial
+    for n, row in enumerate(rows, 1):
+        where = f"step {n}"
+        _check_record(row, where)
+        source, trigger, dest = row["source"], row["trigger"], row["dest"]
+        if source != at:
+            raise _fail(where, f"it leaves {source!r}, but the previous step ended in {at!r}")
+        if (source, trigger, dest) not in declared:
+            unknown = [f"state {name!r}" for name in (source, dest) if name not in definition.state_names]
+            if trigger not in definition.triggers:
+                unknown.append(f"trigger {trigger!r}")
+            why = f" (unknown {', '.join(dict.fromkeys(unknown))})" if unknown else ""
+            raise _fail(where, f"{source} --{trigger}--> {dest} is not a declared edge of machine {machine!r}{why}")
+        at = dest
+    states = [initial, *(row["dest"] for row in rows)]
+    if "states" in d and d["states"] != states:
+        raise _fail("", "'states' disagrees with the transitions")
+    if "exit" in d and d["exit"] != (rows[-1]["trigger"] if rows else None):
+        raise _fail("", "'exit' disagrees with the transitions")
+
+
+@functools.cache
+def _declared_edges(definition: MachineDefinition) -> frozenset[tuple[str, str, str]]:
+    """``(source, trigger, dest)`` of every edge, the wildcard ones expanded."""
+    return frozenset((src, t.trigger, t.dest) for t in definition.transitions for src in definition.sources(t))
 
 
 class Traced(NamedTuple):
