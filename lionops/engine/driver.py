@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .. import observe
 from ..errors import InternalInvariantError
 from ..trace import Trace, _meta
 from .context import OperationContext
@@ -39,6 +40,12 @@ async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trac
     engine = engine or get_engine()
     if trace is None:
         trace = new_trace(engine, ctx.meta)
+    if observe.observers:  # instrumentation seam: one check when nothing observes
+        return await observe.observe_operation(ctx, engine, trace, _run)
+    return await _run(ctx, engine, trace)
+
+
+async def _run(ctx: OperationContext, engine: Engine, trace: Trace) -> Any:
     handlers = engine.handlers
     terminals = engine.terminals
     failure_trigger = engine.failure_trigger
