@@ -241,12 +241,17 @@ async def test_secrets_never_reach_a_span_even_with_content(server, otel_content
     assert [r.status.status_code for r in roots] == [StatusCode.UNSET, StatusCode.ERROR]
 
 
-async def test_content_is_absent_by_default(server, otel):
-    server.push(completion('{"answer": 1}', tool_calls=[tool_call("search", {"q": "secret-sauce-query"})]))
+async def search_turn(server, query: str) -> None:
+    """One operate() with a system message whose answer asks for one search."""
+    server.push(completion('{"answer": 1}', tool_calls=[tool_call("search", {"q": query})]))
     model = make_model(server)
     branch = Branch(chat_model=model, tools=ToolBox().tools(), system="You are terse.")
     await branch.operate(instruction="The instruction text", response_format=Answer, actions=True)
     await model.aclose()
+
+
+async def test_content_is_absent_by_default(server, otel):
+    await search_turn(server, "secret-sauce-query")
     dump = otel.dump()
     for text in ("The instruction text", "You are terse", "secret-sauce-query", "gen_ai.input.messages",
                  "gen_ai.output.messages", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
@@ -256,11 +261,7 @@ async def test_content_is_absent_by_default(server, otel):
 
 
 async def test_content_when_asked(server, otel_content):
-    server.push(completion('{"answer": 1}', tool_calls=[tool_call("search", {"q": "lion"})]))
-    model = make_model(server)
-    branch = Branch(chat_model=model, tools=ToolBox().tools(), system="You are terse.")
-    await branch.operate(instruction="The instruction text", response_format=Answer, actions=True)
-    await model.aclose()
+    await search_turn(server, "lion")
     (chat,) = otel_content.named("chat")
     system = json.loads(chat.attributes["gen_ai.system_instructions"])
     assert system == [{"type": "text", "content": "You are terse."}]
