@@ -151,3 +151,26 @@ async def test_spans_and_metrics_over_otlp_http(server, receiver):
     assert sorted(p.sum for p in usage.histogram.data_points) == [17, 52]
     (exits,) = metrics["lionops.operation.exits"].sum.data_points
     assert exits.as_int == 1 and attributes(exits) == {"lionops.exit": "enriched"}
+
+
+def test_the_observability_page_examples_run(receiver, monkeypatch):
+    """docs/observability.md: its two Python examples run as written and the
+    trace they make reaches an OTLP/HTTP receiver (the endpoint from the environment)."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).parent.parent / "docs" / "observability.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    assert len(blocks) == 2
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"{receiver.url}/v1/traces")
+    namespace: dict[str, Any] = {}
+    try:
+        for block in blocks:
+            exec(compile(block, "docs/observability.md", "exec"), namespace)  # noqa: S102 - the page's own code
+    finally:
+        lionops.uninstrument()
+        namespace["provider"].shutdown()
+    spans = {span.name: attributes(span) for span in receiver.spans()}
+    assert spans["operate Forecast"]["lionops.exit"] == "enriched"
+    assert spans["execute_tool send_email"]["lionops.tool.decision"] == "denied"
+    assert spans["execute_tool get_weather"]["lionops.tool.decision"] == "allowed"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -210,6 +211,25 @@ async def test_a_raised_tool_call_outside_operate(otel):
     assert trace.get_current_span() is trace.INVALID_SPAN
 
 
+async def test_a_tool_past_its_timeout_is_timed_out(otel):
+    """The per-invocation bound (``AlcallParams.retry_timeout``) cuts a tool
+    that never returns: decision ``timed_out``, status ERROR."""
+    from lionops import AlcallParams
+
+    async def stuck() -> str:
+        """Never returns."""
+        await anyio.sleep_forever()
+        return "never"
+
+    branch = Branch(tools=[stuck])
+    (response,) = await lionops.act(branch, [{"function": "stuck", "arguments": {}}],
+                                    ActionParam(action_call_params=AlcallParams(retry_timeout=0.05)))
+    assert response.output["type"] == "TimeoutError"
+    (tool,) = otel.named("execute_tool")
+    assert tool.attributes["lionops.tool.decision"] == "timed_out"
+    assert tool.status.status_code is StatusCode.ERROR and tool.attributes["error.type"] == "TimeoutError"
+
+
 async def test_secrets_never_reach_a_span_even_with_content(server, otel_content):
     """The API key in the instruction, in a credential-named tool argument and
     in a raised exception's chain is scrubbed from every span, event and status."""
@@ -314,8 +334,11 @@ async def test_metrics(server, otel):
     assert metrics["lionops.operation.duration"].unit == "s"
 
 
-async def test_a_failing_exporter_never_changes_the_outcome(server):
-    """An observer that raises is logged and ignored."""
+@pytest.mark.parametrize("fault", ["exporter", "tracer"])
+async def test_failing_telemetry_never_changes_the_outcome(server, fault, caplog):
+    """An exporter that raises (the SDK logs it) or a tracer provider whose
+    spans cannot even start (the seam logs it): same result, tools, trace."""
+    from opentelemetry import trace as trace_api
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
@@ -323,8 +346,22 @@ async def test_a_failing_exporter_never_changes_the_outcome(server):
         def export(self, spans):
             raise OSError("collector down")
 
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(Broken()))
+    class NoSpans(trace_api.Tracer):
+        def start_span(self, *args, **kw):
+            raise RuntimeError("tracer broken")
+
+        def start_as_current_span(self, *args, **kw):
+            raise RuntimeError("tracer broken")
+
+    class NoSpansProvider(trace_api.TracerProvider):
+        def get_tracer(self, *args, **kw):
+            return NoSpans()
+
+    if fault == "exporter":
+        provider: Any = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(Broken()))
+    else:
+        provider = NoSpansProvider()
     lionops.instrument(provider)
     try:
         branch, result, box = await run(server, TOOL_ANSWER, response_format=Answer, actions=True)
@@ -332,3 +369,5 @@ async def test_a_failing_exporter_never_changes_the_outcome(server):
         lionops.uninstrument()
     assert result.answer == 1 and box.calls == {"get_weather": 1}
     assert branch.traces[-1].exit == "enriched"
+    if fault == "tracer":
+        assert "observer OpenTelemetryObserver.operation_start failed: RuntimeError: tracer broken" in caplog.text
