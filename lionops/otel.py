@@ -507,7 +507,9 @@ class OpenTelemetryObserver:
 
 def _native_calls(branch: Any) -> list[list[Any]]:
     """``[function, arguments, id]`` of the native tool calls on the latest assistant message."""
-    for message in reversed(list(getattr(branch, "messages", ()))):
+    messages = getattr(branch, "messages", ())
+    for i in range(len(messages) - 1, -1, -1):  # from the end, without copying the history
+        message = messages[i]
         if message.role == "assistant":
             calls = message.metadata.get("tool_calls") or []
             return [[c.get("function"), c.get("arguments"), c.get("id")] for c in calls
