@@ -161,7 +161,6 @@ def _fail(span: Any, exc: BaseException, scrub: _Scrub) -> None:
         "exception.type": _error_type(exc),
         "exception.message": text,
         "exception.stacktrace": scrub.text(stack),
-        "exception.escaped": True,
     })
 
 
