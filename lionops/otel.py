@@ -58,6 +58,14 @@ TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4
 #: lionops provider names whose GenAI ``gen_ai.provider.name`` differs.
 _PROVIDER_NAMES = {"claude_code": "anthropic", "codex": "openai"}
 
+#: Numeric request options (``operate()`` keywords) -> their GenAI request attribute.
+_REQUEST_OPTIONS = (
+    ("max_completion_tokens", "gen_ai.request.max_tokens"), ("max_tokens", "gen_ai.request.max_tokens"),
+    ("temperature", "gen_ai.request.temperature"), ("top_p", "gen_ai.request.top_p"),
+    ("seed", "gen_ai.request.seed"), ("frequency_penalty", "gen_ai.request.frequency_penalty"),
+    ("presence_penalty", "gen_ai.request.presence_penalty"),
+)
+
 #: Exception type names of a failed request -> decision.
 _FAILURE_DECISIONS = {
     "InvalidActionRequest": "invalid",
@@ -309,6 +317,14 @@ class OpenTelemetryObserver:
             attributes["gen_ai.provider.name"] = _PROVIDER_NAMES.get(provider, provider)
             attributes["lionops.provider"] = provider
         _set(attributes, "gen_ai.request.model", model)
+        for option, key in _REQUEST_OPTIONS:
+            if isinstance(options.get(option), (int, float)) and not isinstance(options.get(option), bool):
+                attributes.setdefault(key, options[option])
+        if getattr(endpoint, "stream", False) is True:
+            attributes["gen_ai.request.stream"] = True
+        if not getattr(endpoint, "is_cli", False):
+            has_format = getattr(ctx.chat_param, "response_format", None) is not None
+            attributes["gen_ai.output.type"] = "json" if has_format else "text"
         _set(attributes, "lionops.middle", getattr(ctx, "middle_name", None))
         base_url = getattr(endpoint, "base_url", None)
         if isinstance(base_url, str) and base_url:

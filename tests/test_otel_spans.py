@@ -107,7 +107,7 @@ async def test_span_tree_per_exit_trigger(server, otel, exit_trigger):
 
 
 async def test_chat_span_follows_the_genai_conventions(server, otel):
-    await run(server, TOOL_ANSWER, response_format=Answer, actions=True)
+    await run(server, TOOL_ANSWER, response_format=Answer, actions=True, temperature=0.2, max_tokens=64)
     (chat,) = otel.named("chat")
     assert chat.kind is SpanKind.CLIENT
     a = chat.attributes
@@ -120,6 +120,8 @@ async def test_chat_span_follows_the_genai_conventions(server, otel):
     assert a["gen_ai.usage.input_tokens"] == 52 and a["gen_ai.usage.output_tokens"] == 17
     assert a["server.address"] == "127.0.0.1" and a["server.port"] == int(server.url.rsplit(":", 1)[1])
     assert a["lionops.http.attempts"] == 1 and a["lionops.http.retries"] == 0
+    assert a["gen_ai.request.temperature"] == 0.2 and a["gen_ai.request.max_tokens"] == 64
+    assert a["gen_ai.output.type"] == "json" and "gen_ai.request.stream" not in a
     (tool,) = otel.named("execute_tool")
     t = tool.attributes
     assert tool.kind is SpanKind.INTERNAL
@@ -304,6 +306,19 @@ async def test_spans_nest_under_the_callers_span(server, otel):
     root = otel.root()
     assert root.parent.span_id == caller.get_span_context().span_id
     assert root.context.trace_id == caller.get_span_context().trace_id
+
+
+async def test_instrument_again_replaces_the_previous_one(server, otel):
+    from .otel_support import telemetry
+
+    second = telemetry()
+    other = next(second)
+    try:
+        await run(server, completion('{"answer": 1}'), response_format=Answer)
+    finally:
+        second.close()
+    assert otel.spans() == []
+    assert [s.name for s in other.spans()] == [CHAT, "operate Answer"]
 
 
 async def test_uninstrument_stops_export(server, otel):
