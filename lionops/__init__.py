@@ -25,6 +25,7 @@ from .errors import (
 from .fields import FieldModel, Spec
 from .hooks import HookPoint
 from .imodel import iModel
+from .instrumentation import InstrumentationError, instrument, uninstrument
 from .models import ActionRequestModel, ActionResponseModel, Instruct, RawOutput, Reason
 from .operate import operate, prepare_operate_kw
 from .operative import Operative, Step
@@ -60,4 +61,5 @@ __all__ += [
 
 from .endpoints.cli import CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError
 
+__all__ += ["instrument", "uninstrument", "InstrumentationError"]
 __all__ += ["CLIError", "CLIProcessError", "CLIResultError", "CLIStreamError", "CLITimeoutError"]

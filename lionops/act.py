@@ -36,6 +36,7 @@ import anyio
 import pydantic_core
 from pydantic import BaseModel
 
+from . import observe
 from ._defaults import DEFAULT_ACTION_CALL_PARAMS
 from .alcall import AlcallParams
 from .errors import ConfigurationError
@@ -283,7 +284,7 @@ async def act(
         call_params = action_param.action_call_params or DEFAULT_ACTION_CALL_PARAMS
         out = []
         for req in requests:
-            out.append(await _act_one(branch, req, action_param, call_params.retry_timeout))
+            out.append(await observe.tool_call(branch, req, _act_one(branch, req, action_param, call_params.retry_timeout)))
         return out
     if strategy == "concurrent":
         call_params = action_param.action_call_params or DEFAULT_ACTION_CALL_PARAMS
@@ -293,7 +294,7 @@ async def act(
         )
 
         async def run(req: _Request) -> ActionResponseModel:
-            return await _act_one(branch, req, action_param, timeout)
+            return await observe.tool_call(branch, req, _act_one(branch, req, action_param, timeout))
 
         return await outer(requests, run)
     raise ConfigurationError(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 
 
+from . import observe
 from ._defaults import DEFAULT_ACTION_CALL_PARAMS
 from .act import act as act_fn
 from .alcall import AlcallParams
@@ -182,6 +183,8 @@ class Branch:
 
     async def emit(self, point: HookPoint, payload: dict[str, Any]) -> None:
         """Call the hooks of ``point`` with ``payload``; failures are logged, never raised."""
+        if observe.observers:  # instrumentation seam
+            observe.note("hook", point=point.value, handlers=len(self._hooks[point]))
         for handler in list(self._hooks[point]):
             try:
                 out = handler(payload)

@@ -260,7 +260,8 @@ async def communicate(
     else:
         mode = fmt_option.get("type") or ("prompt" if schema_in_prompt else None)
     annotate(
-        provider=metadata["provider"], model=completion.model, finish_reason=completion.finish_reason,
+        provider=metadata["provider"], model=completion.model, response_id=completion.raw.get("id"),
+        finish_reason=completion.finish_reason,
         usage=dict(completion.usage), latency_ms=round(completion.latency_s * 1000, 3),
         http_attempts=completion.attempts, http_retries=list(completion.retries),
         tool_calls=len(completion.tool_calls),

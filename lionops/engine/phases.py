@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .. import observe
 from ..fields import to_fields_dict
 from ..operative import operative_for
 from ..params import ParseParam, RunParam
@@ -121,7 +122,7 @@ async def adapter(ctx: OperationContext) -> None:
     ctx.middle_name = getattr(middle, "__qualname__", None) or type(middle).__name__
     ctx.meta["middle"] = ctx.middle_name
     ctx.adapter_calls += 1
-    ctx.result = await middle(
+    call = middle(
         ctx.branch,
         ctx.instruction,
         ctx.chat_param,
@@ -129,6 +130,7 @@ async def adapter(ctx: OperationContext) -> None:
         ctx.clear_messages,
         skip_validation=ctx.skip_validation,
     )
+    ctx.result = await (observe.observe_adapter(ctx, call) if observe.observers else call)
 
 
 async def act(ctx: OperationContext) -> None:
@@ -145,7 +147,8 @@ async def enrich(ctx: OperationContext) -> None:
     ctx.kept_responses = kept
     if not kept:
         return
-    await ctx.branch.offer_writeback(kept)
+    offer = ctx.branch.offer_writeback(kept)
+    await (observe.observe_step("writeback", offer, responses=len(kept)) if observe.observers else offer)
     result = ctx.result
     if isinstance(result, BaseModel) and ctx.operative is not None:
         ctx.operative.response_model = result
