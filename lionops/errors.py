@@ -128,11 +128,21 @@ class EndpointError(LionopsError):
     Attributes:
         provider: the provider name (``"openai"``, ``"vllm"``, ...).
         url: the request URL without credentials or query string.
+        attempts: HTTP requests made for this call (retries included).
+        retries: one ``{"status", "delay_s"}`` per retry made before the
+            failure, in order (``status`` is ``None`` for a refused connection).
+
+    The exception chain (``__cause__``, ``__context__``) is always empty: the
+    HTTP library's own exceptions hold the request and its headers, so they
+    are described in the message (secrets removed) and never attached.
     """
+
+    attempts: int = 1
 
     def __init__(self, message: str, *, provider: str | None = None, url: str | None = None) -> None:
         self.provider = provider
         self.url = url
+        self.retries: list[dict[str, Any]] = []
         super().__init__(message)
 
 
@@ -178,4 +188,18 @@ class EndpointConnectionError(EndpointError):
 
 
 class EndpointTimeoutError(EndpointConnectionError, TimeoutError):
-    """No complete answer within the configured timeout (also a ``TimeoutError``)."""
+    """A time bound ran out (also a ``TimeoutError``).
+
+    Attributes:
+        limit: which bound: ``"timeout"`` (one read, write or connect waited
+            longer than the endpoint's ``timeout``) or ``"deadline"`` (the
+            whole call, retries and waits included, would outlast the
+            endpoint's ``deadline``).
+        seconds: that bound, in seconds.
+    """
+
+    def __init__(self, message: str, *, limit: str = "timeout", seconds: float | None = None,
+                 provider: str | None = None, url: str | None = None) -> None:
+        self.limit = limit
+        self.seconds = seconds
+        super().__init__(message, provider=provider, url=url)

@@ -27,7 +27,7 @@ import base64
 import json
 from typing import Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, EndpointError
 from ..messages import Message, to_jsonable
 from ..models import ActionRequestModel, RawOutput, _preview, decode_arguments
 from ..trace import annotate
@@ -239,7 +239,11 @@ async def communicate(
         progression = [*progression, user.id]
     messages = provider_messages(branch, progression)
     call_options = {**dict(getattr(chat_param, "imodel_kw", None) or {}), **options}
-    completion = await endpoint.chat(messages, **call_options)
+    try:
+        completion = await endpoint.chat(messages, **call_options)
+    except EndpointError as exc:
+        _log_retries(branch, endpoint, exc.retries)
+        raise
 
     requests = native_requests(completion.tool_calls)
     metadata: dict[str, Any] = {
@@ -266,8 +270,7 @@ async def communicate(
         tool_calls=len(completion.tool_calls),
         structured_output=mode,
     )
-    for retry in completion.retries:
-        branch.logs.log("http_retry", {"provider": metadata["provider"], **retry})
+    _log_retries(branch, endpoint, completion.retries)
 
     raw = _uncoerced(completion)
     if raw is not None:
@@ -277,6 +280,12 @@ async def communicate(
         branch, completion.text, parse_param, skip_validation,
         metadata=metadata, action_requests=requests,
     )
+
+
+def _log_retries(branch: Any, endpoint: Any, retries: list[dict[str, Any]]) -> None:
+    """One ``http_retry`` log entry per retry, also for a call that failed."""
+    for retry in retries:
+        branch.logs.log("http_retry", {"provider": getattr(endpoint, "provider", None), **retry})
 
 
 def _uncoerced(completion: Any) -> RawOutput | None:
