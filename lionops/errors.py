@@ -13,6 +13,7 @@ __all__ = [
     "LionopsError",
     "ConfigurationError",
     "RemovedKeywordError",
+    "MisspelledKeywordError",
     "MismatchError",
     "RefusalError",
     "TruncatedOutputError",
@@ -45,6 +46,23 @@ class RemovedKeywordError(TypeError, LionopsError):
         self.replacement = replacement
         super().__init__(
             f"'{keyword}' was removed from operate(); pass {replacement} instead"
+        )
+
+
+class MisspelledKeywordError(TypeError, LionopsError):
+    """A remaining ``operate()`` keyword is a near miss of a real one (``handle_validaton``).
+
+    ADR-0022 D1 sends remaining keywords to the provider as request options;
+    a near miss would be sent instead of taking effect, so it is refused
+    before any request. The message names the keyword and the suggestion.
+    """
+
+    def __init__(self, keyword: str, suggestion: str) -> None:
+        self.keyword = keyword
+        self.suggestion = suggestion
+        super().__init__(
+            f"operate() got an unexpected keyword {keyword!r}; did you mean {suggestion!r}? "
+            "(other unknown keywords are sent to the model as request options)"
         )
 
 

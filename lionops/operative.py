@@ -18,9 +18,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, create_model
 
+from .errors import ConfigurationError
 from .fields import Spec, default_field, to_fields_dict
 
-__all__ = ["Operative", "Step", "request_type_of", "request_exclude_of", "operative_for"]
+__all__ = ["Operative", "Step", "request_type_of", "request_exclude_of", "operative_for", "field_clashes"]
+
+#: The fields ``reason=True`` and ``actions=True`` add to the caller's model.
+GENERATED_FIELDS: dict[str, tuple[str, ...]] = {
+    "reason": ("reason",),
+    "actions": ("action_required", "action_requests", "action_responses"),
+}
 
 _TYPE_CACHE: dict[tuple[Any, ...], tuple[type[BaseModel], type[BaseModel]]] = {}
 _TYPE_LOCK = threading.Lock()
@@ -46,6 +53,46 @@ def request_exclude_of(response_format: Any) -> frozenset[str]:
     if isinstance(response_format, type):
         return getattr(response_format, _REQUEST_EXCLUDE_ATTR, frozenset())
     return frozenset()
+
+
+def field_clashes(
+    base_type: Any,
+    *,
+    reason: bool = False,
+    actions: bool = False,
+    fields: dict[str, Spec] | None = None,
+) -> list[str]:
+    """Where a generated model would silently replace a field of ``base_type``.
+
+    ``reason=True`` adds ``reason``; ``actions=True`` adds ``action_required``,
+    ``action_requests`` and ``action_responses``; each named field spec adds
+    its name. Adding a field the caller's model already declares with another
+    type would replace the caller's field in the generated subclass. A field
+    declared with the very type the generated one has (a generated model
+    passed back in) replaces nothing.
+
+    Returns one sentence per clash, empty when there is none (a pure check).
+    """
+    own = getattr(base_type, "model_fields", None) if isinstance(base_type, type) else None
+    if not own:
+        return []
+    added: list[tuple[str, Spec, str]] = []
+    if reason:
+        added += [(n, default_field(n), "reason=True") for n in GENERATED_FIELDS["reason"]]
+    if actions:
+        added += [(n, default_field(n), "actions=True") for n in GENERATED_FIELDS["actions"]]
+    for key, spec in (fields or {}).items():
+        added.append((spec.name or key, spec, "field_models"))
+    out = []
+    for name, spec, source in added:
+        if name in own and own[name].annotation != spec.annotation:
+            mine = getattr(own[name].annotation, "__name__", None) or repr(own[name].annotation)
+            out.append(
+                f"{source} adds the field {name!r}, but {base_type.__name__} already has a field "
+                f"{name!r} ({mine}); the generated field would replace it. Rename the field, or "
+                f"leave out {source}"
+            )
+    return out
 
 
 def _materialize(
@@ -200,10 +247,15 @@ class Step:
 
         Raises:
             TypeError: an entry of ``field_models`` is neither FieldModel nor Spec.
+            ConfigurationError: a generated or named field would replace a
+                field of ``base_type`` of another type (:func:`field_clashes`).
         """
         name = name or operative_name
         if field_models and not fields:
             fields = to_fields_dict(field_models)
+        clashes = field_clashes(base_type, reason=reason, actions=actions, fields=fields)
+        if clashes:
+            raise ConfigurationError("; ".join(clashes))
         specs: dict[str, Spec] = {}
         if reason:
             specs["reason"] = default_field("reason")
