@@ -119,6 +119,23 @@ async def test_retry_after_past_the_deadline_is_not_waited_for(server):
 
 
 @pytest.mark.anyio
+async def test_the_deadline_bounds_the_whole_adapter_call_parse_model_included(server):
+    """The answer holds no JSON, so the parse model is asked to restate it:
+    those calls share the adapter call's deadline. 15 s went on the first
+    call's Retry-After; a parse-model call asked to wait 10 s more (past 20 s)
+    does not wait."""
+    rate = error_body("Rate limit reached", "requests", "rate_limit_exceeded")
+    server.push(Reply(rate, status=429, headers={"Retry-After": "15"}), completion("no JSON in this answer"))
+    server.push(*[Reply(rate, status=429, headers={"Retry-After": "10"})] * 8)
+    m = make_model(server, deadline=20)
+    with use_clock(RecordingClock()) as clk:
+        result = await Branch(chat_model=m).operate(instruction="q", response_format=Answer)
+    await m.aclose()
+    assert clk.sleeps[0] == 15.0 and 10.0 not in clk.sleeps
+    assert result == "no JSON in this answer"  # the mismatch policy (return_value) applies
+
+
+@pytest.mark.anyio
 async def test_per_call_deadline_is_not_sent(server):
     """``operate(..., deadline=...)`` bounds that call and never reaches the provider."""
     server.push(completion('{"answer": 1}'))

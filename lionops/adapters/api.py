@@ -24,9 +24,11 @@ It never executes tools.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from typing import Any
 
+from ..endpoints.openai import call_deadline
 from ..errors import ConfigurationError, EndpointError
 from ..messages import Message, to_jsonable
 from ..models import ActionRequestModel, RawOutput, _preview, decode_arguments
@@ -242,6 +244,25 @@ def usage_note(branch: Any) -> str | None:
     )
 
 
+def _within_deadline(middle: Any) -> Any:
+    """Run the Middle under the endpoint's ``deadline`` (or the call's
+    ``deadline=`` option): every ``chat()`` it makes, the parse model's
+    re-asks included, ends within that total."""
+
+    @functools.wraps(middle)
+    async def bounded(branch: Any, instruction: Any, chat_param: Any, *args: Any, **kw: Any) -> Any:
+        endpoint = getattr(getattr(chat_param, "imodel", None) or branch.chat_model, "endpoint", None)
+        seconds = (getattr(chat_param, "imodel_kw", None) or {}).get("deadline")
+        seconds = getattr(endpoint, "deadline", None) if seconds is None else seconds
+        if seconds is None:
+            return await middle(branch, instruction, chat_param, *args, **kw)
+        with call_deadline(seconds):
+            return await middle(branch, instruction, chat_param, *args, **kw)
+
+    return bounded
+
+
+@_within_deadline
 async def communicate(
     branch: Any,
     instruction: Any,
@@ -302,7 +323,7 @@ async def communicate(
     try:
         completion = await endpoint.chat(messages, **call_options)
     except EndpointError as exc:
-        _log_retries(branch, endpoint, exc.retries)
+        _log_retries(branch, endpoint, getattr(exc, "retries", ()))
         raise
 
     requests = native_requests(completion.tool_calls)
@@ -342,7 +363,7 @@ async def communicate(
     )
 
 
-def _log_retries(branch: Any, endpoint: Any, retries: list[dict[str, Any]]) -> None:
+def _log_retries(branch: Any, endpoint: Any, retries: Any) -> None:
     """One ``http_retry`` log entry per retry, also for a call that failed."""
     for retry in retries:
         branch.logs.log("http_retry", {"provider": getattr(endpoint, "provider", None), **retry})

@@ -24,6 +24,7 @@ credentials too: it is never shown; user info in a base URL is refused.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import functools
 import json
@@ -33,7 +34,7 @@ import re
 import ssl
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -68,6 +69,7 @@ __all__ = [
     "StructuredMode",
     "HTTP_TRANSPORT",
     "DEFAULT_DEADLINE",
+    "call_deadline",
     "scrubbed_preview",
 ]
 
@@ -144,6 +146,29 @@ _BODY_PREVIEW = 300
 
 #: The default total time for one call (retries, waits and streaming included), seconds.
 DEFAULT_DEADLINE = 600.0
+
+#: When the running adapter call must end (:func:`lionops.clock.monotonic`),
+#: so every ``chat()`` inside it (a parse-model re-ask too) ends by then; ``None`` outside one.
+_CALL_ENDS_AT: ContextVar[float | None] = ContextVar("lionops_call_ends_at", default=None)
+
+
+@contextlib.contextmanager
+def call_deadline(seconds: float) -> Iterator[float]:
+    """Bound every ``chat()`` made in this context (and tasks started from it)
+    to end within ``seconds`` from now: the total of one adapter call. Nested
+    bounds keep the earlier end. Yields the end time.
+
+    Raises:
+        ConfigurationError: ``seconds`` is not a positive number.
+    """
+    ends = clock.monotonic() + _check_deadline(seconds)
+    outer = _CALL_ENDS_AT.get()
+    token = _CALL_ENDS_AT.set(ends if outer is None else min(outer, ends))
+    try:
+        yield ends
+    finally:
+        _CALL_ENDS_AT.reset(token)
+
 
 #: Record/replay seam: an httpx transport that carries the requests made in
 #: this context instead of the network (``lionops.replay``); ``None`` normally.
@@ -587,6 +612,9 @@ class ChatCompletionsEndpoint:
         retries: list[dict[str, Any]] = []
         statuses: list[int | None] = []
         ends_at = clock.monotonic() + deadline
+        inherited = _CALL_ENDS_AT.get()
+        if inherited is not None:  # inside an adapter call: its total bounds this call too
+            ends_at = min(ends_at, inherited)
         stopped_by_deadline: list[float] = []
 
         def past_deadline(state: Any) -> bool:
