@@ -50,18 +50,20 @@ class RemovedKeywordError(TypeError, LionopsError):
 
 
 class MisspelledKeywordError(TypeError, LionopsError):
-    """A remaining ``operate()`` keyword is a near miss of a real one (``handle_validaton``).
+    """A leftover keyword is a near miss of a real one (``handle_validaton``).
 
-    ADR-0022 D1 sends remaining keywords to the provider as request options;
-    a near miss would be sent instead of taking effect, so it is refused
-    before any request. The message names the keyword and the suggestion.
+    ADR-0022 D1 sends remaining ``operate()`` keywords to the provider as
+    request options, and an API ``iModel`` sends its unknown options with
+    every request; a near miss would be sent instead of taking effect, so it
+    is refused before any request. The message names the keyword and the
+    suggestion, never the value (which may be a key).
     """
 
-    def __init__(self, keyword: str, suggestion: str) -> None:
+    def __init__(self, keyword: str, suggestion: str, where: str = "operate()") -> None:
         self.keyword = keyword
         self.suggestion = suggestion
         super().__init__(
-            f"operate() got an unexpected keyword {keyword!r}; did you mean {suggestion!r}? "
+            f"{where} got an unexpected keyword {keyword!r}; did you mean {suggestion!r}? "
             "(other unknown keywords are sent to the model as request options)"
         )
 

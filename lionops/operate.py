@@ -11,10 +11,9 @@ import inspect
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
-from rapidfuzz import process
-from rapidfuzz.distance import DamerauLevenshtein
 
 from ._defaults import DEFAULT_ACTION_CALL_PARAMS, DEFAULT_PARSE_CALL_PARAMS
+from ._names import PROVIDER_OPTIONS, near_miss
 from .alcall import AlcallParams
 from .engine.context import OperationContext
 from .engine.driver import drive, new_trace
@@ -45,23 +44,6 @@ REMOVED_KEYWORDS: dict[str, str] = {
 
 HANDLE_VALIDATION_VALUES = ("raise", "return_value", "return_none")
 
-#: Request options of OpenAI-compatible servers: remaining keywords that are
-#: never taken for a misspelled operate() keyword, however close they are.
-PROVIDER_OPTIONS: frozenset[str] = frozenset({
-    "temperature", "top_p", "top_k", "min_p", "typical_p", "max_tokens", "max_completion_tokens",
-    "min_tokens", "n", "seed", "stop", "user", "logprobs", "top_logprobs", "logit_bias",
-    "frequency_penalty", "presence_penalty", "repetition_penalty", "tool_choice",
-    "parallel_tool_calls", "functions", "function_call", "stream", "stream_options", "metadata",
-    "store", "reasoning", "reasoning_effort", "include_reasoning", "verbosity", "service_tier",
-    "modalities", "audio", "prediction", "web_search_options", "safety_identifier",
-    "prompt_cache_key", "extra_body", "extra_headers", "provider", "models", "route", "transforms",
-    "keep_alive", "options", "format", "think", "num_ctx", "num_predict", "mirostat", "grammar",
-    "json_schema", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
-    "chat_template_kwargs", "ignore_eos", "skip_special_tokens", "best_of", "echo", "suffix",
-    "deadline",
-})
-
-
 @functools.cache
 def _operate_keywords() -> tuple[str, ...]:
     params = inspect.signature(prepare_operate_kw).parameters
@@ -72,18 +54,13 @@ def _operate_keywords() -> tuple[str, ...]:
 def misspelled_keyword(name: str) -> str | None:
     """The ``operate()`` keyword ``name`` is probably a misspelling of, or ``None``.
 
-    A pure check: a name within one edit (two for names of eight characters
-    or more; a swap of neighbours counts as one) of an ``operate()`` keyword,
+    A pure check (:func:`lionops._names.near_miss`): a name within one edit
+    (two for names of eight characters or more) of an ``operate()`` keyword,
     that is not itself a keyword, a removed keyword or a known provider
     option (:data:`PROVIDER_OPTIONS`). Names shorter than four characters are
     never flagged.
     """
-    keywords = _operate_keywords()
-    if len(name) < 4 or name in keywords or name in PROVIDER_OPTIONS or name in REMOVED_KEYWORDS:
-        return None
-    limit = 1 if len(name) < 8 else 2
-    found = process.extractOne(name, keywords, scorer=DamerauLevenshtein.distance, score_cutoff=limit)
-    return None if found is None else found[0]
+    return near_miss(name, _operate_keywords(), REMOVED_KEYWORDS)
 
 #: FuzzyMatchKeysParams is frozen: one default instance serves every call.
 _FUZZY_DEFAULT = FuzzyMatchKeysParams()
@@ -166,6 +143,10 @@ def prepare_operate_kw(
         suggestion = misspelled_keyword(name)
         if suggestion is not None:
             raise MisspelledKeywordError(name, suggestion)
+    for name in instruct if isinstance(instruct, dict) else ():  # an Instruct ignores unknown keys
+        suggestion = near_miss(str(name), Instruct.model_fields)
+        if suggestion is not None:
+            raise MisspelledKeywordError(str(name), suggestion, where="Instruct")
     if handle_validation not in HANDLE_VALIDATION_VALUES:
         raise ConfigurationError(
             f"handle_validation must be one of {HANDLE_VALIDATION_VALUES}, got {handle_validation!r}"

@@ -265,6 +265,18 @@ async def test_a_key_straddling_the_preview_cut_is_removed_whole(server, status,
     assert not _leaks(str(err) + repr(err) + getattr(err, "body", ""), min_part=4)
 
 
+@pytest.mark.anyio
+async def test_a_body_that_cannot_be_decoded_is_a_typed_error(server):
+    """A body labelled gzip that is not: a typed endpoint error with no chain,
+    never httpx's own exception (whose request holds the headers)."""
+    server.push(Reply("definitely not gzip", headers={"Content-Encoding": "gzip"}))
+    m = _secret_model(server, max_retries=0)
+    with pytest.raises(EndpointResponseError, match="DecodingError") as info:
+        await m.chat(MESSAGES)
+    await m.aclose()
+    assert _chain(info.value) == [info.value] and not _leaks(str(info.value))
+
+
 @pytest.mark.parametrize("url", [
     "http://user:SENTINEL-pw-4b1e9d@127.0.0.1:9/v1",
     "http://SENTINEL-user-only@127.0.0.1:9/v1",

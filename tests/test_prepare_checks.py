@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from lionops import Branch, ConfigurationError
+from lionops import Branch, ConfigurationError, iModel
 from lionops.errors import MisspelledKeywordError
 from lionops.fields import Spec
 from lionops.models import ActionRequestModel, Reason
@@ -158,3 +158,38 @@ async def test_actions_off_means_no_action_field_clash(server):
                                                 actions=True, invoke_actions=False)
     await m.aclose()
     assert result.action_requests == ["x"]
+
+
+@pytest.mark.anyio
+async def test_a_misspelled_instruct_key_is_refused(server):
+    """An Instruct mapping ignores unknown keys: a near miss would be lost silently."""
+    m = make_model(server)
+    with pytest.raises(MisspelledKeywordError, match="did you mean 'instruction'"):
+        await Branch(chat_model=m).operate(instruct={"instrution": "q"}, response_format=Answer)
+    await m.aclose()
+    assert server.chat_requests == []
+
+
+SENTINEL = "SENTINEL-key-5e0c7a"
+
+
+@pytest.mark.parametrize(("wrong", "right"), [
+    ("timout", "timeout"), ("api_kye", "api_key"), ("deadlin", "deadline"), ("base_ur", "base_url"),
+    ("max_retires", "max_retries"), ("retry_after_cpa", "retry_after_cap"), ("hedaers", "headers"),
+])
+def test_a_misspelled_model_option_is_refused_not_sent(wrong, right):
+    """An API iModel sends unknown options with every request: a near miss of
+    its own option (``api_kye=`` holding a key) is refused, the value unshown."""
+    with pytest.raises(MisspelledKeywordError) as info:
+        iModel(provider="openai", model="m", api_key="k", **{wrong: SENTINEL})
+    assert info.value.suggestion == right and SENTINEL not in str(info.value)
+
+
+@pytest.mark.anyio
+async def test_real_options_on_the_model_are_sent(server):
+    server.push(completion("ok"))
+    m = make_model(server, **REAL_OPTIONS)
+    assert (await m.chat([{"role": "user", "content": "hi"}])).text == "ok"
+    await m.aclose()
+    body = sent(server)
+    assert {k: body[k] for k in REAL_OPTIONS} == REAL_OPTIONS

@@ -46,6 +46,7 @@ from pydantic import SecretStr
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from .. import clock
+from .._names import near_miss
 from ..adapters.common import request_schema
 from ..trace import annotate
 from ..errors import (
@@ -57,6 +58,7 @@ from ..errors import (
     EndpointResponseError,
     EndpointStatusError,
     EndpointTimeoutError,
+    MisspelledKeywordError,
 )
 
 __all__ = [
@@ -138,6 +140,12 @@ PROVIDER_DEFAULTS: dict[str, _ProviderDefaults] = {
     "llamacpp": _ProviderDefaults("http://127.0.0.1:8080/v1", None, None),
     "lmstudio": _ProviderDefaults("http://127.0.0.1:1234/v1", None, None),
 }
+
+#: The endpoint's own keywords: a near miss of one is refused, not sent as a request option.
+_ENDPOINT_KEYWORDS = (
+    "provider", "model", "base_url", "api_key", "timeout", "max_retries", "deadline", "retry_after_cap",
+    "backoff_initial", "backoff_factor", "backoff_max", "structured_output", "stream", "headers", "verify",
+)
 
 #: Request keys the adapter owns; default options may not set them.
 _RESERVED = frozenset({"messages"})
@@ -381,7 +389,10 @@ class ChatCompletionsEndpoint:
 
     Raises:
         ConfigurationError: unknown provider, bad numbers, an unknown
-            ``structured_output``, or ``messages`` in the default options.
+            ``structured_output``, ``messages`` in the default options, or
+            user info in ``base_url``.
+        MisspelledKeywordError (a TypeError): a default option is a near
+            miss of one of these keywords (``timout``, ``api_kye``).
 
     ``is_cli`` is false. The client is created lazily inside the running
     event loop (asyncio or trio) and reused by every call made in that loop;
@@ -421,6 +432,10 @@ class ChatCompletionsEndpoint:
         reserved = _RESERVED & set(default_options)
         if reserved:
             raise ConfigurationError(f"{sorted(reserved)} cannot be default options")
+        for name in default_options:  # ``timout=``, ``api_kye=`` would be sent in every request body
+            suggestion = near_miss(name, _ENDPOINT_KEYWORDS)
+            if suggestion is not None:
+                raise MisspelledKeywordError(name, suggestion, where=f"iModel(provider={provider!r})")
         if api_key is None and defaults.key_env:
             api_key = os.environ.get(defaults.key_env) or None
         if base_url is None and defaults.base_url_env:
@@ -744,6 +759,11 @@ class ChatCompletionsEndpoint:
             )
             err.retryable = isinstance(exc, httpx.ConnectError)  # type: ignore[attr-defined]
             raise err from None
+        except httpx.HTTPError as exc:  # a body that cannot be decoded, too many redirects, ...
+            raise EndpointResponseError(
+                f"{self.provider}: POST {url}: {type(exc).__name__}: {self.preview(str(exc))}",
+                provider=self.provider, url=url,
+            ) from None
         logger.debug("%s: %s %d", self.provider, url, response.status_code)
         if not response.is_success:
             raise self._status_error(response, url, attempt)
