@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from lionops import Branch, ConfigurationError, iModel
 from lionops.errors import MisspelledKeywordError
@@ -104,6 +104,11 @@ class WithResponses(BaseModel):
     action_responses: dict[str, Any] = {}
 
 
+class WithAlias(BaseModel):
+    answer: int
+    why: str = Field("", alias="reason")
+
+
 class SameReason(BaseModel):
     """Declares the very fields reason/actions add: nothing is replaced."""
 
@@ -118,6 +123,7 @@ CLASHES = {
     "action_required": (WithRequired, {"actions": True}, "actions=True", "'action_required'"),
     "action_responses": (WithResponses, {"actions": True}, "actions=True", "'action_responses'"),
     "field_models": (Answer, {"field_models": [Spec(str, name="answer")]}, "field_models", "'answer'"),
+    "alias": (WithAlias, {"reason": True}, "reason=True", "'why'"),
 }
 
 
@@ -137,6 +143,16 @@ async def test_a_generated_field_that_replaces_the_callers_is_refused(server, ca
     with pytest.raises(ConfigurationError):
         Step.request_operative(base_type=model, **{k: v for k, v in kw.items() if k != "field_models"},
                                fields={"answer": kw["field_models"][0]} if "field_models" in kw else None)
+
+
+@pytest.mark.anyio
+async def test_a_field_spec_replacing_a_generated_field_is_refused(server):
+    m = make_model(server)
+    with pytest.raises(ConfigurationError, match="reason=True also adds"):
+        await Branch(chat_model=m).operate(instruction="q", response_format=Answer, reason=True,
+                                           field_models=[Spec(str, name="reason")])
+    await m.aclose()
+    assert server.chat_requests == []
 
 
 @pytest.mark.anyio
