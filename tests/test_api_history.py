@@ -135,6 +135,27 @@ async def test_reused_call_ids_pair_within_their_own_turn(server):
     assert [json.loads(m["content"]) for m in body["messages"] if m["role"] == "tool"] == [["one"], ["two"]]
 
 
+@pytest.mark.anyio
+async def test_native_and_body_requests_in_one_turn(server):
+    """Native calls pair as tool messages right after the assistant message;
+    the JSON body's requests follow as text."""
+    tools, _ = ordered_tools()
+    content = json.dumps({"action_requests": [{"function": "quick_search", "arguments": {"q": "body"}}]})
+    server.push(completion(content, tool_calls=[tool_call("slow_lookup", {"city": "Oslo"}, "call_n")]),
+                completion("done"))
+    m = make_model(server)
+    branch = Branch(chat_model=m, tools=tools)
+    first = await branch.operate(instruction="q", actions=True)
+    await branch.operate(instruction="next")
+    await m.aclose()
+    assert [r.function for r in first.action_responses] == ["quick_search", "slow_lookup"]
+    msgs = server.chat_requests[1].body["messages"]
+    assert roles(server.chat_requests[1].body) == ["user", "assistant", "tool", "user", "user"]
+    assert [c["id"] for c in msgs[1]["tool_calls"]] == ["call_n"] and msgs[2]["tool_call_id"] == "call_n"
+    assert msgs[3]["content"].startswith("Action results") and '"body"' in msgs[3]["content"]
+    assert "Oslo" not in msgs[3]["content"]
+
+
 def test_call_id_is_hidden_from_schema_and_dumps():
     req = ActionRequestModel(function="f", arguments={}, call_id="call_1")
     assert req.call_id == "call_1"
