@@ -44,6 +44,7 @@ REMOVED_KEYWORDS: dict[str, str] = {
 
 HANDLE_VALIDATION_VALUES = ("raise", "return_value", "return_none")
 
+
 @functools.cache
 def _operate_keywords() -> tuple[str, ...]:
     params = inspect.signature(prepare_operate_kw).parameters
@@ -61,6 +62,7 @@ def misspelled_keyword(name: str) -> str | None:
     never flagged.
     """
     return near_miss(name, _operate_keywords(), REMOVED_KEYWORDS)
+
 
 #: FuzzyMatchKeysParams is frozen: one default instance serves every call.
 _FUZZY_DEFAULT = FuzzyMatchKeysParams()
