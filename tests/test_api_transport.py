@@ -173,6 +173,21 @@ async def test_retries_that_run_out_are_visible(server):
 
 
 @pytest.mark.anyio
+async def test_the_trace_keeps_the_model_calls_facts_after_a_parse_re_ask(server):
+    """The answer holds no JSON, so the parse model re-asks (and fails once):
+    the trace's HTTP facts stay those of the model call."""
+    server.push(Reply(BUSY, status=503), completion("no JSON here"),
+                Reply(error_body("bad"), status=400), completion('{"answer": 3}'))
+    m = make_model(server)
+    with use_clock(RecordingClock()):
+        result, trace = await Branch(chat_model=m).operate_traced(instruction="q", response_format=Answer)
+    await m.aclose()
+    assert result.answer == 3 and len(server.chat_requests) == 4
+    assert trace.meta["http_attempts"] == 2 and trace.meta["http_statuses"] == [503, 200]
+    assert trace.meta["http_retries"] == [{"status": 503, "delay_s": 0.5}]
+
+
+@pytest.mark.anyio
 async def test_refused_connections_that_run_out_are_visible():
     srv = OpenAIServer().start()
     base = srv.base_url

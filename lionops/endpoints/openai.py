@@ -48,7 +48,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 from .. import clock
 from .._names import near_miss
 from ..adapters.common import request_schema
-from ..trace import annotate
+from ..trace import current_meta
 from ..errors import (
     ConfigurationError,
     EndpointAuthError,
@@ -618,7 +618,8 @@ class ChatCompletionsEndpoint:
         Every error carries ``attempts`` and ``retries``, and no exception
         chain. The trace of the running ``operate()`` gets ``http_attempts``,
         ``http_retries`` and ``http_statuses`` (one per attempt; ``None`` for
-        an attempt without an HTTP answer), also when the call fails.
+        an attempt without an HTTP answer), also when the call fails: those
+        of its first call (a parse model's re-ask does not replace them).
         """
         deadline = self.deadline if options.get("deadline") is None else _check_deadline(options["deadline"])
         options.pop("deadline", None)
@@ -671,7 +672,9 @@ class ChatCompletionsEndpoint:
             done = self._completion(data, latency=latency, attempts=attempts, retries=retries)
         except EndpointError as exc:
             failure = exc
-        annotate(http_attempts=attempts, http_retries=list(retries), http_statuses=list(statuses))
+        meta = current_meta()
+        if meta is not None and "http_statuses" not in meta:  # the adapter call's own; a parse re-ask adds none
+            meta.update(http_attempts=attempts, http_retries=list(retries), http_statuses=list(statuses))
         if failure is None:
             return done
         if stopped_by_deadline:
