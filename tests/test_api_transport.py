@@ -101,7 +101,7 @@ async def test_backoff_stops_where_the_deadline_would_pass(server):
 
 @pytest.mark.anyio
 async def test_retry_after_past_the_deadline_is_not_waited_for(server):
-    """Retry-After is honoured while it fits the deadline (C24), and a wait that
+    """Retry-After is honoured while it fits the deadline, and a wait that
     would pass it is not made; the trace and the log show both attempts."""
     rate = error_body("Rate limit reached", "requests", "rate_limit_exceeded")
     server.push(Reply(rate, status=429, headers={"Retry-After": "25"}),
@@ -305,10 +305,10 @@ def test_user_info_in_a_base_url_is_refused(url):
     assert "SENTINEL" not in str(info.value) + repr(info.value)
 
 
-# ---------------------------------------------------------------- one model across event loops (C39)
+# ---------------------------------------------------------------- one model across event loops
 
 
-def test_one_branch_and_model_across_event_loops_c39():
+def test_one_branch_and_model_across_event_loops():
     """One Branch and iModel on a keep-alive server, from asyncio.run() twice,
     anyio on trio, anyio on asyncio, then asyncio.run() again."""
     with OpenAIServer([completion(f'{{"answer": {i}}}') for i in range(5)]) as srv:

@@ -15,7 +15,7 @@ number of requests. The deadline is measured on :func:`lionops.clock.monotonic`.
 
 The API key is held as a :class:`pydantic.SecretStr`, sent only in the
 ``Authorization`` header, and removed from every message this module
-writes: reprs, log records and exception text (field report C26), before any
+writes: reprs, log records and exception text, before any
 text is cut to a preview. Exceptions carry no chain (the HTTP library's
 exceptions hold the request headers). httpx's and httpcore's log records are
 scrubbed of every live endpoint's secrets. A base URL's query may hold
