@@ -281,6 +281,30 @@ async def test_a_key_straddling_the_preview_cut_is_removed_whole(server, status,
 
 
 @pytest.mark.anyio
+async def test_secret_forms_a_server_or_httpx_may_show(server):
+    """A key read from a file with its newline is sent stripped; a header value
+    httpx refuses (it quotes it in its error) and the bare credential of a
+    caller's ``Authorization: Bearer ...`` header echoed alone are scrubbed."""
+    server.push(completion("ok"), Reply(error_body(f"unknown key {SENTINEL_HEADER}"), status=401))
+    keyed = iModel(provider="openai", model="m", base_url=server.base_url, api_key=f"{SENTINEL}\n")
+    assert (await keyed.chat(MESSAGES)).text == "ok"
+    await keyed.aclose()
+    bearer = iModel(provider="openai", model="m", base_url=server.base_url, max_retries=0,
+                    headers={"Authorization": f"Bearer {SENTINEL_HEADER}"})
+    with pytest.raises(EndpointAuthError) as auth:
+        await bearer.chat(MESSAGES)
+    await bearer.aclose()
+    broken = iModel(provider="openai", model="m", base_url=server.base_url, max_retries=0,
+                    headers={"X-Api-Token": f"{SENTINEL_HEADER}\n"})
+    with pytest.raises(EndpointConnectionError) as refused:
+        await broken.chat(MESSAGES)
+    await broken.aclose()
+    for err in (auth.value, refused.value):
+        assert not _leaks(str(err) + repr(err) + "".join(traceback.format_exception(err)))
+    assert "***" in str(auth.value)
+
+
+@pytest.mark.anyio
 async def test_a_body_that_cannot_be_decoded_is_a_typed_error(server):
     """A body labelled gzip that is not: a typed endpoint error with no chain,
     never httpx's own exception (whose request holds the headers)."""

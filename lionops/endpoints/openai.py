@@ -356,8 +356,9 @@ class ChatCompletionsEndpoint:
         base_url: the API root (``.../v1``); default from the provider's
             environment variable (``OPENAI_BASE_URL`` for ``openai``) or
             :data:`PROVIDER_DEFAULTS`.
-        api_key: the bearer key; default from the provider's environment
-            variable (``OPENAI_API_KEY``). ``None`` sends no Authorization.
+        api_key: the bearer key (surrounding whitespace removed); default
+            from the provider's environment variable (``OPENAI_API_KEY``).
+            ``None`` sends no Authorization.
         timeout: seconds one socket operation may wait (one connect, one
             write, one read of the body, a pool slot). It does not bound the
             call: a server that sends a byte every few seconds never trips it.
@@ -459,7 +460,9 @@ class ChatCompletionsEndpoint:
         self.base_url = _public_url(full_url)
         if self.base_url != full_url:
             _SHOWN_URLS[str(httpx.URL(self._request_url()))] = self.url
-        self._api_key = api_key if isinstance(api_key, SecretStr) or api_key is None else SecretStr(api_key)
+        if isinstance(api_key, str):  # a key read from a file often ends in a newline
+            api_key = SecretStr(api_key.strip())
+        self._api_key = api_key
         self.timeout = float(timeout)
         self.deadline = deadline
         self.max_retries = int(max_retries)
@@ -483,10 +486,17 @@ class ChatCompletionsEndpoint:
         return self._api_key is not None and bool(self._api_key.get_secret_value())
 
     def _secrets(self) -> list[str]:
-        """Every secret value, longest first (so a secret holding another goes whole)."""
+        """Every form of every secret value, longest first (so a form holding
+        another goes whole): as given, stripped, escaped as in a ``repr``
+        (the HTTP library quotes a header it refuses), and the credential of
+        an ``<scheme> <credential>`` header value (a server may echo only it)."""
         found = [self._api_key, *self._extra_headers.values(), *_url_secrets(self._base_url)]
-        values = {s.get_secret_value() for s in found if s is not None}
-        return sorted((v for v in values if len(v) >= 4), key=len, reverse=True)
+        forms: set[str] = set()
+        for secret in found:
+            value = secret.get_secret_value() if secret is not None else ""
+            forms.update((value, value.strip(), repr(value)[1:-1]))
+            forms.update(part for part in value.split()[1:] if len(part) >= 8)
+        return sorted((v for v in forms if len(v) >= 4), key=len, reverse=True)
 
     def scrub(self, text: str) -> str:
         """``text`` with the API key, extra header values and the base URL's
