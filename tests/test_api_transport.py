@@ -67,6 +67,17 @@ async def test_a_dripping_server_is_cut_by_the_deadline(server, stream):
 
 
 @pytest.mark.anyio
+async def test_a_silent_server_is_cut_by_the_deadline_before_a_long_timeout(server):
+    server.push(Reply(hang=True, hang_s=30))
+    m = make_model(server, timeout=30, deadline=0.5)
+    with anyio.fail_after(20):
+        with pytest.raises(EndpointTimeoutError) as info:
+            await m.chat(MESSAGES)
+    await m.aclose()
+    assert info.value.limit == "deadline" and info.value.__context__ is None
+
+
+@pytest.mark.anyio
 async def test_the_read_timeout_names_itself(server):
     """A server that never answers trips ``timeout`` (one read), named as such."""
     server.push(Reply(hang=True, hang_s=10))
