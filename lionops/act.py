@@ -98,6 +98,12 @@ class _Request:
     function: Any
     arguments: Any
     invalid: str | None
+    call_id: str | None = None
+    #: (role, content, sender, recipient) of this request's messages, added in request order by act().
+    records: list[tuple[str, Any, Any, Any]] = dataclasses.field(default_factory=list)
+
+    def record(self, role: str, content: Any, sender: Any, recipient: Any) -> None:
+        self.records.append((role, content, sender, recipient))
 
 
 def _normalize(index: int, item: Any) -> _Request:
@@ -115,7 +121,8 @@ def _normalize(index: int, item: Any) -> _Request:
         invalid = data.get("invalid") if isinstance(data.get("invalid"), str) else None
     else:
         raise ValueError(f"{_SHAPE_ERROR} Request {index} is {type(item).__name__}.")
-    return _Request(index, function, arguments, invalid)
+    call_id = getattr(item, "call_id", None) if not isinstance(item, Mapping) else item.get("call_id")
+    return _Request(index, function, arguments, invalid, call_id if isinstance(call_id, str) else None)
 
 
 def _error_payload(function: Any, exc: BaseException) -> dict[str, Any]:
@@ -167,11 +174,9 @@ async def _act_one(
     if not await branch.authorize(invocation):
         output = {"error": DENIAL_ERROR, "function": function}
         branch.logs.log("denied", {"function": function, "arguments": arguments, "index": req.index, "branch": branch.id})
-        branch.messages.add("action_request", _request_content(function, arguments), sender=branch.id, recipient=function)
-        branch.messages.add(
-            "action_response", {"function": function, "arguments": arguments, "output": output},
-            sender=function, recipient=branch.id,
-        )
+        req.record("action_request", _request_content(function, arguments), branch.id, function)
+        req.record("action_response", {"function": function, "arguments": arguments, "output": output},
+                   function, branch.id)
         return ActionResponseModel(function=function, arguments=arguments, output=output)
 
     # 4. invocation with hooks.
@@ -206,11 +211,9 @@ async def _act_one(
         "function": function, "arguments": arguments, "output": output,
         "index": req.index, "duration_s": elapsed, "branch": branch.id,
     })
-    branch.messages.add("action_request", _request_content(function, arguments), sender=branch.id, recipient=function)
-    branch.messages.add(
-        "action_response", {"function": function, "arguments": arguments, "output": output},
-        sender=function, recipient=branch.id,
-    )
+    req.record("action_request", _request_content(function, arguments), branch.id, function)
+    req.record("action_response", {"function": function, "arguments": arguments, "output": output},
+               function, branch.id)
     if param.verbose_action:
         logger.debug("Action %s invoked in %.3fs.", function, elapsed)
     return ActionResponseModel(function=function, arguments=arguments, output=output)
@@ -237,11 +240,9 @@ def _failed(
         logger.error("Action %s failed: %s", function, safe_str(exc))
     output = _error_payload(function, exc)
     args_dict = arguments if isinstance(arguments, dict) else {}
-    branch.messages.add("action_request", _request_content(function, arguments), sender=branch.id, recipient=str(function))
-    branch.messages.add(
-        "action_response", {"function": function, "arguments": arguments, "output": output},
-        sender=str(function), recipient=branch.id,
-    )
+    req.record("action_request", _request_content(function, arguments), branch.id, str(function))
+    req.record("action_response", {"function": function, "arguments": arguments, "output": output},
+               str(function), branch.id)
     return ActionResponseModel(
         function=function if isinstance(function, str) else str(function or "unknown"),
         arguments=args_dict,
@@ -279,6 +280,17 @@ async def act(
     check = BEFORE_DISPATCH.get()
     if check is not None:
         check([(r.index, r.function, r.arguments, r.invalid) for r in requests])
+    try:
+        return await _dispatch(branch, requests, action_param)
+    finally:
+        # Messages go in request order, whatever order the requests completed in.
+        for req in requests:
+            for role, content, sender, recipient in req.records:
+                branch.messages.add(role, content, sender=sender, recipient=recipient,  # type: ignore[arg-type]
+                                    metadata={"call_id": req.call_id} if req.call_id else {})
+
+
+async def _dispatch(branch: Branch, requests: list[_Request], action_param: ActionParam) -> list[ActionResponseModel]:
     strategy = action_param.strategy
     if strategy == "sequential":
         call_params = action_param.action_call_params or DEFAULT_ACTION_CALL_PARAMS

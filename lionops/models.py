@@ -126,8 +126,10 @@ class ActionRequestModel(HashableModel):
 
     ``invalid`` is set only by adapters for a native tool call whose
     arguments could not be decoded: ``act()`` answers such a request with an
-    error payload and never invokes the tool. It is not part of the schema
-    shown to the model.
+    error payload and never invokes the tool. ``call_id`` is the provider's
+    id of a native tool call (``tool_calls[].id``): ``act()`` puts it on the
+    request's messages, so the next turn can pair each result with its call.
+    Neither is part of the schema shown to the model, nor of dumps.
     """
 
     model_config = _schema_description(
@@ -137,6 +139,7 @@ class ActionRequestModel(HashableModel):
     function: str | None = None
     arguments: dict[str, Any] | None = None
     invalid: SkipJsonSchema[str | None] = Field(default=None, repr=False, exclude=True)
+    call_id: SkipJsonSchema[str | None] = Field(default=None, repr=False, exclude=True)
 
     @model_validator(mode="before")
     @classmethod
