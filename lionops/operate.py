@@ -37,6 +37,19 @@ REMOVED_KEYWORDS: dict[str, str] = {
 
 HANDLE_VALIDATION_VALUES = ("raise", "return_value", "return_none")
 
+#: The boolean keywords of prepare_operate_kw: anything but a bool is a TypeError.
+BOOL_FLAGS = ("invoke_actions", "skip_validation", "actions", "reason", "verbose_action",
+              "include_token_usage_to_model", "clear_messages", "stream_persist")
+
+
+def _check_flags(flags: dict[str, Any]) -> None:
+    """Raise TypeError for a boolean keyword that is not a bool (``"false"``
+    is truthy: it would run tools). A deliberate difference from the shipped
+    code, which tested truthiness."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+
 #: FuzzyMatchKeysParams is frozen: one default instance serves every call.
 _FUZZY_DEFAULT = FuzzyMatchKeysParams()
 
@@ -96,7 +109,9 @@ def prepare_operate_kw(
     Raises:
         RemovedKeywordError (a TypeError): ``request_model``,
             ``operative_model`` or ``imodel`` was passed.
-        TypeError: a ``field_models`` entry is neither FieldModel nor Spec.
+        TypeError: a ``field_models`` entry is neither FieldModel nor Spec,
+            or a boolean keyword (``invoke_actions``, ``actions``,
+            ``skip_validation``, ``reason``, ...) is not a bool.
         ConfigurationError (a ValueError): ``handle_validation`` is not one of
             ``"raise"``, ``"return_value"``, ``"return_none"`` (a deliberate
             difference: the shipped code let an unknown policy fall through to
@@ -106,6 +121,12 @@ def prepare_operate_kw(
     for name, replacement in REMOVED_KEYWORDS.items():
         if name in kwargs:
             raise RemovedKeywordError(name, replacement)
+    _check_flags({
+        "invoke_actions": invoke_actions, "skip_validation": skip_validation, "actions": actions,
+        "reason": reason, "verbose_action": verbose_action,
+        "include_token_usage_to_model": include_token_usage_to_model,
+        "clear_messages": clear_messages, "stream_persist": stream_persist,
+    })
     if handle_validation not in HANDLE_VALIDATION_VALUES:
         raise ConfigurationError(
             f"handle_validation must be one of {HANDLE_VALIDATION_VALUES}, got {handle_validation!r}"

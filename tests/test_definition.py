@@ -30,6 +30,7 @@ DESIGN_ROWS = [  # (source, trigger, dest) from DESIGN.md's table
     ("gate", "actions_disabled", "returned"),
     ("gate", "no_action_param", "returned"),
     ("gate", "no_requests", "returned"),
+    ("gate", "no_response_slot", "returned"),
     ("gate", "requests_found", "act"),
     ("act", "acted", "enrich"),
     ("enrich", "no_responses", "returned"),

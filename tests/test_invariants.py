@@ -114,6 +114,9 @@ def oracle(skip: bool, fmt: str, actions: bool, invoke: bool, policy: str, resul
         requests = None
     if requests is None:
         return "no_requests"
+    # enrich attaches to a plain dict or the generated response type only
+    if not (isinstance(result, dict) or type(result).__name__.endswith("Response")):
+        return "no_response_slot"
     return "enriched" if requests else "no_responses"
 
 

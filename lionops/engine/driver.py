@@ -39,6 +39,7 @@ async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trac
     engine = engine or get_engine()
     if trace is None:
         trace = new_trace(engine, ctx.meta)
+    trace.actions = ctx.actions  # the same list: act() appends its records to it
     handlers = engine.handlers
     terminals = engine.terminals
     failure_trigger = engine.failure_trigger
