@@ -421,3 +421,49 @@ def test_limits_are_checked():
     with pytest.raises(TypeError):
         Branch(observer_timeout="1")  # type: ignore[arg-type]
     assert Branch(gate_timeout=None).gate_timeout is None
+
+
+# ---------------------------------------------------------------- what replay records
+
+
+async def test_a_recording_holds_each_decision_and_replays_it(tmp_path):
+    """The cassette's tool calls come from the records: a not-offered tool, a
+    gate timeout and an allowed call are recorded and replay offline."""
+    from lionops.replay import Cassette, record, replay
+    from lionops.testing import OpenAIServer, completion, tool_call
+
+    from .helpers import ToolBox
+    from .openai_server import make_model
+
+    def branch_for(model: Any, box: ToolBox) -> Branch:
+        branch = Branch(chat_model=model, tools=box.tools(), gate_timeout=0.05)
+
+        async def slow_for_search(inv: Any) -> bool:
+            if inv.function == "search":
+                await anyio.sleep_forever()
+            return True
+
+        branch.gate(slow_for_search)
+        return branch
+
+    kw = dict(instruction="go", actions=True, tools=["get_weather", "search"])
+    answer = completion(None, tool_calls=[tool_call("get_weather", {"city": "Oslo"}, "call_1"),
+                                          tool_call("send_message", {"to": "a", "body": "b"}, "call_2"),
+                                          tool_call("search", {"q": "x"}, "call_3")])
+    path = tmp_path / "run.json"
+    box = ToolBox()
+    with anyio.fail_after(20):
+        with OpenAIServer([answer]) as server:
+            model = make_model(server)
+            recorded = await record(path, branch_for(model, box), **kw)
+            await model.aclose()
+        assert box.calls == {"get_weather": 1}
+        assert [a.decision for a in recorded.trace.actions] == ["allowed", "not_offered", "timed_out"]
+        calls = Cassette.load(path).operations[0].tool_calls
+        assert [(c.function, c.decision) for c in calls] == [
+            ("get_weather", "allowed"), ("send_message", "rejected"), ("search", "denied")]
+        replay_box = ToolBox()
+        replayed = await replay(path, branch_for(model, replay_box), **kw)
+    assert replay_box.calls == {}  # the recorded output was served
+    assert [(a.function, a.decision, a.output) for a in replayed.trace.actions] == [
+        (a.function, a.decision, a.output) for a in recorded.trace.actions]
