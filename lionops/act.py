@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import math
-import types
 
 import anyio
 import pydantic_core
@@ -64,7 +63,7 @@ from .models import (
     normalize_request_keys,
 )
 from .params import ActionParam
-from .tools import ToolInvocation, ToolNotOfferedError, UnknownToolError
+from .tools import FrozenArguments, ToolInvocation, ToolNotOfferedError, UnknownToolError
 
 if TYPE_CHECKING:
     from .branch import Branch
@@ -223,6 +222,18 @@ def _record(req: _Request, raw: Any, decision: Decision, *, arguments: dict[str,
     )
 
 
+def _hook_payload(branch: Branch, rec: ActionRecord, **extra: Any) -> dict[str, Any]:
+    """A TOOL_POST / TOOL_ERROR payload, from the record (summaries cut at 200 characters)."""
+    payload = {
+        "function": rec.function, "arguments": summarize(rec.arguments), "index": rec.index,
+        "decision": rec.decision, "duration_s": rec.duration_s, "call_id": rec.call_id, "branch": branch.id,
+    }
+    if rec.error_type is not None:
+        payload["type"] = rec.error_type
+    payload.update(extra)
+    return payload
+
+
 def _failed(batch: _Batch, req: _Request, raw: Any, decision: Decision, exc: BaseException, *,
             arguments: dict[str, Any] | None = None, duration_s: float | None = None,
             invoked: bool = False) -> ActionRecord:
@@ -273,7 +284,7 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         return _failed(batch, req, raw, "rejected", exc)
 
     # 3. governance, on exactly what the tool will receive: fail closed.
-    invocation = ToolInvocation(function, types.MappingProxyType(kwargs), tool, branch.id, req.index,
+    invocation = ToolInvocation(function, FrozenArguments(kwargs), tool, branch.id, req.index,
                                 batch.offered, req.arguments, req.call_id)
     try:
         verdict, reason = await branch._authorize(invocation)
@@ -311,11 +322,7 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
                       output=_error_payload(function, exc), exc=exc, duration_s=elapsed, invoked=started is not None)
         batch.keep(rec, exc)
         if _hooked(branch, HookPoint.TOOL_ERROR):
-            await branch.emit(HookPoint.TOOL_ERROR, {
-                "function": function, "arguments": summarize(kwargs), "index": req.index,
-                "error": summarize(exc), "type": type(exc).__name__, "decision": decision,
-                "call_id": req.call_id, "branch": branch.id,
-            })
+            await branch.emit(HookPoint.TOOL_ERROR, _hook_payload(branch, rec, error=summarize(exc)))
         if not param.suppress_errors:
             raise
         if param.verbose_action:
@@ -328,11 +335,7 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
     elapsed = time.perf_counter() - started
     rec = batch.keep(_record(req, raw, "allowed", arguments=kwargs, output=output, duration_s=elapsed, invoked=True))
     if _hooked(branch, HookPoint.TOOL_POST):
-        await branch.emit(HookPoint.TOOL_POST, {
-            "function": function, "arguments": summarize(kwargs), "index": req.index,
-            "output": summarize(output), "duration_s": elapsed, "decision": "allowed",
-            "call_id": req.call_id, "branch": branch.id,
-        })
+        await branch.emit(HookPoint.TOOL_POST, _hook_payload(branch, rec, output=summarize(output)))
     if param.verbose_action:
         logger.debug("Action %s invoked in %.3fs.", function, elapsed)
     return rec

@@ -8,7 +8,7 @@ against that schema (unknown keys rejected) before the call.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 __all__ = [
     "Tool", "ToolInvocation", "ActionManager", "ToolArgumentsError", "UnknownToolError",
-    "ToolNotOfferedError", "TOOL_RUNNER",
+    "ToolNotOfferedError", "FrozenArguments", "TOOL_RUNNER",
 ]
 
 #: Record/replay seam: when set, :meth:`Tool.invoke` awaits ``runner(tool, kwargs)``
@@ -225,6 +225,29 @@ class Tool:
         return f"Tool(name={self.name!r})"
 
 
+class FrozenArguments(dict):  # type: ignore[type-arg]
+    """A ``dict`` that refuses changes: the arguments a gate is shown.
+
+    It is a real dict (``json.dumps``, ``==``, ``isinstance(..., dict)`` work),
+    but every mutating method raises ``TypeError``, so a gate cannot change
+    what the tool will receive (and a gate that tries, raises, and denies).
+    """
+
+    __slots__ = ()
+
+    def _refuse(self, *_: Any, **__: Any) -> None:
+        raise TypeError("the arguments of a ToolInvocation are read-only")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+
+    def __reduce_ex__(self, protocol: Any) -> Any:  # copy, deepcopy, pickle: rebuilt whole
+        return (FrozenArguments, (dict(self),))
+
+    def __repr__(self) -> str:
+        return f"FrozenArguments({dict.__repr__(self)})"
+
+
 @dataclass(frozen=True, slots=True)
 class ToolInvocation:
     """What ``branch.authorize`` is asked about before any invocation (ADR-0022 D4).
@@ -240,7 +263,7 @@ class ToolInvocation:
     """
 
     function: str
-    arguments: Mapping[str, Any]
+    arguments: FrozenArguments | dict[str, Any]
     tool: Tool | None = None
     branch_id: str | None = None
     index: int | None = None
