@@ -44,7 +44,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import math
 
 import anyio
 import pydantic_core
@@ -309,11 +308,14 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
                 "call_id": req.call_id, "branch": branch.id,
             })
         started = time.perf_counter()
-        with anyio.move_on_after(math.inf if timeout is None else timeout) as scope:
+        if timeout is None:
             output = await tool._call(dict(kwargs))
-        if scope.cancelled_caught:
-            timed_out = True
-            raise TimeoutError(f"{function!r} did not return within {timeout}s")
+        else:
+            with anyio.move_on_after(timeout) as scope:
+                output = await tool._call(dict(kwargs))
+            if scope.cancelled_caught:
+                timed_out = True
+                raise TimeoutError(f"{function!r} did not return within {timeout}s")
         _check_output(function, output)
     except Exception as exc:
         elapsed = time.perf_counter() - started if started is not None else None
