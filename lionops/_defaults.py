@@ -1,7 +1,10 @@
 """Inherited defaults, kept in one place (ADR-0022 D1, D4).
 
-The operations code records no measurement or rationale for these values;
-they are centralized so callers can replace the parameter objects.
+The operations code records no measurement or rationale for the inherited
+values; they are centralized so callers can replace the parameter objects.
+The governance bounds below are lionops' own (the shipped code had none):
+generous enough not to cut a working gate, hook or batch, small enough that
+nothing waits forever or fans out without limit; each is a ``Branch`` keyword.
 """
 
 from __future__ import annotations
