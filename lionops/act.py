@@ -284,7 +284,7 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
 
     # 3. governance, on exactly what the tool will receive: fail closed.
     invocation = ToolInvocation(function, FrozenArguments(kwargs), tool, branch.id, req.index,
-                                batch.offered, req.arguments, req.call_id)
+                                batch.offered, raw, req.call_id)
     try:
         verdict, reason = await branch._authorize(invocation)
     except BaseException as exc:

@@ -258,8 +258,8 @@ class ToolInvocation:
     ``tool``: the registered Tool; ``branch_id``: the asking branch;
     ``index``: position in the request list; ``offered``: the names of the
     tools offered in this call (only those can run); ``raw_arguments``: the
-    arguments as the model wrote them (JSON text or object), for auditing
-    only; ``call_id``: the provider's id of a native tool call, when known.
+    arguments object as the model wrote it (decoded from JSON text, before
+    validation: ``"false"`` is still a string), for auditing only; ``call_id``: the provider's id of a native tool call, when known.
     """
 
     function: str
