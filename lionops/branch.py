@@ -332,6 +332,8 @@ class Branch:
         Raises:
             ValueError: mismatch under ``handle_validation="raise"`` (D3), or
                 malformed action requests (D4).
+            TypeError: a boolean keyword (``actions``, ``invoke_actions``,
+                ...) that is not a bool.
             ConfigurationError: bad strategy or no endpoint.
             Exception: adapter errors and unsuppressed tool errors, unchanged.
         """
