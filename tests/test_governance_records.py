@@ -467,3 +467,24 @@ async def test_a_recording_holds_each_decision_and_replays_it(tmp_path):
     assert replay_box.calls == {}  # the recorded output was served
     assert [(a.function, a.decision, a.output) for a in replayed.trace.actions] == [
         (a.function, a.decision, a.output) for a in recorded.trace.actions]
+
+
+async def test_a_response_model_with_its_own_setattr_runs_no_tool():
+    """A caller model whose ``__setattr__`` refuses: the generated response
+    type inherits it, so enrich could not attach and no tool runs."""
+
+    class Sealed(BaseModel):
+        answer: int
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            raise AttributeError("sealed")
+
+    ran: list[str] = []
+    branch = Branch(tools=_tools(ran))
+
+    def build(parse_param: Any) -> Any:
+        return parse_param.response_format.model_validate({"answer": 1, "action_requests": [req("ok", n=1)]})
+
+    out, trace = await branch.operate_traced(instruction="go", actions=True, response_format=Sealed,
+                                             middle=ScriptedMiddle(build))
+    assert trace.exit == "no_response_slot" and ran == [] and out.answer == 1

@@ -36,19 +36,22 @@ def can_attach_responses(result: Any, operative: Any) -> bool:
     ``responses_unattachable``) and the ``enrich`` phase use, so tools run
     exactly for results enrich can attach to: a ``dict`` whose item
     assignment is ``dict``'s own, or an instance of the call's generated
-    response type (it declares ``action_responses``) that is not frozen. A
-    Mapping that is not a dict, a dict class with its own ``__setitem__``, a
-    foreign model, a frozen model: no slot.
+    response type (it declares ``action_responses``) that is not frozen and
+    keeps pydantic's own attribute assignment. A Mapping that is not a dict,
+    a dict class with its own ``__setitem__``, a foreign model, a frozen
+    model, a model class with its own ``__setattr__``: no slot.
     """
     if isinstance(result, dict):
         return getattr(type(result), "__setitem__", None) is dict.__setitem__
     if not isinstance(result, BaseModel) or operative is None:
         return False
     rtype = operative.response_type
+    cls = type(result)
     return (
         isinstance(rtype, type) and isinstance(result, rtype)
-        and "action_responses" in type(result).model_fields
-        and not type(result).model_config.get("frozen", False)
+        and "action_responses" in cls.model_fields
+        and not cls.model_config.get("frozen", False)
+        and getattr(cls, "__setattr__", None) is BaseModel.__setattr__
     )
 
 
