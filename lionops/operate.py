@@ -37,11 +37,6 @@ REMOVED_KEYWORDS: dict[str, str] = {
 
 HANDLE_VALIDATION_VALUES = ("raise", "return_value", "return_none")
 
-#: The boolean keywords of prepare_operate_kw: anything but a bool is a TypeError.
-BOOL_FLAGS = ("invoke_actions", "skip_validation", "actions", "reason", "verbose_action",
-              "include_token_usage_to_model", "clear_messages", "stream_persist")
-
-
 def _check_flags(flags: dict[str, Any]) -> None:
     """Raise TypeError for a boolean keyword that is not a bool (``"false"``
     is truthy: it would run tools). A deliberate difference from the shipped
@@ -49,6 +44,7 @@ def _check_flags(flags: dict[str, Any]) -> None:
     for name, value in flags.items():
         if not isinstance(value, bool):
             raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+
 
 #: FuzzyMatchKeysParams is frozen: one default instance serves every call.
 _FUZZY_DEFAULT = FuzzyMatchKeysParams()
@@ -121,18 +117,18 @@ def prepare_operate_kw(
     for name, replacement in REMOVED_KEYWORDS.items():
         if name in kwargs:
             raise RemovedKeywordError(name, replacement)
-    _check_flags({
-        "invoke_actions": invoke_actions, "skip_validation": skip_validation, "actions": actions,
-        "reason": reason, "verbose_action": verbose_action,
-        "include_token_usage_to_model": include_token_usage_to_model,
-        "clear_messages": clear_messages, "stream_persist": stream_persist,
-    })
     if handle_validation not in HANDLE_VALIDATION_VALUES:
         raise ConfigurationError(
             f"handle_validation must be one of {HANDLE_VALIDATION_VALUES}, got {handle_validation!r}"
         )
     # field_models entries are checked here so a bad entry fails in prepare.
     to_fields_dict(field_models)
+    _check_flags({
+        "invoke_actions": invoke_actions, "skip_validation": skip_validation, "actions": actions,
+        "reason": reason, "verbose_action": verbose_action,
+        "include_token_usage_to_model": include_token_usage_to_model,
+        "clear_messages": clear_messages, "stream_persist": stream_persist,
+    })
 
     chat_model = chat_model or branch.chat_model
     parse_model = parse_model or chat_model
