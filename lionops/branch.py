@@ -32,7 +32,7 @@ from .engine.engines import Engine
 from .hooks import HookPoint, safe_str
 from .messages import EventLog, MessageLog, atomic_write_text, to_jsonable
 from .models import ActionResponseModel, Instruct
-from .operate import _resolve_engine, run_context
+from .operate import _check_flags, _resolve_engine, run_context
 from .params import ActionParam
 from .tools import ActionManager, Tool, ToolInvocation
 from .trace import Trace, Traced
@@ -358,9 +358,7 @@ class Branch:
         a ``not_offered`` error payload. Each response's ``.record`` is the
         typed :class:`~lionops.models.ActionRecord` of its decision.
         """
-        for name, flag in (("suppress_errors", suppress_errors), ("verbose_action", verbose_action)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
+        _check_flags({"suppress_errors": suppress_errors, "verbose_action": verbose_action})
         param = ActionParam(
             action_call_params=call_params or DEFAULT_ACTION_CALL_PARAMS,
             tools=tools,
