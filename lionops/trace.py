@@ -203,7 +203,7 @@ class Trace:
             started_at=float(d.get("started_at", 0.0)), initial=d.get("initial", "prepare"),
             transitions=[TransitionRecord.from_dict(t) for t in d.get("transitions", [])],
             meta=dict(d.get("meta", {})),
-            actions=[ActionRecord.from_dict(a) for a in d.get("actions") or []],
+            actions=_actions(d.get("actions")),
         )
 
     @classmethod
@@ -227,6 +227,15 @@ class Trace:
 
     def __repr__(self) -> str:
         return f"Trace({' -> '.join(self.states)}, exit={self.exit!r})"
+
+
+def _actions(value: Any) -> list[ActionRecord]:
+    """The ``"actions"`` of a trace's JSON form; raises ``ValueError`` unless a list of records."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"trace actions must be a list, got {type(value).__name__}")
+    return [ActionRecord.from_dict(a) for a in value]
 
 
 class Traced(NamedTuple):

@@ -488,3 +488,12 @@ async def test_a_response_model_with_its_own_setattr_runs_no_tool():
     out, trace = await branch.operate_traced(instruction="go", actions=True, response_format=Sealed,
                                              middle=ScriptedMiddle(build))
     assert trace.exit == "no_response_slot" and ran == [] and out.answer == 1
+
+
+@pytest.mark.parametrize("actions", ["5", "[1]", '[{"index": 0}]', '[{"index": "0", "decision": "allowed"}]',
+                                     '[{"index": 0, "decision": "maybe"}]'])
+def test_malformed_trace_actions_are_a_value_error(actions):
+    from lionops import Trace
+
+    with pytest.raises(ValueError):
+        Trace.from_json('{"transitions": [], "actions": %s}' % actions)
