@@ -224,7 +224,8 @@ class ActionRecord:
     @classmethod
     def from_dict(cls, d: Any) -> ActionRecord:
         """The inverse of :meth:`to_dict`. Raises ``ValueError`` on a malformed record."""
-        if not isinstance(d, dict) or not isinstance(d.get("index"), int) or d.get("decision") not in DECISIONS:
+        index = d.get("index") if isinstance(d, dict) else None
+        if type(index) is not int or d.get("decision") not in DECISIONS:
             raise ValueError(f"not an action record: {summarize(d, use_repr=True)}")
         args = d.get("arguments")
         duration = d.get("duration_s")
