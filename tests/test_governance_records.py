@@ -497,3 +497,23 @@ def test_malformed_trace_actions_are_a_value_error(actions):
 
     with pytest.raises(ValueError):
         Trace.from_json('{"transitions": [], "actions": %s}' % actions)
+
+
+@pytest.mark.parametrize("error", STRAY)
+async def test_alcall_reraises_a_base_exception_of_one_call_as_itself(error):
+    """AlcallParams: a non-cancellation BaseException of one call is the
+    failure of that call (re-raised as itself, siblings cancelled), not a
+    cancellation for the task group to swallow."""
+    done: list[int] = []
+
+    async def work(i: int) -> int:
+        if i == 1:
+            raise error("from call 1")
+        await anyio.sleep(0)
+        done.append(i)
+        return i
+
+    with anyio.fail_after(10), pytest.raises(error):
+        await AlcallParams()([0, 1, 2], work)
+    assert done == []  # the siblings were cancelled at their first checkpoint
+    assert await AlcallParams()([0, 2, 3], work) == [0, 2, 3]
