@@ -26,7 +26,7 @@ from .fields import FieldModel, Spec
 from .hooks import HookPoint
 from .imodel import iModel
 from .instrumentation import InstrumentationError, instrument, uninstrument
-from .models import ActionRequestModel, ActionResponseModel, Instruct, RawOutput, Reason
+from .models import ActionRecord, ActionRequestModel, ActionResponseModel, Instruct, RawOutput, Reason
 from .operate import operate, prepare_operate_kw
 from .operative import Operative, Step
 from .params import ActionParam, ChatParam, HandleValidation, ParseParam, RunParam
@@ -47,7 +47,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Branch", "iModel", "Tool", "ToolInvocation", "HookPoint", "Instruct", "Reason",
-    "ActionRequestModel", "ActionResponseModel", "ChatParam", "RunParam", "ParseParam",
+    "ActionRequestModel", "ActionResponseModel", "ActionRecord", "ChatParam", "RunParam", "ParseParam",
     "ActionParam", "AlcallParams", "HandleValidation", "Spec", "FieldModel", "Operative",
     "Step", "prepare_operate_kw", "operate", "act", "Middle", "communicate",
     "run_and_collect", "Trace", "TransitionRecord", "Traced", "ConfigurationError",

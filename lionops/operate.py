@@ -64,6 +64,15 @@ def misspelled_keyword(name: str) -> str | None:
     return near_miss(name, _operate_keywords(), REMOVED_KEYWORDS)
 
 
+def _check_flags(flags: dict[str, Any]) -> None:
+    """Raise TypeError for a boolean keyword that is not a bool (``"false"``
+    is truthy: it would run tools). A deliberate difference from the shipped
+    code, which tested truthiness."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+
+
 #: FuzzyMatchKeysParams is frozen: one default instance serves every call.
 _FUZZY_DEFAULT = FuzzyMatchKeysParams()
 
@@ -131,7 +140,9 @@ def prepare_operate_kw(
             ``field_models`` entry would replace a field of the caller's
             ``response_format`` of another type (``reason: str`` with
             ``reason=True``), see :func:`lionops.operative.field_clashes`.
-        TypeError: a ``field_models`` entry is neither FieldModel nor Spec.
+        TypeError: a ``field_models`` entry is neither FieldModel nor Spec,
+            or a boolean keyword (``invoke_actions``, ``actions``,
+            ``skip_validation``, ``reason``, ...) is not a bool.
         ConfigurationError (a ValueError): ``handle_validation`` is not one of
             ``"raise"``, ``"return_value"``, ``"return_none"`` (a deliberate
             difference: the shipped code let an unknown policy fall through to
@@ -155,6 +166,12 @@ def prepare_operate_kw(
         )
     # field_models entries are checked here so a bad entry fails in prepare.
     to_fields_dict(field_models)
+    _check_flags({
+        "invoke_actions": invoke_actions, "skip_validation": skip_validation, "actions": actions,
+        "reason": reason, "verbose_action": verbose_action,
+        "include_token_usage_to_model": include_token_usage_to_model,
+        "clear_messages": clear_messages, "stream_persist": stream_persist,
+    })
 
     chat_model = chat_model or branch.chat_model
     parse_model = parse_model or chat_model

@@ -69,35 +69,28 @@ _REQUEST_OPTIONS = (
 #: Exception type names of a failed request -> decision.
 _FAILURE_DECISIONS = {
     "InvalidActionRequest": "invalid",
-    "UnknownToolError": "not_offered",
+    "ToolNotOfferedError": "not_offered",
+    "UnknownToolError": "rejected",
     "ToolArgumentsError": "rejected",
+    "RequestLimitError": "rejected",
     "TimeoutError": "timed_out",
 }
 
 _OPERATION: contextvars.ContextVar[_Operation | None] = contextvars.ContextVar("lionops_otel_operation", default=None)
 
 
-def tool_decision(response: Any, error: BaseException | None) -> str:
-    """The decision on one request, from what ``act()`` returned or raised.
-
-    A raised exception (``suppress_errors=False``) and an error payload map by
-    exception type; the governance denial payload is ``denied``; anything
-    else was invoked and returned (``allowed``).
-    """
+def tool_decision(record: Any, error: BaseException | None) -> str:
+    """The decision on one request: the typed record ``act()`` made, or, when
+    ``act()`` raised for it (``suppress_errors=False``), the decision its
+    exception type stands for. Never read back from an output's shape."""
+    decision = getattr(record, "decision", None)
+    if isinstance(decision, str):
+        return decision
     if error is not None:
         for cls in type(error).__mro__:
             if cls.__name__ in _FAILURE_DECISIONS:
                 return _FAILURE_DECISIONS[cls.__name__]
-        return "error"
-    from .act import DENIAL_ERROR
-
-    output = getattr(response, "output", None)
-    if isinstance(output, dict):
-        if output.get("error") == DENIAL_ERROR and set(output) == {"error", "function"}:
-            return "denied"
-        if set(output) == {"error", "type", "message"} and str(output["message"]).startswith("Error invoking action"):
-            return _FAILURE_DECISIONS.get(str(output["type"]), "error")
-    return "allowed"
+    return "error"
 
 
 class _Scrub:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .messages import to_jsonable
+from .models import ActionRecord
 
 if TYPE_CHECKING:
     from .engine.definition import MachineDefinition
@@ -98,13 +99,16 @@ class Trace:
         initial: the state the run started in (``"prepare"``).
         transitions: the fired transitions in order (:class:`TransitionRecord`).
         meta: adapter facts (middle name, token usage, latency), JSON-compatible.
+        actions: the :class:`~lionops.models.ActionRecord` of every action
+            request ``act()`` decided in this call, in request order (empty
+            when no tool phase ran); in JSON under ``"actions"``.
 
     The driver records each transition as a plain row; rows become
     :class:`TransitionRecord` objects the first time ``transitions`` is read,
     so recording stays cheap on the hot path.
     """
 
-    __slots__ = ("machine", "engine", "started_at", "initial", "meta", "_records", "_rows")
+    __slots__ = ("machine", "engine", "started_at", "initial", "meta", "actions", "_records", "_rows")
 
     def __init__(
         self,
@@ -114,12 +118,14 @@ class Trace:
         initial: str = "prepare",
         transitions: list[TransitionRecord] | None = None,
         meta: dict[str, Any] | None = None,
+        actions: list[ActionRecord] | None = None,
     ) -> None:
         self.machine = machine
         self.engine = engine
         self.started_at = started_at
         self.initial = initial
         self.meta: dict[str, Any] = {} if meta is None else meta
+        self.actions: list[ActionRecord] = [] if actions is None else actions
         self._records: list[TransitionRecord] = list(transitions) if transitions else []
         #: rows ``(trigger, source, dest, guards, at_ns, phase_ns, error)`` not yet materialized
         self._rows: list[tuple[Any, ...]] = []
@@ -139,8 +145,9 @@ class Trace:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Trace):
             return NotImplemented
-        return (self.machine, self.engine, self.started_at, self.initial, self.transitions, self.meta) == (
-            other.machine, other.engine, other.started_at, other.initial, other.transitions, other.meta)
+        return (self.machine, self.engine, self.started_at, self.initial, self.transitions, self.meta,
+                self.actions) == (other.machine, other.engine, other.started_at, other.initial,
+                                  other.transitions, other.meta, other.actions)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -180,13 +187,16 @@ class Trace:
         return tuple((t.source, t.trigger, t.dest) for t in self.transitions)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "format": TRACE_FORMAT, "machine": self.machine, "engine": self.engine,
             "started_at": self.started_at, "initial": self.initial,
             "states": self.states, "exit": self.exit,
             "transitions": [t.to_dict() for t in self.transitions],
             "meta": to_jsonable(self.meta),
         }
+        if self.actions:
+            d["actions"] = [a.to_dict() for a in self.actions]
+        return d
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -209,6 +219,7 @@ class Trace:
             started_at=float(d.get("started_at", 0.0)), initial=d.get("initial", "prepare"),
             transitions=[TransitionRecord.from_dict(t) for t in d.get("transitions", [])],
             meta=dict(d.get("meta", {})),
+            actions=_actions(d.get("actions")),
         )
 
     @classmethod
@@ -329,6 +340,15 @@ def _check_trace(d: Any, definition: MachineDefinition | None) -> None:
 def _declared_edges(definition: MachineDefinition) -> frozenset[tuple[str, str, str]]:
     """``(source, trigger, dest)`` of every edge, the wildcard ones expanded."""
     return frozenset((src, t.trigger, t.dest) for t in definition.transitions for src in definition.sources(t))
+
+
+def _actions(value: Any) -> list[ActionRecord]:
+    """The ``"actions"`` of a trace's JSON form; raises ``ValueError`` unless a list of records."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"trace actions must be a list, got {type(value).__name__}")
+    return [ActionRecord.from_dict(a) for a in value]
 
 
 class Traced(NamedTuple):

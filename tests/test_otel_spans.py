@@ -182,7 +182,7 @@ async def test_decisions_of_each_failed_request(server, otel):
     await model.aclose()
     spans = sorted(otel.named("execute_tool"), key=lambda s: s.attributes["lionops.tool.index"])
     assert [s.attributes["lionops.tool.decision"] for s in spans] == [
-        "invalid", "not_offered", "rejected", "error", "allowed"]
+        "invalid", "rejected", "rejected", "error", "allowed"]
     assert [s.status.status_code for s in spans] == [
         StatusCode.UNSET, StatusCode.UNSET, StatusCode.UNSET, StatusCode.ERROR, StatusCode.UNSET]
     assert spans[3].attributes["error.type"] == "RuntimeError"
@@ -191,6 +191,21 @@ async def test_decisions_of_each_failed_request(server, otel):
     assert events(spans[3]) == ["hook", "hook"]  # tool_pre, tool_error
     assert [e.attributes["lionops.hook.point"] for e in spans[3].events] == ["tool_pre", "tool_error"]
     assert [e.attributes["lionops.hook.point"] for e in spans[4].events] == ["tool_pre", "tool_post"]
+
+
+async def test_a_registered_tool_not_offered_is_a_not_offered_span(server, otel):
+    """A registered tool left out of this call's ``tools=`` selector: its span
+    says ``not_offered`` (from the record act() made) and the tool never ran."""
+    server.push(completion(None, tool_calls=[
+        tool_call("send_message", {"to": "all", "body": "hi"}), tool_call("search", {"q": "lion"})]))
+    box = ToolBox()
+    model = make_model(server)
+    branch = Branch(chat_model=model, tools=box.tools())
+    await branch.operate(instruction="q", actions=True, tools=["search"], action_strategy="sequential")
+    await model.aclose()
+    spans = sorted(otel.named("execute_tool"), key=lambda s: s.attributes["lionops.tool.index"])
+    assert [s.attributes["lionops.tool.decision"] for s in spans] == ["not_offered", "allowed"]
+    assert box.calls["send_message"] == 0 and box.calls["search"] == 1
 
 
 async def test_a_raised_tool_call_outside_operate(otel):

@@ -41,6 +41,7 @@ async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trac
     engine = engine or get_engine()
     if trace is None:
         trace = new_trace(engine, ctx.meta)
+    trace.actions = ctx.actions  # the same list: act() appends its records to it
     if observe.observers and not _observed:  # instrumentation seam: one check when nothing observes
         return await observe.observe_operation(ctx, engine, trace, _observed_drive)
     handlers = engine.handlers

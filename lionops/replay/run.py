@@ -129,26 +129,30 @@ def describe_call(branch: Branch, kw: dict[str, Any], redactor: Redactor) -> Cal
     }))
 
 
+#: cassette decision of each act() decision whose tool was not invoked
+#: (an invoked tool is ``allowed``, with its error when it did not return).
+_CASSETTE_DECISION = {"denied": "denied", "timed_out": "denied", "invalid": "invalid",
+                      "rejected": "rejected", "not_offered": "rejected", "error": "rejected"}
+
+
 def tool_calls_since(branch: Branch, start: int, redactor: Redactor) -> list[ToolCallRecord]:
-    """What ``act()`` did with each action request, read from the branch's
-    event log entries from ``start`` on (``action``, ``denied``, ``action_error``)."""
+    """What ``act()`` did with each action request: the decision field of the
+    branch's event log entries from ``start`` on, which ``act()`` copies from
+    its typed :class:`~lionops.models.ActionRecord`."""
     out: list[ToolCallRecord] = []
     for entry in list(branch.logs)[start:]:
         c = entry.content
+        decision = c.get("decision")
+        if entry.kind not in ("action", "denied", "action_error") or decision is None:
+            continue
         fields: dict[str, Any] = {"index": c.get("index", -1), "function": to_jsonable(c.get("function")),
                                   "arguments": to_jsonable(c.get("arguments"))}
-        if entry.kind == "action":
+        if decision == "allowed":
             fields.update(decision="allowed", output=to_jsonable(c.get("output")))
-        elif entry.kind == "denied":
-            fields.update(decision="denied")
-        elif entry.kind == "action_error":
-            stage = c.get("stage")
-            if stage == "error":
-                fields.update(decision="allowed", error={"type": c.get("type", "Exception"), "message": c.get("error", "")})
-            else:
-                fields.update(decision="invalid" if stage == "invalid" else "rejected")
+        elif c.get("invoked"):
+            fields.update(decision="allowed", error={"type": c.get("type") or "Exception", "message": c.get("error", "")})
         else:
-            continue
+            fields.update(decision=_CASSETTE_DECISION[decision])
         out.append(ToolCallRecord.model_validate(redactor.value(fields)))
     out.sort(key=lambda r: r.index)
     return out
