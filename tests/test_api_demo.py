@@ -23,7 +23,7 @@ async def test_demo_replays_the_recorded_conversation(tmp_path, monkeypatch, cap
     assert outcome["ran"] == ["get_weather"] and outcome["denied"] == ["book_flight"]
     assert isinstance(result, TripPlan) and result.city == "Lisbon" and result.reason.confidence_score == 0.82
     assert [r.is_error for r in result.action_responses] == [False, True]
-    assert trace.meta["usage"]["total_tokens"] == 899 and trace.meta["middle"] == "communicate"
+    assert trace.meta["usage"]["total_tokens"] == 1013 and trace.meta["middle"] == "communicate"
     saved = json.loads(outcome["path"].read_text())
     assert saved["exit"] == "enriched" and "sk-local-demo" not in outcome["path"].read_text()
     out = capsys.readouterr().out

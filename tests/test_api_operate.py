@@ -131,12 +131,15 @@ async def test_one_tool_call(server, model):
     assert result.answer == 1
     assert [r.output for r in result.action_responses] == [{"city": "Paris", "temp_c": 20}]
     body = sent(server)
-    assert [t["function"]["name"] for t in body["tools"]] == ["get_weather", "send_message", "search", "run_shell"]
+    # A caller model: the requests belong in the structured answer, the tools in the prompt.
+    assert "tools" not in body
     spec = schema_sent(body)
     assert spec["strict"] is False  # arguments: dict cannot be strict
     assert "action_responses" not in spec["schema"]["properties"]
     assert "action_requests" in spec["schema"]["properties"]
-    assert "Tools you may request" not in user_text(body)
+    assert "Tools you may request" in user_text(body)
+    assert all(name in user_text(body) for name in ("get_weather", "send_message", "search", "run_shell"))
+    assert trace.meta["tools_offered"] == "prompt"
     assert branch.messages.by_role("assistant")[0].metadata["tool_calls"][0]["function"] == "get_weather"
 
 
@@ -396,10 +399,10 @@ async def test_schema_in_prompt_mode(server):
     result, trace = await branch.operate_traced(instruction="q", response_format=Answer, actions=True)
     await m.aclose()
     body = sent(server)
-    assert "response_format" not in body and "tools" in body
+    assert "response_format" not in body and "tools" not in body
     text = user_text(body)
     assert "JSON schema" in text and "action_responses" not in text
-    assert "Tools you may request" not in text  # tools stay native
+    assert text.count("Tools you may request") == 1  # a caller model: the tools are described once, in the prompt
     assert result.answer == 9 and trace.meta["structured_output"] == "prompt"
 
 

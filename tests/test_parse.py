@@ -156,9 +156,11 @@ async def test_native_requests_without_text():
     fmt = generated(Answer, actions=True)
     req = ActionRequestModel(function="search", arguments={"q": "x"})
     assert await parse_response(None, ParseParam(response_format=fmt)) is None
-    # the caller's required field is missing: the mapping comes back for the outer policy
+    # the caller's required field is missing: the mapping comes back for the outer policy,
+    # as plain JSON (a caller under return_value can serialize it)
     out = await parse_response(None, ParseParam(response_format=fmt), action_requests=[req])
-    assert out == {"action_requests": [req]}
+    assert out == {"action_requests": [{"function": "search", "arguments": {"q": "x"}}]}
+    assert json.loads(json.dumps(out)) == out
     only_actions = Step.respond_operative(Step.request_operative(actions=True)).response_type
     result = await parse_response(None, ParseParam(response_format=only_actions), action_requests=[req])
     assert result.action_requests == [req]
