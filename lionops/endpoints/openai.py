@@ -604,7 +604,10 @@ class ChatCompletionsEndpoint:
         text = raw.decode("utf-8", errors="replace")
         if body.get("stream") and text.lstrip().startswith(("data:", ":")):
             return self._events_of_text(text, status)  # an event stream labelled as something else
-        return self._decode_json(text, status, f"a body that is not JSON ({ctype})")
+        data = self._decode_json(text, status, f"a body that is not JSON ({ctype})")
+        if not isinstance(data, dict):
+            raise self._response_error("a JSON body that is not an object", status, text)
+        return data
 
     async def _read_body(self, response: httpx.Response, *, truncate: bool = False) -> bytes:
         """The decompressed body, at most ``max_response_bytes``; past the cap
@@ -835,10 +838,10 @@ class StreamAccumulator:
     C20, C40): a delta with an ``index`` joins the call at that index, unless
     it names a function and carries an ``id`` different from that call's
     (servers that repeat one index for every call); a delta without an
-    ``index`` joins the call with its ``id``, else the latest call, unless it
-    names a function while the latest call already has a name and no id
-    ties them (servers that key by nothing). Anything else starts a new
-    call. ``arguments`` sent as a JSON object rather than text are used
+    ``index`` joins the call with its ``id`` (a new id is a new call); one
+    with neither joins the latest call, unless it names a function while
+    the latest call already has a name (servers that key by nothing).
+    Anything else starts a new call. ``arguments`` sent as a JSON object rather than text are used
     whole; an object mixed with text fragments for one call is an error.
 
     A chunk of the wrong shape (``choices``, ``delta`` or ``tool_calls`` of
@@ -951,13 +954,10 @@ class _ChoiceParts:
             if name and call_id and call["id"] not in (None, call_id) and call["function"]["name"]:
                 return self._by_id.get(call_id)  # one index repeated for distinct calls
             return pos
-        if call_id and call_id in self._by_id:
-            return self._by_id[call_id]
-        if not self.calls:
-            return None
-        last = self.calls[-1]
-        if name and last["function"]["name"] and (call_id or not last["id"]) and call_id != last["id"]:
-            return None  # a new named call, keyed by nothing that joins it to the last
+        if call_id:
+            return self._by_id.get(call_id)  # a new id without an index is a new call
+        if not self.calls or (name and self.calls[-1]["function"]["name"]):
+            return None  # a second name, keyed by nothing that joins it to the last call
         return len(self.calls) - 1
 
     def add_call(self, entry: Any) -> None:
