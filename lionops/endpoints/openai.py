@@ -834,8 +834,7 @@ class StreamAccumulator:
     concatenated; reasoning never joins the text. A ``finish_reason`` of
     ``""`` or ``null`` is no end; the last real one counts.
 
-    Tool-call deltas are told apart the way servers key them (field reports
-    C20, C40): a delta with an ``index`` joins the call at that index, unless
+    Tool-call deltas are told apart the way servers key them: a delta with an ``index`` joins the call at that index, unless
     it names a function and carries an ``id`` different from that call's
     (servers that repeat one index for every call); a delta without an
     ``index`` joins the call with its ``id`` (a new id is a new call); one
