@@ -89,6 +89,9 @@ _MAX_CANDIDATES = 32
 _REASONING_TAGS = "think|thinking|reasoning|thought|reflection"
 _REASONING_OPEN = re.compile(rf"^[ \t]*<({_REASONING_TAGS})>", re.IGNORECASE | re.MULTILINE)
 _REASONING_CLOSE = re.compile(rf"</({_REASONING_TAGS})>", re.IGNORECASE)
+#: A channel message of the "harmony" chat format some servers pass through as text.
+_CHANNEL = re.compile(r"<\|channel\|>\s*(\w+)[^<]*<\|message\|>(.*?)(?=<\|(?:end|start|return|call|channel)\|>|$)",
+                      re.DOTALL)
 
 
 class _TooDeep(Exception):
@@ -137,8 +140,10 @@ def split_reasoning(text: str | None) -> tuple[str | None, str | None]:
     ``<thought>``, ``<reflection>``) at the start of a line and ends at its
     closing tag, or at the end of the text when unclosed. Text before a
     closing tag that has no opening tag (a template that put the opening tag
-    in the prompt) is reasoning too. A text that is one JSON value as a
-    whole has no reasoning (the tags are inside its strings).
+    in the prompt) is reasoning too. In text of channel messages
+    (``<|channel|>analysis<|message|>...``), only the ``final`` channel is the
+    answer. A text that is one JSON value as a whole has no reasoning (the
+    tags are inside its strings).
     """
     if not text or "<" not in text:
         return text, None
@@ -147,6 +152,12 @@ def split_reasoning(text: str | None) -> tuple[str | None, str | None]:
         return text, None
     except (ValueError, RecursionError):
         pass
+    if "<|channel|>" in text:
+        messages = [(m.group(1).lower(), m.group(2)) for m in _CHANNEL.finditer(text)]
+        if messages:
+            final = [body for channel, body in messages if channel == "final"]
+            other = [body.strip() for channel, body in messages if channel != "final"]
+            return "".join(final).strip(), "\n".join(other) or None
     reasoning: list[str] = []
     first_open, first_close = _REASONING_OPEN.search(text), _REASONING_CLOSE.search(text)
     if first_close and (first_open is None or first_open.start() > first_close.start()):

@@ -137,10 +137,16 @@ async def test_native_tools_on_opt_in(server, where):
     assert trace.exit == "enriched" and box.calls == {"get_weather": 1} and result.city == "Oslo"
 
 
+TOOLS_ONLY_TEXT = {"null": None, "empty": "", "blank": "  \n", "preamble": "I'll check the weather in Oslo.",
+                   "thinking": "<think>I need the weather first.</think>"}
+
+
+@pytest.mark.parametrize("text", list(TOOLS_ONLY_TEXT))
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 @pytest.mark.parametrize("policy", POLICIES)
-async def test_tool_calls_only_under_a_caller_model_say_why(server, policy, stream):
-    done = completion(None, tool_calls=[tool_call("get_weather", {"city": "Oslo"}), tool_call("wipe_disk", {})])
+async def test_tool_calls_only_under_a_caller_model_say_why(server, policy, stream, text):
+    done = completion(TOOLS_ONLY_TEXT[text],
+                      tool_calls=[tool_call("get_weather", {"city": "Oslo"}), tool_call("wipe_disk", {})])
     box = Counted()
     server.push(Reply(stream=chunked(done)) if stream else done)
     m = make_model(server, native_tools=True, stream=stream)
@@ -148,7 +154,7 @@ async def test_tool_calls_only_under_a_caller_model_say_why(server, policy, stre
     out = await operate_under(branch, policy, MismatchError, instruction="q", response_format=Forecast, actions=True)
     await m.aclose()
     trace = branch.traces[-1]
-    assert box.total == 0
+    assert box.total == 0 and len(server.chat_requests) == 1  # the text is never restated by a parse model
     assert trace.meta["raw_output"]["reason"] == "tool_calls_only"
     assert "tool calls only, no answer fields" in trace.meta["raw_output"]["detail"]
     if policy == "raise":
@@ -179,6 +185,8 @@ THINKING = {
     "upper-case": f'<THINK>{DRAFT}</THINK>\n```json\n{{"answer": "Paris"}}\n```',
     "closing-tag-only": f'Let me draft: {DRAFT}\n</think>\n\n{{"answer": "Paris"}}',
     "two-blocks": f'<think>{DRAFT}</think>\n<think>{DRAFT}</think>\n{{"answer": "Paris"}}',
+    "channels": (f"<|channel|>analysis<|message|>{DRAFT}<|end|><|start|>assistant<|channel|>final<|message|>"
+                 '{"answer": "Paris"}<|return|>'),
 }
 
 
@@ -303,6 +311,11 @@ BAD_ENDINGS: dict[str, tuple[list[Any], bool, type[Exception], str]] = {
                     EndpointProviderError, "model crashed"),
     "error-text": ([chunk({"content": ANSWER_WITH_REQUEST}), {"error": "rate limited upstream"}], True,
                    EndpointProviderError, "rate limited upstream"),
+    "error-event-message-only": ([chunk({"content": ANSWER_WITH_REQUEST}),
+                                  'event: error\ndata: {"message": "quota exceeded"}\n\n'], False,
+                                 EndpointProviderError, "quota exceeded"),
+    "error-event-text": ([chunk({"content": ANSWER_WITH_REQUEST}), "event: error\ndata: internal failure\n\n"],
+                         False, EndpointProviderError, "internal failure"),
     "finish-error": ([chunk({"content": ANSWER_WITH_REQUEST}),
                       {**chunk({}, finish="error"), "choices": [{"index": 0, "delta": {}, "finish_reason": "error",
                                                                  "error": {"message": "provider failed"}}]}],

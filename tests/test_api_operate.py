@@ -211,6 +211,17 @@ async def test_body_action_requests_are_honoured(server, model):
 async def test_tool_calls_with_model_mismatch_run_nothing(server, model):
     box = ToolBox()
     server.push(completion("Let me check.", tool_calls=[tool_call("send_message", {"to": "team", "body": "x"})]))
+    branch = Branch(chat_model=model, tools=box.tools())
+    result, trace = await branch.operate_traced(instruction="q", response_format=Answer, actions=True)
+    assert trace.exit == "mismatch_return_value"
+    assert result == "Let me check." and result.reason == "tool_calls_only"
+    assert box.total == 0
+    assert len(server.chat_requests) == 1  # a preamble beside tool calls is never restated
+
+
+async def test_prose_under_a_caller_model_is_restated_by_the_parse_model(server, model):
+    box = ToolBox()
+    server.push(completion("Let me check."))
     for _ in range(4):  # the parse model cannot restate prose without an answer
         server.push(completion('{"answer": null}'))
     branch = Branch(chat_model=model, tools=box.tools())

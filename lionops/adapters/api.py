@@ -25,8 +25,9 @@ One chat turn against an OpenAI-compatible Chat Completions endpoint:
    else the inner parse with the native ``tool_calls`` merged into
    ``action_requests`` (a malformed ``arguments`` string becomes a request
    marked invalid, which ``act()`` answers with an error payload, C05). A
-   reply of tool calls only, under a caller model whose fields it leaves
-   out, is a ``RawOutput`` with ``reason="tool_calls_only"``: the caller's
+   reply of tool calls only (beside no text, or text that holds no JSON
+   object), under a caller model whose fields it leaves out, is a
+   ``RawOutput`` with ``reason="tool_calls_only"``: the caller's
    mismatch policy decides (ADR-0022 D3) and no tool runs.
 
 It never executes tools.
@@ -44,7 +45,7 @@ from ..errors import ConfigurationError
 from ..messages import Message, to_jsonable
 from ..models import ActionRequestModel, RawOutput, _preview, decode_arguments
 from ..operative import request_type_of
-from ..parse import split_reasoning
+from ..parse import extract_json, parse_response, split_reasoning
 from ..trace import annotate
 from .common import begin_turn, finish_turn, record_assistant
 
@@ -213,11 +214,11 @@ def caller_model(response_format: Any) -> type[BaseModel] | None:
     return base if base is not BaseModel and issubclass(base, BaseModel) else None
 
 
-def _tools_only(caller: type[BaseModel], calls: list[Any]) -> RawOutput:
+def _tools_only(caller: type[BaseModel], calls: list[Any], text: str | None) -> RawOutput:
     names = [c.get("function", {}).get("name") if isinstance(c, dict) and isinstance(c.get("function"), dict)
              else None for c in calls]
     shown = ", ".join(str(n) for n in names[:5]) + (", ..." if len(names) > 5 else "")
-    return RawOutput("", reason="tool_calls_only", detail=(
+    return RawOutput(text or "", reason="tool_calls_only", detail=(
         f"tool calls only, no answer fields: the reply held {len(calls)} native tool call(s) ({shown}) "
         f"and none of the fields of {caller.__name__}; no tool was run"
     ))
@@ -326,14 +327,20 @@ async def communicate(
     if raw is not None:
         record_assistant(branch, raw, metadata)
         return _noted(raw)
-    result = await finish_turn(
+    if caller is not None and not skip_validation and completion.tool_calls and not _holds_json(text):
+        # Tool calls beside no JSON answer (nothing, or a preamble such as "I'll check"):
+        # the calls alone are parsed; the text is never restated into the caller's fields.
+        record_assistant(branch, text, metadata)
+        result = await parse_response(None, parse_param, branch=branch, action_requests=requests)
+        return _noted(result if isinstance(result, BaseModel) else _tools_only(caller, completion.tool_calls, text))
+    return _noted(await finish_turn(
         branch, text, parse_param, skip_validation,
         metadata=metadata, action_requests=requests,
-    )
-    if (caller is not None and not skip_validation and completion.tool_calls and not (text or "").strip()
-            and not isinstance(result, BaseModel)):
-        result = _tools_only(caller, completion.tool_calls)
-    return _noted(result)
+    ))
+
+
+def _holds_json(text: str | None) -> bool:
+    return bool(text and text.strip()) and isinstance(extract_json(text or ""), dict)
 
 
 def _noted(result: Any) -> Any:

@@ -649,7 +649,7 @@ class ChatCompletionsEndpoint:
         Every wait for the next ``data:`` event is bounded by
         ``silence_timeout`` (comments and blank lines do not reset it); the
         bytes read are bounded by ``max_response_bytes``."""
-        acc = StreamAccumulator()
+        acc, fields = StreamAccumulator(), _EventFields()
         chunks = response.aiter_bytes().__aiter__()
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         pending, total, ended = "", 0, False
@@ -676,7 +676,7 @@ class ChatCompletionsEndpoint:
                 pending += decoder.decode(chunk or b"", final=ended)
                 lines = pending.split("\n")
                 pending = "" if ended else lines.pop()
-                payloads = [line[5:].strip() for line in (ln.rstrip("\r") for ln in lines) if line.startswith("data:")]
+                payloads = fields.feed(lines)
                 if payloads:
                     last_data = anyio.current_time()
                 if self._fold_events(acc, payloads, response.status_code):
@@ -689,17 +689,24 @@ class ChatCompletionsEndpoint:
     def _events_of_text(self, text: str, status: int) -> dict[str, Any]:
         """A whole event stream already read (one sent without its content type)."""
         acc = StreamAccumulator()
-        payloads = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
+        payloads = _EventFields().feed(text.split("\n"))
         return self._stream_end(acc, self._fold_events(acc, payloads, status), status)
 
-    def _fold_events(self, acc: StreamAccumulator, payloads: list[str], status: int) -> bool:
+    def _fold_events(self, acc: StreamAccumulator, payloads: list[tuple[str | None, str]], status: int) -> bool:
         """Fold ``data:`` payloads into ``acc``; ``True`` once ``[DONE]`` is seen.
 
-        A chunk carrying the provider's ``error`` ends the call with
-        :class:`~lionops.errors.EndpointProviderError`."""
-        for payload in payloads:
+        A chunk carrying the provider's ``error``, or any data of an ``event:
+        error``, ends the call with :class:`~lionops.errors.EndpointProviderError`."""
+        for event, payload in payloads:
             if payload == "[DONE]":
                 return True
+            if event == "error":
+                try:
+                    data: Any = json.loads(payload)
+                except (ValueError, RecursionError):
+                    data = payload
+                err = data.get("error") or data if isinstance(data, dict) else data
+                raise self._provider_error(err or "an error event", status, "a stream error event")
             chunk = self._decode_json(payload, status, "a stream chunk that is not JSON")
             if isinstance(chunk, dict) and chunk.get("error"):
                 raise self._provider_error(chunk["error"], status, "a stream chunk carrying an error")
@@ -929,6 +936,26 @@ class StreamAccumulator:
             "id": self.id, "object": "chat.completion", "model": self.model,
             "choices": choices, "usage": self.usage or {},
         }
+
+
+class _EventFields:
+    """Server-sent-event lines -> ``(event name, data)`` per ``data:`` line;
+    the event name holds until the blank line that ends the event."""
+
+    def __init__(self) -> None:
+        self.event: str | None = None
+
+    def feed(self, lines: list[str]) -> list[tuple[str | None, str]]:
+        out = []
+        for raw in lines:
+            line = raw.rstrip("\r")
+            if not line:
+                self.event = None
+            elif line.startswith("event:"):
+                self.event = line[6:].strip() or None
+            elif line.startswith("data:"):
+                out.append((self.event, line[5:].strip()))
+        return out
 
 
 class _ChoiceParts:
