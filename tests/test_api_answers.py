@@ -309,6 +309,9 @@ BAD_ENDINGS: dict[str, tuple[list[Any], bool, type[Exception], str]] = {
     "error-event": ([chunk({"content": ANSWER_WITH_REQUEST}),
                      'event: error\ndata: {"error": {"message": "model crashed", "type": "server_error"}}\n\n'], False,
                     EndpointProviderError, "model crashed"),
+    "error-shaped-chunk": ([chunk({"content": ANSWER_WITH_REQUEST}),
+                            {"object": "error", "message": "engine dead", "type": "InternalServerError"}], True,
+                           EndpointProviderError, "engine dead"),
     "error-text": ([chunk({"content": ANSWER_WITH_REQUEST}), {"error": "rate limited upstream"}], True,
                    EndpointProviderError, "rate limited upstream"),
     "error-event-message-only": ([chunk({"content": ANSWER_WITH_REQUEST}),
@@ -491,6 +494,8 @@ ODD_BODIES: dict[str, tuple[Reply, type[Exception], str]] = {
     "error-text": (Reply({"error": "Provider returned error"}), EndpointProviderError, "Provider returned error"),
     "error-beside-choices": (Reply({"choices": [], "error": {"message": "upstream timeout"}}),
                              EndpointProviderError, "upstream timeout"),
+    "error-shaped-object": (Reply({"object": "error", "message": "The model is overloaded", "code": 503}),
+                            EndpointProviderError, "The model is overloaded"),
     "choices-empty": (Reply({"choices": []}), EndpointResponseError, "no choices"),
     "choices-null": (Reply({"choices": None}), EndpointResponseError, "no choices"),
     "no-choices-key": (Reply({"object": "chat.completion", "model": "m"}), EndpointResponseError, "no choices"),
@@ -536,6 +541,32 @@ async def test_a_server_that_ignores_stream_true_is_used(server, shape):
                                       response_format=Answer, actions=True)
     assert sent(server)["stream"] is True
     assert isinstance(result, Answer) and result.answer == 5 and box.calls == {"search": 1}
+
+
+async def test_one_chunk_sent_as_a_plain_body_is_read_as_a_stream(server):
+    whole = chunk({"role": "assistant", "content": '{"answer": 2}'}, finish="stop")
+    cut = chunk({"role": "assistant", "content": '{"answer": 2, "action_requests": [{"function": "wipe_disk"}]}'})
+    server.push(Reply(whole), Reply(cut))
+    m = make_model(server)
+    assert (await m.chat([{"role": "user", "content": "x"}])).text == '{"answer": 2}'
+    with pytest.raises(EndpointResponseError, match="incomplete stream"):
+        await m.chat([{"role": "user", "content": "x"}])
+    await m.aclose()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_content_parts_and_reasoning_parts(server, stream):
+    parts = [{"type": "thinking", "thinking": f"draft {DRAFT}"}, {"type": "text", "text": '{"answer": "Paris"}'}]
+    if stream:
+        reply = Reply(stream=[chunk({"role": "assistant", "content": parts}), chunk({}, finish="stop")])
+    else:
+        body = completion(None)
+        body["choices"][0]["message"]["content"] = parts
+        reply = Reply(body)
+    result, trace, box, branch = await run(server, reply, model_kw={"stream": stream}, response_format=City,
+                                           actions=True)
+    assert isinstance(result, City) and result.answer == "Paris" and box.total == 0
+    assert "wipe_disk" in branch.messages.by_role("assistant")[-1].metadata["reasoning"]
 
 
 # ---------------------------------------------------------------- 9. size

@@ -607,6 +607,10 @@ class ChatCompletionsEndpoint:
         data = self._decode_json(text, status, f"a body that is not JSON ({ctype})")
         if not isinstance(data, dict):
             raise self._response_error("a JSON body that is not an object", status, text)
+        if data.get("object") == "chat.completion.chunk":  # one stream chunk sent as the whole body
+            acc = StreamAccumulator()
+            self._fold_chunk(acc, data, text, status)
+            return self._stream_end(acc, False, status)
         return data
 
     async def _read_body(self, response: httpx.Response, *, truncate: bool = False) -> bytes:
@@ -708,13 +712,17 @@ class ChatCompletionsEndpoint:
                 err = data.get("error") or data if isinstance(data, dict) else data
                 raise self._provider_error(err or "an error event", status, "a stream error event")
             chunk = self._decode_json(payload, status, "a stream chunk that is not JSON")
-            if isinstance(chunk, dict) and chunk.get("error"):
-                raise self._provider_error(chunk["error"], status, "a stream chunk carrying an error")
-            try:
-                acc.add(chunk)
-            except ValueError as exc:
-                raise self._response_error(f"a malformed stream chunk ({exc})", status, payload) from None
+            self._fold_chunk(acc, chunk, payload, status)
         return False
+
+    def _fold_chunk(self, acc: StreamAccumulator, chunk: Any, payload: str, status: int) -> None:
+        err = _error_of(chunk)
+        if err is not None:
+            raise self._provider_error(err, status, "a stream chunk carrying an error")
+        try:
+            acc.add(chunk)
+        except ValueError as exc:
+            raise self._response_error(f"a malformed stream chunk ({exc})", status, payload) from None
 
     def _stream_end(self, acc: StreamAccumulator, done: bool, status: int) -> dict[str, Any]:
         if acc.finish_reason is None:
@@ -780,8 +788,9 @@ class ChatCompletionsEndpoint:
         preview = _dumps_preview(data)
         if not isinstance(data, dict):
             raise self._response_error("a JSON body that is not an object", 200, preview)
-        if data.get("error"):
-            raise self._provider_error(data["error"], 200, "an error object")
+        err = _error_of(data)
+        if err is not None:
+            raise self._provider_error(err, 200, "an error object")
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
             raise self._response_error("no choices", 200, preview)
@@ -902,8 +911,9 @@ class StreamAccumulator:
             delta = choice.get("delta") or {}
             if not isinstance(delta, dict):
                 raise ValueError("a delta that is not an object")
-            if isinstance(delta.get("content"), str):
-                parts.text.append(delta["content"])
+            content = _text_of(delta["content"]) if isinstance(delta.get("content"), (str, list)) else None
+            if content:
+                parts.text.append(content)
             if isinstance(delta.get("refusal"), str):
                 parts.refusal.append(delta["refusal"])
             parts.reasoning.extend(_reasoning_of(delta))
@@ -1028,9 +1038,30 @@ def _join_arguments(fn: dict[str, Any], part: Any) -> None:
     fn["arguments"] = have + part
 
 
+def _error_of(obj: Any) -> Any:
+    """The provider error an answer object carries: its ``error`` (object or
+    text), or the object itself when it is an error (``"object": "error"``,
+    ``"type": "error"``); ``None`` when it carries none."""
+    if not isinstance(obj, dict):
+        return None
+    if obj.get("error"):
+        return obj["error"]
+    if obj.get("object") == "error" or obj.get("type") == "error":
+        return obj
+    return None
+
+
 def _reasoning_of(message: dict[str, Any]) -> list[str]:
-    """The reasoning text of a message or delta (``reasoning_content``, ``reasoning``)."""
+    """The reasoning text of a message or delta: ``reasoning_content``,
+    ``reasoning``, and content parts of type ``reasoning`` / ``thinking``."""
     out = []
+    content = message.get("content")
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict) and part.get("type") in ("reasoning", "thinking"):
+                value = part.get("text") or part.get("thinking") or part.get("reasoning")
+                if isinstance(value, str) and value:
+                    out.append(value)
     for key in ("reasoning_content", "reasoning"):
         value = message.get(key)
         if isinstance(value, str) and value:
