@@ -7,6 +7,11 @@ logical call, retries 429 and 5xx answers and refused connections a bounded
 number of times, and turns every failure into a typed
 :class:`~lionops.errors.EndpointError`.
 
+Every answer is read through httpx's streaming API, capped at
+``max_response_bytes`` counted after decompression, and normalized: a body or
+stream that is not a complete answer (the provider's ``error``, no choices, a
+stream without a finish reason) is a typed error, never a partial answer.
+
 Every wait (``Retry-After``, backoff) goes through :func:`lionops.clock.sleep`.
 The API key is held as a :class:`pydantic.SecretStr`, sent only in the
 ``Authorization`` header, and removed from every message this module
@@ -602,7 +607,7 @@ class ChatCompletionsEndpoint:
                                            status, "") from None
             ctype = response.headers.get("content-type") or "no content type"
         text = raw.decode("utf-8", errors="replace")
-        if body.get("stream") and text.lstrip().startswith(("data:", ":")):
+        if text.lstrip().startswith(("data:", ":")):
             return self._events_of_text(text, status)  # an event stream labelled as something else
         data = self._decode_json(text, status, f"a body that is not JSON ({ctype})")
         if not isinstance(data, dict):
