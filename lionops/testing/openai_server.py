@@ -337,6 +337,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass
 
+    def handle(self) -> None:
+        # A client that stops reading mid-body (a size cap, a silence bound)
+        # resets the connection; that ends this connection, quietly.
+        try:
+            super().handle()
+        except (ConnectionResetError, BrokenPipeError):
+            self.close_connection = True
+
     @property
     def _route(self) -> str:
         """The request path without its query (a query may carry a key, as
