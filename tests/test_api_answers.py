@@ -258,6 +258,12 @@ async def test_raw_control_characters_do_not_demote_the_outer_object(server):
     assert box.args == [("get_weather", {"city": "Oslo\tN", "unit": "C"})]
 
 
+async def test_raw_control_characters_in_native_arguments_are_text(server):
+    call = tool_call("terminal", '{"command": "printf \'a\nb\'"}')  # a raw newline inside the JSON string
+    result, trace, box, _ = await run(server, completion(None, tool_calls=[call]), actions=True)
+    assert box.args == [("terminal", {"command": "printf 'a\nb'"})]
+
+
 BROKEN_OUTER = {
     "bad-token": '{"answer": 1, "meta": {"k": 1}, "action_requests": [{"function": "wipe_disk", "arguments": {}}] oops}',
     "unclosed": 'Here: {"answer": 1, "meta": {"k": 1}, "action_requests": [{"function": "wipe_disk", "arguments": {}}',
