@@ -246,8 +246,9 @@ async def communicate(
         skip_validation: return the raw text without parsing.
 
     Returns:
-        A model instance, a mapping, the text, a ``RawOutput`` (cut-off or
-        refusal), or ``None`` when the model produced neither text nor tool calls.
+        A model instance, a mapping, the text, a ``RawOutput`` (cut-off,
+        refusal, tool calls only under a caller model, JSON nested too deep),
+        or ``None`` when the model produced neither text nor tool calls.
 
     Raises:
         ConfigurationError: the selected model is not API-backed, or a bad image.
