@@ -855,14 +855,19 @@ class StreamAccumulator:
     concatenated; reasoning never joins the text. A ``finish_reason`` of
     ``""`` or ``null`` is no end; the last real one counts.
 
-    Tool-call deltas are told apart the way servers key them: a delta with an ``index`` joins the call at that index, unless
-    it names a function and carries an ``id`` different from that call's
-    (servers that repeat one index for every call); a delta without an
-    ``index`` joins the call with its ``id`` (a new id is a new call); one
-    with neither joins the latest call, unless it names a function while
-    the latest call already has a name (servers that key by nothing).
-    Anything else starts a new call. ``arguments`` sent as a JSON object rather than text are used
-    whole; an object mixed with text fragments for one call is an error.
+    Tool-call deltas are told apart the way servers key them. A delta with
+    an ``index`` joins the call at that index; when it carries an ``id``
+    other than that call's, it joins the call of that id at the same index
+    (servers that share one index among calls), starts a new call when it
+    also names a function (a new call under a repeated index), and else
+    still joins by index (servers that send a new id with every fragment).
+    A new index is a new call, even under an id seen before (servers that
+    repeat one id). A delta without an ``index`` joins the call with its
+    ``id`` (a new id is a new call); one with neither joins the latest call,
+    unless it names a function while the latest call already has a name
+    (servers that key by nothing). ``arguments`` sent as a JSON object rather
+    than text are used whole; an object mixed with text fragments for one
+    call is an error.
 
     A chunk of the wrong shape (``choices``, ``delta`` or ``tool_calls`` of
     the wrong type, a tool-call delta that is not an object, an ``id`` that
@@ -985,16 +990,22 @@ class _ChoiceParts:
         self.error: Any = None
         self._by_id: dict[str, int] = {}
         self._by_index: dict[int, int] = {}
+        self._index_of: dict[int, int] = {}
 
     def _position(self, index: Any, call_id: Any, name: Any) -> int | None:
         if index is not None:
             pos = self._by_index.get(index)
             if pos is None:
-                return None
+                return None  # a new index is a new call (even under an id seen before)
             call = self.calls[pos]
-            if name and call_id and call["id"] not in (None, call_id) and call["function"]["name"]:
-                return self._by_id.get(call_id)  # one index repeated for distinct calls
-            return pos
+            if not call_id or call["id"] in (None, call_id):
+                return pos
+            own = self._by_id.get(call_id)
+            if own is not None and self._index_of.get(own) == index:
+                return own  # one index shared by calls told apart by their ids
+            if name and call["function"]["name"]:
+                return None  # a new call under a repeated index
+            return pos  # an unknown id on a fragment: the index decides
         if call_id:
             return self._by_id.get(call_id)  # a new id without an index is a new call
         if not self.calls or (name and self.calls[-1]["function"]["name"]):
@@ -1020,6 +1031,7 @@ class _ChoiceParts:
         call = self.calls[pos]
         if index is not None:
             self._by_index[index] = pos
+            self._index_of.setdefault(pos, index)
         if call_id:
             call["id"] = call["id"] or call_id
             self._by_id.setdefault(call_id, pos)
