@@ -617,6 +617,26 @@ async def test_a_gzip_body_under_the_cap_is_read(server):
     await m.aclose()
 
 
+@pytest.mark.parametrize("encoding", ["deflate-zlib", "deflate-raw", "corrupt-gzip"])
+async def test_other_compressed_bodies(server, encoding):
+    raw = json.dumps(completion("deflated")).encode()
+    if encoding == "deflate-zlib":
+        body, header = zlib.compress(raw), "deflate"
+    elif encoding == "deflate-raw":
+        comp = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+        body, header = comp.compress(raw) + comp.flush(), "deflate"
+    else:
+        body, header = _gzip(raw)[:40] + b"\x00garbage" * 20, "gzip"
+    server.push(Reply(body, headers={"Content-Encoding": header}, content_type="application/json"))
+    m = make_model(server)
+    if encoding == "corrupt-gzip":
+        with pytest.raises(EndpointResponseError, match="cannot be decoded"):
+            await m.chat([{"role": "user", "content": "x"}])
+    else:
+        assert (await m.chat([{"role": "user", "content": "x"}])).text == "deflated"
+    await m.aclose()
+
+
 def _gzip(data: bytes) -> bytes:
     comp = zlib.compressobj(6, zlib.DEFLATED, 31)
     return comp.compress(data) + comp.flush()

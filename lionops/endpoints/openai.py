@@ -32,7 +32,8 @@ import os
 import re
 import ssl
 import time
-from collections.abc import Mapping
+import zlib
+from collections.abc import AsyncIterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -622,7 +623,7 @@ class ChatCompletionsEndpoint:
         """The decompressed body, at most ``max_response_bytes``; past the cap
         the read stops and raises (``truncate``: returns what was read)."""
         data = bytearray()
-        async for chunk in response.aiter_bytes():
+        async for chunk in _decoded(response):
             data += chunk
             if len(data) > self.max_response_bytes:
                 if truncate:
@@ -659,7 +660,7 @@ class ChatCompletionsEndpoint:
         ``silence_timeout`` (comments and blank lines do not reset it); the
         bytes read are bounded by ``max_response_bytes``."""
         acc, fields = StreamAccumulator(), _EventFields()
-        chunks = response.aiter_bytes().__aiter__()
+        chunks = _decoded(response).__aiter__()
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         pending, total, ended = "", 0, False
         last_data = anyio.current_time()
@@ -1053,6 +1054,43 @@ def _join_arguments(fn: dict[str, Any], part: Any) -> None:
     if isinstance(have, dict):
         raise ValueError("tool-call arguments sent both as an object and as text")
     fn["arguments"] = have + part
+
+
+#: Decompressed bytes produced per step when lionops inflates a body itself.
+_INFLATE_STEP = 1 << 16
+
+
+async def _decoded(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's bytes after content decoding, at most 64 KiB at a time.
+
+    gzip and deflate are inflated here with a bound per step, so one small
+    compressed chunk never becomes a large buffer before the size cap can
+    count it; other encodings (``br``, ``zstd``) are decoded by httpx.
+    """
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        async for chunk in response.aiter_bytes():
+            yield chunk
+        return
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | 16 if encoding != "deflate" else zlib.MAX_WBITS)
+    first = True
+    async for raw in response.aiter_raw():
+        pending = raw
+        while pending:
+            try:
+                out = inflater.decompress(pending, _INFLATE_STEP)
+            except zlib.error as exc:
+                if not (first and encoding == "deflate"):
+                    raise httpx.DecodingError(str(exc)) from None
+                inflater = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as some servers send
+                out = inflater.decompress(pending, _INFLATE_STEP)
+            first = False
+            pending = inflater.unconsumed_tail
+            if out:
+                yield out
+    tail = inflater.flush()
+    if tail:
+        yield tail
 
 
 def _error_of(obj: Any) -> Any:
