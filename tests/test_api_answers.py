@@ -703,3 +703,18 @@ async def test_data_events_reset_the_silence_bound(server):
     m = make_model(server, stream=True, silence_timeout=5)
     assert (await m.chat([{"role": "user", "content": "x"}])).text == '{"answer": 3}'
     await m.aclose()
+
+
+def test_caller_model_of_each_response_format():
+    from lionops.adapters.api import caller_model
+    from lionops.operative import Step
+
+    def generated(base=None, **kw):
+        return Step.respond_operative(Step.request_operative(base_type=base, **kw)).response_type
+
+    assert caller_model(Forecast) is Forecast
+    assert caller_model(Forecast(city="x", temp_c=1)) is Forecast
+    assert caller_model(generated(Forecast, actions=True)) is Forecast
+    assert caller_model(generated(actions=True)) is None
+    assert caller_model(generated(actions=True, reason=True)) is None
+    assert caller_model({"type": "object"}) is None and caller_model(None) is None

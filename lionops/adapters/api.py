@@ -205,6 +205,8 @@ def caller_model(response_format: Any) -> type[BaseModel] | None:
     ``response_format=`` from the caller) has no caller model; a generated
     type built on the caller's class gives that class.
     """
+    if isinstance(response_format, BaseModel):
+        response_format = type(response_format)
     request = request_type_of(response_format)
     if not (isinstance(request, type) and issubclass(request, BaseModel)):
         return None
