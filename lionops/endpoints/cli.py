@@ -43,6 +43,7 @@ import re
 import shlex
 import signal
 import subprocess
+import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -50,14 +51,16 @@ from typing import Any, ClassVar
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
-from ..errors import LionopsError
+from ..errors import ConfigurationError, LionopsError
 from ..hooks import summarize
 
 __all__ = [
     "CLIEndpoint",
     "ClaudeCodeEndpoint",
     "CodexEndpoint",
+    "GeminiEndpoint",
     "CLIRun",
     "CLIToolEvent",
     "CLIError",
@@ -68,6 +71,8 @@ __all__ = [
     "LineDecoder",
     "ClaudeStreamCollector",
     "CodexStreamCollector",
+    "GeminiStreamCollector",
+    "CUT_OFF_STOP_REASONS",
     "CLIStdout",
     "CLIExit",
     "CLITransport",
@@ -78,6 +83,9 @@ __all__ = [
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
 #: Redaction marker.
 REDACTED = "[redacted]"
+
+#: Stop reasons that mean the answer was cut off at a token limit (C12).
+CUT_OFF_STOP_REASONS = frozenset({"max_tokens", "max_output_tokens", "model_context_window_exceeded"})
 
 
 # ---------------------------------------------------------------- errors
@@ -200,7 +208,12 @@ class CLIRun:
             (non-JSON or non-object lines), ``blank``, ``recovered`` (lines
             rebuilt after a split), ``rate_limit_events``.
         corrupt: ``(line, preview)`` of the first unrecoverable line.
+        oversized: ``(line, preview)`` of the first line longer than
+            ``max_line_bytes`` (not decoded).
         stderr_tail: the last bytes of stderr, decoded, secrets redacted.
+        warnings: non-fatal messages the CLI reported (reconnect notices,
+            model metadata warnings, ...), each once, in stream order.
+        stop_detail: the CLI's own words about a cut (``stop_reason``).
     """
 
     provider: str
@@ -221,7 +234,20 @@ class CLIRun:
     tool_events: list[CLIToolEvent] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     corrupt: tuple[int, str] | None = None
+    oversized: tuple[int, str] | None = None
     stderr_tail: str = ""
+    warnings: list[str] = field(default_factory=list)
+    stop_detail: str | None = None
+
+    @property
+    def cut(self) -> bool:
+        """The answer was cut off at a token limit (``stop_reason`` in :data:`CUT_OFF_STOP_REASONS`)."""
+        return self.stop_reason in CUT_OFF_STOP_REASONS
+
+    @property
+    def ended_after_result(self) -> bool:
+        """The CLI was stopped by a signal after its final result (it lingered)."""
+        return self.finished and self.returncode is not None and self.returncode < 0
 
     def facts(self) -> dict[str, Any]:
         """JSON-compatible facts for message metadata and the trace (no secrets)."""
@@ -231,6 +257,9 @@ class CLIRun:
             "num_turns": self.num_turns, "duration_ms": self.duration_ms,
             "cli_tool_calls": sum(1 for e in self.tool_events if e.kind == "request"),
             "stream": dict(self.counts),
+            "stop_reason": self.stop_reason if self.cut else None,
+            "warnings": list(self.warnings) or None,
+            "ended_after_result": True if self.ended_after_result else None,
         }
         return {k: v for k, v in out.items() if v is not None}
 
@@ -259,27 +288,53 @@ class LineDecoder:
     decoding goes on so the rest of the stream is still read and persisted,
     and the caller turns the record into :class:`CLIStreamError`. Nothing is
     dropped silently.
+
+    The work per line is bounded: a line longer than ``max_line_bytes`` is
+    not kept (its bytes are skipped up to the next newline, so memory stays
+    bounded even when no newline ever comes) and is recorded in
+    :attr:`oversized` as ``(line number, preview)``; a broken line is
+    searched for an embedded event from at most ``max_repair_scans`` of its
+    ``{"type":`` markers (the last ones), so a line made of many markers
+    costs at most that many parses. JSON nested too deeply for the decoder
+    is treated as undecodable, never as a crash.
     """
 
     max_joins: ClassVar[int] = 3
     _EMBEDDED = re.compile(r'\{\s*"type"\s*:')
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_line_bytes: int = 64 * 1024 * 1024, max_repair_scans: int = 16) -> None:
+        if max_line_bytes < 1 or max_repair_scans < 0:
+            raise ValueError("max_line_bytes must be positive and max_repair_scans not negative")
+        self.max_line_bytes = max_line_bytes
+        self.max_repair_scans = max_repair_scans
         self._buf = bytearray()
         self._line = 0
         self._pending: str | None = None
         self._pending_line = 0
         self._joins = 0
+        self._skipping = False
         self.corrupt: tuple[int, str] | None = None
+        self.oversized: tuple[int, str] | None = None
         self.counts: dict[str, int] = {"lines": 0, "events": 0, "noise": 0, "blank": 0, "recovered": 0}
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for a line not yet complete (the next ``feed`` may decode them)."""
+        return len(self._buf) + (len(self._pending) if self._pending is not None else 0)
 
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
         """Events completed by ``chunk`` (bytes of stdout, any split)."""
+        out: list[dict[str, Any]] = []
+        if self._skipping:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                return out
+            self._skipping = False
+            chunk = chunk[nl + 1:]
         # Only the new bytes are searched for a newline, so a long line that
         # arrives in many small reads costs linear time.
         start = len(self._buf)
         self._buf.extend(chunk)
-        out: list[dict[str, Any]] = []
         begin = 0
         while True:
             nl = self._buf.find(b"\n", max(begin, start))
@@ -288,9 +343,18 @@ class LineDecoder:
             raw = bytes(self._buf[begin:nl])
             begin = nl + 1
             self._line += 1
-            self._take(raw.decode("utf-8", errors="replace"), out)
+            if len(raw) > self.max_line_bytes:
+                self._too_long(raw)
+            else:
+                self._take(raw.decode("utf-8", errors="replace"), out)
         if begin:
             del self._buf[:begin]
+        if len(self._buf) > self.max_line_bytes:
+            # A line that outgrew the bound before its newline arrived.
+            self._line += 1
+            self._too_long(bytes(self._buf[:240]))
+            self._buf.clear()
+            self._skipping = True
         return out
 
     def close(self) -> list[dict[str, Any]]:
@@ -307,6 +371,11 @@ class LineDecoder:
 
     # -- internals
 
+    def _too_long(self, head: bytes) -> None:
+        self.counts["oversized"] = self.counts.get("oversized", 0) + 1
+        if self.oversized is None:
+            self.oversized = (self._line, _preview(head[:240].decode("utf-8", errors="replace")))
+
     def _emit(self, obj: Any, out: list[dict[str, Any]]) -> None:
         if isinstance(obj, dict):
             self.counts["events"] += 1
@@ -322,13 +391,14 @@ class LineDecoder:
 
     def _split_embedded(self, text: str) -> tuple[str, dict[str, Any]] | None:
         """``(head, event)`` when ``text`` ends with a complete event object
-        that starts after position 0, else ``None``."""
+        that starts after position 0, else ``None`` (at most
+        ``max_repair_scans`` markers, the last ones, are tried)."""
         decoder = json.JSONDecoder()
         starts = [m.start() for m in self._EMBEDDED.finditer(text) if m.start() > 0]
-        for start in reversed(starts):
+        for start in reversed(starts[len(starts) - self.max_repair_scans:] if self.max_repair_scans else []):
             try:
                 obj, end = decoder.raw_decode(text, start)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if end == len(text) and isinstance(obj, dict):
                 return text[:start], obj
@@ -338,7 +408,7 @@ class LineDecoder:
     def _loads(text: str) -> tuple[bool, Any]:
         try:
             return True, json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             return False, None
 
     def _take(self, line: str, out: list[dict[str, Any]]) -> None:
@@ -399,7 +469,16 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _usage(raw: Any, mapping: Mapping[str, str]) -> dict[str, int]:
+def _usage(raw: Any, mapping: Mapping[str, str], *, cached_in_input: str | None = None,
+           keep_extra: bool = False) -> dict[str, int]:
+    """Token counts renamed by ``mapping``; ``total_tokens`` is input plus output.
+
+    ``input_tokens`` never includes cache reads (they are
+    ``cache_read_input_tokens``), so adding the two never counts a token
+    twice: when the CLI's input count includes its cached count
+    (``cached_in_input`` names that field), the cached part is taken out.
+    With ``keep_extra``, other integer fields are kept under their own names.
+    """
     out: dict[str, int] = {}
     if not isinstance(raw, Mapping):
         return out
@@ -407,30 +486,69 @@ def _usage(raw: Any, mapping: Mapping[str, str]) -> dict[str, int]:
         value = _int(raw.get(src))
         if value is not None:
             out[dst] = value
+    if cached_in_input is not None and "input_tokens" in out:
+        cached = _int(raw.get(cached_in_input)) or 0
+        out["input_tokens"] = max(out["input_tokens"] - cached, 0)
+    if keep_extra:
+        for key, value in raw.items():
+            if isinstance(key, str) and key not in mapping and _int(value) is not None:
+                out.setdefault(key, value)
     if "input_tokens" in out or "output_tokens" in out:
         out["total_tokens"] = out.get("input_tokens", 0) + out.get("output_tokens", 0)
     return out
 
 
+def _distinct(messages: Sequence[str], without: str | None = None) -> list[str]:
+    """``messages`` without repeats (first occurrence kept) and without ``without``."""
+    seen: list[str] = []
+    for message in messages:
+        if message and message != without and message not in seen:
+            seen.append(message)
+    return seen
+
+
 class _Collector:
-    """Folds a provider's events into a :class:`CLIRun`; ``on_tool`` sees CLI tool calls."""
+    """Folds a provider's events into a :class:`CLIRun`; ``on_tool`` sees CLI tool calls.
+
+    Answer text is kept as segments ``(message key, text)`` since the last
+    CLI tool request; the answer is the exact concatenation of the segments
+    of the last message that has text (text the CLI did not print is never
+    inserted).
+    """
 
     def __init__(self, run: CLIRun, on_tool: Callable[[CLIToolEvent], None] | None = None) -> None:
         self.run = run
         self.on_tool = on_tool
-        self._turn_text: list[str] = []
+        self._segments: list[tuple[Any, str]] = []
         self._result_text: str | None = None
+        self._anonymous = 0
+
+    def _key(self, key: Any) -> Any:
+        if key is None:
+            self._anonymous += 1
+            return ("anonymous", self._anonymous)
+        return key
+
+    def _text(self, key: Any, text: str) -> None:
+        self._segments.append((key, text))
 
     def _tool(self, event: CLIToolEvent) -> None:
         self.run.tool_events.append(event)
         if event.kind == "request":
             # Text before a CLI tool call is preamble, not the answer.
-            self._turn_text.clear()
+            self._segments.clear()
         if self.on_tool is not None:
             self.on_tool(event)
 
+    def _answer(self) -> str:
+        with_text = [key for key, text in self._segments if text]
+        if not with_text:
+            return ""
+        last = with_text[-1]
+        return "".join(text for key, text in self._segments if key == last)
+
     def finish(self) -> None:
-        text = "\n".join(t for t in self._turn_text if t)
+        text = self._answer()
         if not text.strip() and self._result_text:
             text = self._result_text
         self.run.text = text if text.strip() else None
@@ -447,6 +565,8 @@ class ClaudeStreamCollector(_Collector):
     blocks; ``user`` messages give ``tool_result`` blocks; ``result`` ends
     the turn with usage, cost, and ``is_error``/``subtype``;
     ``rate_limit_event``, ``stream_event`` and unknown types are ignored.
+    Several ``assistant`` events sharing one ``message.id`` are one message:
+    its text is the exact concatenation of their text blocks.
     """
 
     _USAGE = {
@@ -483,6 +603,7 @@ class ClaudeStreamCollector(_Collector):
     def _assistant(self, event: dict[str, Any]) -> None:
         parent = event.get("parent_tool_use_id")
         message = event.get("message")
+        key = self._key(message.get("id") if isinstance(message, dict) else None)
         if parent is None and isinstance(message, dict):
             # The stop reason of the latest top-level message (null while the
             # CLI streams); the result event, when it carries one, has the last word.
@@ -492,7 +613,7 @@ class ClaudeStreamCollector(_Collector):
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "text" and parent is None and isinstance(block.get("text"), str):
-                self._turn_text.append(block["text"])
+                self._text(key, block["text"])
             elif block.get("type") in ("tool_use", "server_tool_use"):
                 args = block.get("input") if isinstance(block.get("input"), dict) else {}
                 call_id = block.get("id")
@@ -534,7 +655,7 @@ class ClaudeStreamCollector(_Collector):
 
 
 def _failure_message(subtype: Any, result: Any, errors: Any, status: Any = None) -> str:
-    """A non-empty description of a failed result (C18)."""
+    """A non-empty description of a failed result (C18); a reason is said once."""
     parts: list[str] = []
     if isinstance(result, str) and result.strip():
         parts.append(result.strip())
@@ -544,25 +665,41 @@ def _failure_message(subtype: Any, result: Any, errors: Any, status: Any = None)
         parts.append(errors.strip())
     if status is not None:
         parts.append(f"API error status {status}")
+    parts = _distinct(parts)
     if not parts:
         parts.append(f"the CLI reported {subtype or 'an error'} with no error message")
     return "; ".join(parts)
+
+
+#: Codex's words for a response that ended at the output limit, and for a
+#: context window that ran out (``turn.failed`` messages of ``codex exec``).
+_CODEX_INCOMPLETE = re.compile(r"Incomplete response returned, reason: ([A-Za-z_]+)")
+_CODEX_CONTEXT = re.compile(r"ran out of room in the model's context window|context_length_exceeded", re.IGNORECASE)
 
 
 class CodexStreamCollector(_Collector):
     """Codex ``exec --json`` events.
 
     ``thread.started`` gives the thread id; ``item.completed`` with an
-    ``agent_message`` gives text; ``command_execution``, ``mcp_tool_call``,
+    ``agent_message`` gives text (the answer is the last one, or the last
+    whose ``phase`` is ``final_answer`` when the CLI marks phases: the
+    others are commentary); ``command_execution``, ``mcp_tool_call``,
     ``file_change`` and ``web_search`` items are CLI tool calls (a request
     and a response each); ``turn.completed`` ends the turn with usage;
-    ``turn.failed`` and a top-level ``error`` report failure; other events
-    (``reasoning``, ``todo_list``, ``item.started``, ...) are ignored.
+    ``turn.failed`` ends it failed: its message is the one fatal reason, and
+    the other ``error`` events and ``error`` items (reconnect notices, model
+    metadata warnings) are kept as :attr:`CLIRun.warnings`. A ``turn.failed``
+    that says the response was incomplete at ``max_output_tokens``, or that
+    the context window ran out, is a cut (``stop_reason``
+    ``"max_output_tokens"`` / ``"model_context_window_exceeded"``), not an
+    error. Other events (``reasoning``, ``todo_list``, ``item.started``, ...)
+    are ignored.
     """
 
     _USAGE = {
         "input_tokens": "input_tokens", "output_tokens": "output_tokens",
         "cached_input_tokens": "cache_read_input_tokens",
+        "cache_write_input_tokens": "cache_creation_input_tokens",
     }
     _TOOL_ARGS: ClassVar[dict[str, tuple[str, ...]]] = {
         "command_execution": ("command", "cwd"),
@@ -573,6 +710,7 @@ class CodexStreamCollector(_Collector):
     def __init__(self, run: CLIRun, on_tool: Callable[[CLIToolEvent], None] | None = None) -> None:
         super().__init__(run, on_tool)
         self._errors: list[str] = []
+        self._final: set[Any] = set()
 
     def handle(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -584,24 +722,47 @@ class CodexStreamCollector(_Collector):
         elif kind == "turn.completed":
             run.finished = True
             run.subtype = "success"
-            run.usage = _usage(event.get("usage"), self._USAGE)
+            run.usage = _usage(event.get("usage"), self._USAGE, cached_in_input="cached_input_tokens",
+                               keep_extra=True)
             run.num_turns = (run.num_turns or 0) + 1
+            run.warnings = _distinct(self._errors)
         elif kind == "turn.failed":
-            run.finished = True
-            run.is_error = True
-            run.subtype = "turn.failed"
-            error = event.get("error")
-            message = error.get("message") if isinstance(error, dict) else error
-            run.error_message = _failure_message("turn.failed", message, self._errors)
+            self._failed(event)
         elif kind == "error":
             message = event.get("message")
             if isinstance(message, str) and message:
                 self._errors.append(message)
 
+    def _failed(self, event: dict[str, Any]) -> None:
+        run = self.run
+        run.finished = True
+        run.subtype = "turn.failed"
+        error = event.get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        if not isinstance(message, str) or not message.strip():
+            message = self._errors[-1] if self._errors else None
+        fatal = message.strip() if isinstance(message, str) else None
+        run.warnings = _distinct(self._errors, without=fatal)
+        incomplete = _CODEX_INCOMPLETE.search(fatal or "")
+        if incomplete is not None and incomplete.group(1) == "max_output_tokens":
+            run.stop_reason, run.stop_detail = "max_output_tokens", fatal
+        elif fatal is not None and _CODEX_CONTEXT.search(fatal):
+            run.stop_reason, run.stop_detail = "model_context_window_exceeded", fatal
+        else:
+            run.is_error = True
+            run.error_message = _failure_message("turn.failed", fatal, None)
+
+    def _answer(self) -> str:
+        final = [text for key, text in self._segments if key in self._final and text]
+        return final[-1] if final else super()._answer()
+
     def _item(self, item: dict[str, Any]) -> None:
         kind = item.get("type")
         if kind == "agent_message" and isinstance(item.get("text"), str):
-            self._turn_text.append(item["text"])
+            key = self._key(item.get("id"))
+            if item.get("phase") == "final_answer":
+                self._final.add(key)
+            self._text(key, item["text"])
             return
         if kind == "error" and isinstance(item.get("message"), str):
             self._errors.append(item["message"])
@@ -622,6 +783,88 @@ class CodexStreamCollector(_Collector):
         call_id = item.get("id")
         self._tool(CLIToolEvent("request", call_id, name, args))
         self._tool(CLIToolEvent("response", call_id, name, args, output=output, is_error=failed))
+
+
+class GeminiStreamCollector(_Collector):
+    """Gemini CLI ``-o stream-json`` events.
+
+    ``init`` gives the session and model; ``message`` with role
+    ``assistant`` gives text (``delta: true`` pieces are concatenated as
+    printed; role ``user`` is the CLI's echo of the prompt and ignored);
+    ``tool_use`` / ``tool_result`` are CLI tool calls (paired by
+    ``tool_id``); ``error`` events are kept (their messages become
+    :attr:`CLIRun.warnings`, or the failure reason when the result has
+    none); ``result`` ends the turn: ``status`` ``"error"`` is a failure
+    whatever the exit code, and ``stats`` gives usage (``input`` is the
+    uncached input, ``cached`` the cache reads) and the duration.
+
+    The CLI reports no finish reason: a reply cut at the output limit ends
+    as ``status: "success"`` with partial text. The endpoint therefore says
+    ``reports_cuts = False``, and ``run_and_collect`` treats an answer that
+    ends inside a JSON value as a cut (docs/cli.md).
+    """
+
+    _USAGE = {"input": "input_tokens", "output_tokens": "output_tokens", "cached": "cache_read_input_tokens"}
+
+    def __init__(self, run: CLIRun, on_tool: Callable[[CLIToolEvent], None] | None = None) -> None:
+        super().__init__(run, on_tool)
+        self._names: dict[str, tuple[str | None, dict[str, Any]]] = {}
+        self._errors: list[str] = []
+        self._message = 0
+
+    def handle(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        run = self.run
+        if kind == "init":
+            run.session_id = event.get("session_id") or run.session_id
+            run.model = event.get("model") or run.model
+        elif kind == "message":
+            if event.get("role") == "assistant" and isinstance(event.get("content"), str):
+                if not event.get("delta"):
+                    self._message += 1  # a whole message starts a new one
+                self._text(("message", self._message), event["content"])
+        elif kind == "tool_use":
+            call_id = event.get("tool_id")
+            args = event.get("parameters") if isinstance(event.get("parameters"), dict) else {}
+            self._names[str(call_id)] = (event.get("tool_name"), args)
+            self._tool(CLIToolEvent("request", call_id, event.get("tool_name"), args))
+            self._message += 1
+        elif kind == "tool_result":
+            call_id = event.get("tool_id")
+            name, args = self._names.get(str(call_id), (None, {}))
+            error = event.get("error")
+            output = event.get("output") if error is None else {"output": event.get("output"), "error": error}
+            self._tool(CLIToolEvent("response", call_id, name, args, output=output,
+                                    is_error=event.get("status") == "error" or error is not None))
+        elif kind == "error":
+            message = event.get("message")
+            if isinstance(message, str) and message.strip():
+                self._errors.append(message.strip())
+        elif kind == "result":
+            self._result(event)
+
+    def _result(self, event: dict[str, Any]) -> None:
+        run = self.run
+        run.finished = True
+        status = event.get("status")
+        run.subtype = status if isinstance(status, str) else None
+        stats = event.get("stats") if isinstance(event.get("stats"), dict) else {}
+        run.usage = _usage(stats, self._USAGE)
+        tool_calls = _int(stats.get("tool_calls"))
+        if tool_calls is not None:
+            run.usage["tool_calls"] = tool_calls
+        duration = stats.get("duration_ms")
+        run.duration_ms = duration if isinstance(duration, (int, float)) and not isinstance(duration, bool) else None
+        if status == "success":
+            run.warnings = _distinct(self._errors)
+            return
+        run.is_error = True
+        error = event.get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        fatal = message.strip() if isinstance(message, str) and message.strip() else (
+            self._errors[-1] if self._errors else None)
+        run.warnings = _distinct(self._errors, without=fatal)
+        run.error_message = _failure_message(status, fatal, None)
 
 
 # ---------------------------------------------------------------- process handling
@@ -688,27 +931,47 @@ def _describe_exit(code: int | None) -> str:
 Sink = Callable[[bytes], Awaitable[None]]
 
 
+#: Decoding work above this many buffered bytes runs in a worker thread, so a
+#: huge line never holds the event loop while it is parsed.
+OFFLOAD_BYTES = 1024 * 1024
+
+
 class CLIStdout:
     """Where a run's stdout goes: ``await feed(chunk)`` for each chunk as it
     arrives (the sink first, then the decoder and collector), ``end()`` once
-    stdout reached its end (not called when the run was cut short)."""
+    stdout reached its end (not called when the run was cut short).
+    ``finished`` turns true once the final result event was handled, and
+    ``result_seen`` is set then (the turn is over: the process is stopped)."""
 
-    __slots__ = ("_decoder", "_collector", "_sink")
+    __slots__ = ("_decoder", "_collector", "_sink", "result_seen")
 
     def __init__(self, decoder: LineDecoder, collector: _Collector, sink: Sink | None) -> None:
         self._decoder = decoder
         self._collector = collector
         self._sink = sink
+        self.result_seen = anyio.Event()
+
+    @property
+    def finished(self) -> bool:
+        return self._collector.run.finished
 
     async def feed(self, chunk: bytes) -> None:
         if self._sink is not None:
             await self._sink(chunk)
-        for event in self._decoder.feed(chunk):
+        if self._decoder.buffered + len(chunk) > OFFLOAD_BYTES:
+            events = await anyio.to_thread.run_sync(self._decoder.feed, chunk)
+        else:
+            events = self._decoder.feed(chunk)
+        self._handle(events)
+
+    def _handle(self, events: list[dict[str, Any]]) -> None:
+        for event in events:
             self._collector.handle(event)
+        if self.finished and not self.result_seen.is_set():
+            self.result_seen.set()
 
     def end(self) -> None:
-        for event in self._decoder.close():
-            self._collector.handle(event)
+        self._handle(self._decoder.close())
 
 
 @dataclass(slots=True)
@@ -763,9 +1026,27 @@ class CLIEndpoint:
         linger: seconds to wait, after the CLI exited, for descendants that
             still hold its pipes; they are killed after that.
         stderr_tail: how many trailing bytes of stderr errors carry.
+        max_line_bytes: the longest stdout line decoded; a longer one is
+            skipped (memory stays bounded) and fails the turn with
+            :class:`CLIStreamError`.
+        max_repair_scans: how many ``{"type":`` markers of a broken line
+            are tried when looking for an event written into it.
+        base_url, api_key, home: the server preset (docs/cli.md): point the
+            CLI at ``base_url`` with ``api_key``, non-interactive, with its
+            state in ``home`` (default: a private temporary folder made on
+            the first run). What each provider sets is in its class
+            docstring; ``env`` and ``args`` given here come after it.
+
+    Secrets are redacted from errors, logs and recordings: values of
+    secret-named ``env`` variables, and in ``args`` the value of a flag
+    naming a key, token, secret, password or auth (``--api-key V``,
+    ``--api-key=V``, ``-k V``) and of a ``NAME=VALUE`` argument whose name
+    does.
     """
 
     is_cli: ClassVar[bool] = True
+    #: The CLI says when the answer was cut off at a token limit.
+    reports_cuts: ClassVar[bool] = True
     default_executable: ClassVar[str] = ""
     collector_class: ClassVar[type[_Collector]] = _Collector
 
@@ -784,6 +1065,11 @@ class CLIEndpoint:
         kill_grace: float = 2.0,
         linger: float = 2.0,
         stderr_tail: int = 4096,
+        max_line_bytes: int = 64 * 1024 * 1024,
+        max_repair_scans: int = 16,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        home: str | os.PathLike[str] | None = None,
     ) -> None:
         if cli_command is None:
             cli_command = [self.default_executable]
@@ -803,6 +1089,28 @@ class CLIEndpoint:
         self.kill_grace = kill_grace
         self.linger = linger
         self.stderr_tail = stderr_tail
+        LineDecoder(max_line_bytes=max_line_bytes, max_repair_scans=max_repair_scans)  # validates
+        self.max_line_bytes = max_line_bytes
+        self.max_repair_scans = max_repair_scans
+        self.base_url = base_url
+        self.home = os.fspath(home) if home is not None else None
+        if base_url is not None:
+            preset_env, preset_args = self.preset(base_url, api_key)
+            self.env = {**preset_env, **self.env}
+            self.args = [*preset_args, *self.args]
+        elif api_key is not None:
+            raise ValueError("api_key= is part of the server preset: give base_url= too, or pass the key in env=")
+        LineDecoder(max_line_bytes=max_line_bytes, max_repair_scans=max_repair_scans)  # validates
+        self.max_line_bytes = max_line_bytes
+        self.max_repair_scans = max_repair_scans
+        self.base_url = base_url
+        self.home = os.fspath(home) if home is not None else None
+        if base_url is not None:
+            preset_env, preset_args = self.preset(base_url, api_key)
+            self.env = {**preset_env, **self.env}
+            self.args = [*preset_args, *self.args]
+        elif api_key is not None:
+            raise ValueError("api_key= is part of the server preset: give base_url= too, or pass the key in env=")
 
     def __repr__(self) -> str:
         return (
@@ -825,11 +1133,35 @@ class CLIEndpoint:
 
     # -- running
 
-    def redact(self, text: str, mark: str = REDACTED) -> str:
-        """``text`` with the values of secret-named ``env`` variables replaced by ``mark``."""
-        for name, value in self.env.items():
-            if value and len(value) >= 4 and _SECRET_NAME.search(name):
-                text = text.replace(value, mark)
+    # -- the server preset
+
+    def preset(self, base_url: str, api_key: str | None) -> tuple[dict[str, str], list[str]]:
+        """``(env, args)`` pointing the CLI at ``base_url`` (see the class docstring)."""
+        raise ConfigurationError(f"{type(self).__name__} has no server preset")
+
+    def state_dir(self) -> str:
+        """The CLI's private state folder of the preset (``home``, else a
+        temporary folder made once per endpoint)."""
+        if self.home is None:
+            self.home = tempfile.mkdtemp(prefix=f"lionops-{self.provider}-")
+        os.makedirs(self.home, exist_ok=True)
+        return self.home
+
+    def prepare(self) -> None:
+        """Files the CLI needs before it starts (called by :meth:`spawn` only)."""
+
+    # -- running
+
+    def secrets(self, argv: Sequence[str] = ()) -> list[str]:
+        """Secret values of ``env``, ``args`` and ``argv``, longest first."""
+        found = [v for k, v in self.env.items() if v and _SECRET_NAME.search(k)]
+        found += argv_secrets(self.args) + argv_secrets(argv)
+        return sorted({v for v in found if len(v) >= 4}, key=len, reverse=True)
+
+    def redact(self, text: str, mark: str = REDACTED, argv: Sequence[str] = ()) -> str:
+        """``text`` with the secrets of ``env``, ``args`` and ``argv`` replaced by ``mark``."""
+        for value in self.secrets(argv):
+            text = text.replace(value, mark)
         return text
 
     def scrub(self, text: str) -> str:
@@ -839,11 +1171,18 @@ class CLIEndpoint:
     def _environ(self) -> dict[str, str]:
         env = dict(os.environ) if self.inherit_env else {}
         env.update(self.env)
+        if self.base_url is not None:
+            env.update(self.state_env())
         return env
 
-    def _error(self, cls: type[CLIError], message: str, run: CLIRun, **kw: Any) -> CLIError:
-        return cls(self.redact(message), provider=self.provider, returncode=run.returncode,
-                   stderr_tail=run.stderr_tail, run=run, **kw)
+    def state_env(self) -> dict[str, str]:
+        """Variables naming the preset's state folder (set at spawn time)."""
+        return {}
+
+    def _error(self, cls: type[CLIError], message: str, run: CLIRun, argv: Sequence[str] = (),
+               **kw: Any) -> CLIError:
+        return cls(self.redact(message, argv=argv), provider=self.provider, returncode=run.returncode,
+                   stderr_tail=self.redact(run.stderr_tail, argv=argv), run=run, **kw)
 
     async def run(
         self,
@@ -871,7 +1210,7 @@ class CLIEndpoint:
         """
         run = CLIRun(provider=self.provider)
         collector = self.collector_class(run, on_tool)
-        decoder = LineDecoder()
+        decoder = LineDecoder(max_line_bytes=self.max_line_bytes, max_repair_scans=self.max_repair_scans)
         system = system if system is not None else self.system
         argv = self.argv(options, system)
         stdout = CLIStdout(decoder, collector, sink)
@@ -882,13 +1221,16 @@ class CLIEndpoint:
         else:
             done = await transport(self, argv, stdin, stdout)
         run.pid, run.returncode = done.pid, done.returncode
-        run.stderr_tail = self.redact(done.stderr)
+        run.stderr_tail = self.redact(done.stderr, argv=argv)
         if done.start_error is not None:
-            raise self._error(CLIProcessError, f"{self.provider}: could not start {argv[0]!r}: {done.start_error}", run)
+            raise self._error(CLIProcessError, f"{self.provider}: could not start {argv[0]!r}: {done.start_error}",
+                              run, argv)
         collector.finish()
         run.counts.update(decoder.counts)
         run.corrupt = decoder.corrupt
-        self._check(run, done.timed_out)
+        run.oversized = decoder.oversized
+        run.warnings = [self.redact(w, argv=argv) for w in run.warnings]
+        self._check(run, done.timed_out, argv)
         return run
 
     async def spawn(self, argv: list[str], stdin: str, stdout: CLIStdout) -> CLIExit:
@@ -898,6 +1240,7 @@ class CLIEndpoint:
         happens. A start failure is returned (``start_error``), not raised;
         a failing sink raises its own exception."""
         try:
+            self.prepare()
             # Shielded: a cancellation landing while the child is being spawned
             # (trio spawns in a worker thread) must not lose the process handle.
             with anyio.CancelScope(shield=True):
@@ -956,10 +1299,29 @@ class CLIEndpoint:
                 await stderr_done.wait()
             scope.cancel()
 
+        async def end_after_result(scope: anyio.CancelScope) -> None:
+            # A final result ends the turn: the CLI gets `linger` seconds to
+            # exit by itself, then its group is stopped (it may keep running,
+            # or keep stdout open, after printing the result).
+            await stdout.result_seen.wait()
+            with anyio.move_on_after(self.linger):
+                await process.wait()
+            if process.returncode is None:
+                _signal_group(process.pid, signal.SIGTERM)
+                with anyio.move_on_after(self.kill_grace):
+                    await process.wait()
+            _signal_group(process.pid, signal.SIGKILL)
+            with anyio.move_on_after(self.linger):
+                await stdout_done.wait()
+            with anyio.move_on_after(self.linger):
+                await stderr_done.wait()
+            scope.cancel()
+
         async with anyio.create_task_group() as tg:
             tg.start_soon(feed)
             tg.start_soon(drain_stderr)
             tg.start_soon(reap, tg.cancel_scope)
+            tg.start_soon(end_after_result, tg.cancel_scope)
             try:
                 async for chunk in process.stdout:
                     await stdout.feed(chunk)
@@ -986,29 +1348,37 @@ class CLIEndpoint:
                     await anyio.sleep(0.005)
             await process.aclose()
 
-    def _check(self, run: CLIRun, timed_out: bool) -> None:
+    def _check(self, run: CLIRun, timed_out: bool, argv: Sequence[str] = ()) -> None:
         name = self.provider
         if timed_out:
-            raise self._error(CLITimeoutError, f"{name}: no result within {self.timeout} s; process group killed", run)
+            raise self._error(CLITimeoutError, f"{name}: no result within {self.timeout} s; process group killed", run, argv)
         if run.is_error:
             raise self._error(
                 CLIResultError,
                 f"{name}: the CLI reported failure ({run.subtype}): {run.error_message}; "
                 f"it {_describe_exit(run.returncode)}",
-                run, subtype=run.subtype,
+                run, argv, subtype=run.subtype,
             )
-        if run.returncode != 0:
-            raise self._error(CLIProcessError, f"{name}: the CLI {_describe_exit(run.returncode)}", run)
+        if run.returncode != 0 and not run.ended_after_result and not (run.finished and run.cut):
+            raise self._error(CLIProcessError, f"{name}: the CLI {_describe_exit(run.returncode)}", run, argv)
+        if run.oversized is not None:
+            line, preview = run.oversized
+            raise self._error(
+                CLIStreamError,
+                f"{name}: stdout line {line} is longer than max_line_bytes ({self.max_line_bytes}) and was "
+                f"not decoded: {preview!r}",
+                run, argv, line=line, preview=preview,
+            )
         if run.corrupt is not None:
             line, preview = run.corrupt
             raise self._error(
                 CLIStreamError,
                 f"{name}: stdout line {line} is corrupt JSON and could not be repaired: {preview!r}",
-                run, line=line, preview=preview,
+                run, argv, line=line, preview=preview,
             )
         if not run.finished:
             raise self._error(
-                CLIProcessError, f"{name}: the stream ended without a final result event (exit status 0)", run,
+                CLIProcessError, f"{name}: the stream ended without a final result event (exit status 0)", run, argv,
             )
 
 
@@ -1016,6 +1386,11 @@ class ClaudeCodeEndpoint(CLIEndpoint):
     """Claude Code: ``claude -p --output-format stream-json --verbose``, prompt on stdin.
 
     Adds ``--model MODEL`` and ``--append-system-prompt SYSTEM`` when set.
+
+    Server preset (``base_url=``, ``api_key=``, ``home=``): ``ANTHROPIC_BASE_URL``,
+    ``ANTHROPIC_API_KEY``, ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1``,
+    ``DISABLE_AUTOUPDATER=1``, and ``HOME`` when ``home`` is given (the CLI
+    keeps its state under ``$HOME/.claude``).
     """
 
     default_executable = "claude"
@@ -1029,9 +1404,32 @@ class ClaudeCodeEndpoint(CLIEndpoint):
             argv += ["--append-system-prompt", system]
         return argv + self._extra(options)
 
+    def preset(self, base_url: str, api_key: str | None) -> tuple[dict[str, str], list[str]]:
+        env = {"ANTHROPIC_BASE_URL": base_url, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+               "DISABLE_AUTOUPDATER": "1"}
+        if api_key is not None:
+            env["ANTHROPIC_API_KEY"] = api_key
+        return env, []
+
+    def state_env(self) -> dict[str, str]:
+        return {"HOME": self.home} if self.home is not None else {}
+
+
+#: The variable the Codex preset passes the key in (named by ``env_key``).
+CODEX_KEY_ENV = "LIONOPS_CODEX_API_KEY"
+
 
 class CodexEndpoint(CLIEndpoint):
-    """Codex: ``codex exec --json [-m MODEL] -``, prompt on stdin."""
+    """Codex: ``codex exec --json [-m MODEL] -``, prompt on stdin.
+
+    Server preset (``base_url=`` the Responses API base, e.g.
+    ``http://127.0.0.1:8000/v1``; ``api_key=``; ``home=``): a custom model
+    provider ``lionops`` (``wire_api="responses"``, no request retries, one
+    stream retry) whose key is read from ``LIONOPS_CODEX_API_KEY``;
+    ``--skip-git-repo-check --ephemeral``, analytics and web search off, and
+    ``--disable plugins`` (without it the CLI looks up plugin hosts in DNS);
+    ``CODEX_HOME`` is the state folder.
+    """
 
     default_executable = "codex"
     collector_class = CodexStreamCollector
@@ -1044,3 +1442,134 @@ class CodexEndpoint(CLIEndpoint):
 
     def stdin_text(self, prompt: str, system: str | None = None) -> str:
         return f"{system}\n\n{prompt}" if system else prompt
+
+    def preset(self, base_url: str, api_key: str | None) -> tuple[dict[str, str], list[str]]:
+        provider = (
+            f'{{name="lionops", base_url={json.dumps(base_url)}, env_key="{CODEX_KEY_ENV}", '
+            'wire_api="responses", request_max_retries=0, stream_max_retries=1}'
+        )
+        args = ["--skip-git-repo-check", "--ephemeral", "-c", "model_provider=lionops",
+                "-c", f"model_providers.lionops={provider}", "-c", "analytics.enabled=false",
+                "-c", "web_search=disabled", "--disable", "plugins"]
+        return {CODEX_KEY_ENV: api_key if api_key is not None else "unused"}, args
+
+    def state_env(self) -> dict[str, str]:
+        return {"CODEX_HOME": self.state_dir()}
+
+
+#: The settings the Gemini preset writes to ``$GEMINI_CLI_HOME/.gemini/settings.json``
+#: (``general.maxAttempts`` is the endpoint's ``max_attempts``).
+GEMINI_SETTINGS: dict[str, Any] = {
+    "security": {"auth": {"selectedType": "gemini-api-key"}},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "general": {"maxAttempts": 1},
+}
+
+
+class GeminiEndpoint(CLIEndpoint):
+    """Gemini CLI: ``gemini -p "" -o stream-json [-m MODEL] --skip-trust``, prompt on stdin.
+
+    The system text is put before the prompt (the CLI has no flag that adds
+    to its system prompt). The CLI reports no finish reason, so a reply cut
+    at the output limit cannot be told from a whole one (``reports_cuts``
+    is false; see :class:`GeminiStreamCollector`).
+
+    Server preset (``base_url=`` the server root, e.g.
+    ``http://127.0.0.1:8000``; ``api_key=``; ``home=``;
+    ``max_attempts=1``): ``GEMINI_CLI_HOME`` is the state folder, where
+    ``.gemini/settings.json`` is written (when absent) with API-key auth,
+    usage statistics and telemetry off and ``general.maxAttempts``
+    (:data:`GEMINI_SETTINGS`): without that file the CLI rejects the base
+    URL. ``GOOGLE_GEMINI_BASE_URL``, ``GEMINI_API_KEY`` and ``TMPDIR`` (a
+    folder in the state folder: the CLI writes error reports there) are set.
+    One attempt is the default because the CLI keeps a failed attempt's
+    text in the stream, unmarked, when it retries.
+    """
+
+    default_executable = "gemini"
+    collector_class = GeminiStreamCollector
+    reports_cuts: ClassVar[bool] = False
+
+    def __init__(self, provider: str | None = None, model: str | None = None, *, max_attempts: int = 1,
+                 **options: Any) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self.max_attempts = max_attempts
+        super().__init__(provider, model, **options)
+
+    def argv(self, options: Mapping[str, Any] | None = None, system: str | None = None) -> list[str]:
+        argv = [*self.cli_command, "-p", "", "-o", "stream-json"]
+        if self.model:
+            argv += ["-m", self.model]
+        return argv + ["--skip-trust"] + self._extra(options)
+
+    def stdin_text(self, prompt: str, system: str | None = None) -> str:
+        return f"{system}\n\n{prompt}" if system else prompt
+
+    def preset(self, base_url: str, api_key: str | None) -> tuple[dict[str, str], list[str]]:
+        return {"GOOGLE_GEMINI_BASE_URL": base_url, "GEMINI_API_KEY": api_key if api_key is not None else "unused"}, []
+
+    def state_env(self) -> dict[str, str]:
+        home = self.state_dir()
+        return {"GEMINI_CLI_HOME": home, "TMPDIR": os.path.join(home, "tmp")}
+
+    def prepare(self) -> None:
+        if self.base_url is None:
+            return
+        home = self.state_dir()
+        os.makedirs(os.path.join(home, "tmp"), exist_ok=True)
+        settings = os.path.join(home, ".gemini", "settings.json")
+        if not os.path.exists(settings):
+            os.makedirs(os.path.dirname(settings), exist_ok=True)
+            data = json.loads(json.dumps(GEMINI_SETTINGS))
+            data["general"]["maxAttempts"] = self.max_attempts
+            with open(settings, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, indent=2)
+
+
+# ---------------------------------------------------------------- argv secrets
+
+_SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "credential",
+                           "credentials", "auth"})
+_NAME_VALUE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)=(.+)$", re.DOTALL)
+
+
+def _secret_name(name: str) -> bool:
+    last = name.rsplit(".", 1)[-1].lower()
+    if last == "env_key":  # names a variable, holds no secret
+        return False
+    return any(word in _SECRET_WORDS for word in re.split(r"[-_]", last))
+
+
+def argv_secrets(argv: Sequence[str]) -> list[str]:
+    """Secret values in a command line: the value of a flag naming a key,
+    token, secret, password or auth (``--api-key V``, ``--api-key=V``,
+    ``-k V``), and of a ``NAME=VALUE`` argument whose name does (quotes
+    around the value removed too)."""
+    found: list[str] = []
+    take_next = False
+    for arg in argv:
+        arg = str(arg)
+        if take_next:
+            found.append(arg)
+            take_next = False
+            continue
+        if arg.startswith("-") and len(arg) > 1:
+            flag, eq, value = arg.partition("=")
+            name = flag.lstrip("-")
+            if name == "k" or (flag.startswith("--") and _secret_name(name)):
+                if eq:
+                    found.append(value)
+                else:
+                    take_next = True
+            continue
+        match = _NAME_VALUE.match(arg)
+        if match and _secret_name(match.group(1)):
+            found.append(match.group(2))
+    out: list[str] = []
+    for value in found:
+        out.append(value)
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            out.append(value[1:-1])
+    return [v for v in out if len(v) >= 4]

@@ -56,6 +56,10 @@ class _Tap:
         self.inner = inner
         self.data = bytearray()
 
+    @property
+    def result_seen(self) -> Any:
+        return self.inner.result_seen
+
     async def feed(self, chunk: bytes) -> None:
         self.data.extend(chunk)
         await self.inner.feed(chunk)
