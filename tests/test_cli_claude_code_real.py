@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,51 +18,19 @@ import pytest
 from lionops import Branch, iModel
 
 from .anthropic_peer import MessagesPeer, last_turn_has_tool_result
+from .cli_real import installed
 from .cli_support import WITH_ACTIONS, roles
 from .helpers import Answer, ToolBox
 
 pytestmark = pytest.mark.anyio
 
-ROOT = Path(__file__).resolve().parents[1]
-CLAUDE_BIN = Path(os.environ.get("LIONOPS_CLAUDE_CODE_BIN", ROOT / ".cache/claude-code/node_modules/.bin/claude"))
 DUMMY_KEY = "sk-ant-dummy-SENTINEL-0042"
 NOTE = "the lion sleeps tonight"
 
 
-def _tail(text: str, limit: int = 400) -> str:
-    return text.strip()[-limit:]
-
-
-def _install() -> str:
-    """Try ``make claude-code``; return what it printed."""
-    if shutil.which("make") is None:
-        return "make is not installed"
-    proc = subprocess.run(["make", "-s", "-C", str(ROOT), "claude-code"], capture_output=True, text=True,
-                          timeout=600, check=False)
-    return _tail(proc.stdout + proc.stderr)
-
-
-def _registry_reachable() -> tuple[bool, str]:
-    if shutil.which("npm") is None:
-        return False, "npm is not installed"
-    try:
-        proc = subprocess.run(["npm", "ping", "--fetch-retries=0", "--fetch-timeout=15000"],
-                              capture_output=True, text=True, timeout=30, check=False)
-    except subprocess.TimeoutExpired:
-        return False, "npm ping timed out after 30 s"
-    return proc.returncode == 0, _tail(proc.stdout + proc.stderr)
-
-
 @pytest.fixture(scope="module")
 def claude_bin() -> Path:
-    if not CLAUDE_BIN.exists():
-        reachable, why = _registry_reachable()
-        if not reachable:
-            pytest.skip(f"the npm registry cannot be reached, so Claude Code is not installed: {why}")
-        installed = _install()
-        if not CLAUDE_BIN.exists():
-            pytest.fail(f"the npm registry answers but {CLAUDE_BIN} is missing after `make claude-code`: {installed}")
-    return CLAUDE_BIN
+    return installed("claude")
 
 
 def scripted_reply(note_path: Path, final: dict[str, Any]):

@@ -60,7 +60,9 @@ def ends_inside_json(text: str | None) -> bool:
     try:
         json.JSONDecoder().raw_decode(body, min(starts))
     except json.JSONDecodeError as exc:
-        return exc.pos >= len(body) - 1 or exc.msg.startswith("Unterminated string")
+        rest = body[exc.pos:]
+        return (exc.pos >= len(body) - 1 or exc.msg.startswith("Unterminated string")
+                or any(word.startswith(rest) for word in ("true", "false", "null")))
     except RecursionError:
         return False
     return False

@@ -1100,17 +1100,6 @@ class CLIEndpoint:
             self.args = [*preset_args, *self.args]
         elif api_key is not None:
             raise ValueError("api_key= is part of the server preset: give base_url= too, or pass the key in env=")
-        LineDecoder(max_line_bytes=max_line_bytes, max_repair_scans=max_repair_scans)  # validates
-        self.max_line_bytes = max_line_bytes
-        self.max_repair_scans = max_repair_scans
-        self.base_url = base_url
-        self.home = os.fspath(home) if home is not None else None
-        if base_url is not None:
-            preset_env, preset_args = self.preset(base_url, api_key)
-            self.env = {**preset_env, **self.env}
-            self.args = [*preset_args, *self.args]
-        elif api_key is not None:
-            raise ValueError("api_key= is part of the server preset: give base_url= too, or pass the key in env=")
 
     def __repr__(self) -> str:
         return (
