@@ -16,10 +16,13 @@ from typing import Any
 import pytest
 
 from lionops import Branch, iModel
+from lionops.endpoints.cli import CLIResultError
+from lionops.errors import TruncatedOutputError
+from lionops.models import RawOutput
 
 from .anthropic_peer import MessagesPeer, last_turn_has_tool_result
 from .cli_real import installed
-from .cli_support import WITH_ACTIONS, roles
+from .cli_support import ADAPTER_FAILED, WITH_ACTIONS, roles
 from .helpers import Answer, ToolBox
 
 pytestmark = pytest.mark.anyio
@@ -121,3 +124,42 @@ async def test_real_claude_code_turn_runs_lionops_tools_through_act(claude_bin, 
     for text in (trace.to_json(), json.dumps(branch.messages.to_list()), json.dumps(branch.logs.to_list()),
                  stream.read_text()):
         assert DUMMY_KEY not in text
+
+
+async def test_real_claude_code_provider_error_is_a_result_error(claude_bin, tmp_path):
+    work, home, _ = work_dirs(tmp_path)
+    box = ToolBox()
+
+    def reply(request: dict[str, Any]) -> Any:
+        return {"status": 400, "message": "the peer refuses"}
+
+    with MessagesPeer(reply) as peer:
+        branch = Branch(chat_model=claude_model(claude_bin, peer.base_url, work, home), tools=box.tools())
+        with pytest.raises(CLIResultError) as info:
+            await branch.operate(instruction="go", response_format=Answer, actions=True)
+    err = info.value
+    assert "the peer refuses" in err.summary and "API error status 400" in err.summary
+    assert branch.traces[-1].states == ADAPTER_FAILED and box.total == 0
+    assert DUMMY_KEY not in str(err)
+
+
+async def test_real_claude_code_output_limit_is_a_cut(claude_bin, tmp_path):
+    """The CLI asks the model to resume after each max_tokens stop and then
+    gives up with a failed result: a cut (RawOutput "length"), nothing runs."""
+    work, home, _ = work_dirs(tmp_path)
+    box = ToolBox()
+    partial = '{"answer": 7, "action_requests": [{"function": "get_weather", "arguments": {"city": "Pa'
+
+    def reply(request: dict[str, Any]) -> Any:
+        if not request.get("tools"):
+            return [{"type": "text", "text": "ok"}]
+        return {"blocks": [{"type": "text", "text": partial}], "stop_reason": "max_tokens"}
+
+    with MessagesPeer(reply) as peer:
+        branch = Branch(chat_model=claude_model(claude_bin, peer.base_url, work, home), tools=box.tools())
+        with pytest.raises(TruncatedOutputError, match="output token maximum"):
+            await branch.operate(instruction="go", response_format=Answer, actions=True, handle_validation="raise")
+    (answer,) = [m for m in branch.messages if m.role == "assistant"]
+    assert isinstance(answer.content, RawOutput) and answer.content.reason == "length"
+    assert str(answer.content) == partial  # the last message's text, exactly as printed
+    assert box.total == 0 and branch.traces[-1].meta["cli"]["stop_reason"] == "max_tokens"

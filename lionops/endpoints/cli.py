@@ -557,14 +557,19 @@ class _Collector:
         raise NotImplementedError
 
 
+#: Claude Code's words when the model kept hitting its output limit.
+_CLAUDE_OUTPUT_LIMIT = re.compile(r"response exceeded the \d+ output token maximum")
+
+
 class ClaudeStreamCollector(_Collector):
     """Claude Code ``--output-format stream-json`` events.
 
     ``system``/``init`` gives the session and model; ``assistant`` messages
     give text blocks (top level only, not sub-agents) and ``tool_use``
     blocks; ``user`` messages give ``tool_result`` blocks; ``result`` ends
-    the turn with usage, cost, and ``is_error``/``subtype``;
-    ``rate_limit_event``, ``stream_event`` and unknown types are ignored.
+    the turn with usage, cost, and ``is_error``/``subtype`` (a failed result
+    saying the response exceeded the output token maximum is a cut,
+    ``stop_reason`` ``"max_tokens"``); ``rate_limit_event``, ``stream_event`` and unknown types are ignored.
     Several ``assistant`` events sharing one ``message.id`` are one message:
     its text is the exact concatenation of their text blocks.
     """
@@ -603,6 +608,8 @@ class ClaudeStreamCollector(_Collector):
     def _assistant(self, event: dict[str, Any]) -> None:
         parent = event.get("parent_tool_use_id")
         message = event.get("message")
+        if isinstance(message, dict) and message.get("model") == "<synthetic>":
+            return  # the CLI's own notice (an API error's text), not the model's
         key = self._key(message.get("id") if isinstance(message, dict) else None)
         if parent is None and isinstance(message, dict):
             # The stop reason of the latest top-level message (null while the
@@ -647,7 +654,11 @@ class ClaudeStreamCollector(_Collector):
         if isinstance(event.get("stop_reason"), str):
             run.stop_reason = event["stop_reason"]
         result = event.get("result")
-        if run.is_error:
+        if run.is_error and isinstance(result, str) and _CLAUDE_OUTPUT_LIMIT.search(result):
+            # The CLI asked the model to resume after each cut, and gave up: a cut, not an error.
+            run.is_error = False
+            run.stop_reason, run.stop_detail = "max_tokens", result.strip()
+        elif run.is_error:
             run.error_message = _failure_message(run.subtype, result, event.get("errors"),
                                                  event.get("api_error_status"))
         elif isinstance(result, str):
