@@ -73,6 +73,7 @@ __all__ = [
     "CodexStreamCollector",
     "GeminiStreamCollector",
     "CUT_OFF_STOP_REASONS",
+    "argv_secrets",
     "CLIStdout",
     "CLIExit",
     "CLITransport",
@@ -951,16 +952,17 @@ class CLIStdout:
     """Where a run's stdout goes: ``await feed(chunk)`` for each chunk as it
     arrives (the sink first, then the decoder and collector), ``end()`` once
     stdout reached its end (not called when the run was cut short).
-    ``finished`` turns true once the final result event was handled, and
-    ``result_seen`` is set then (the turn is over: the process is stopped)."""
+    ``finished`` turns true once the final result event was handled;
+    ``turn_over`` is set then, or when a line outgrew ``max_line_bytes``
+    (the turn is over either way: the process is stopped)."""
 
-    __slots__ = ("_decoder", "_collector", "_sink", "result_seen")
+    __slots__ = ("_decoder", "_collector", "_sink", "turn_over")
 
     def __init__(self, decoder: LineDecoder, collector: _Collector, sink: Sink | None) -> None:
         self._decoder = decoder
         self._collector = collector
         self._sink = sink
-        self.result_seen = anyio.Event()
+        self.turn_over = anyio.Event()
 
     @property
     def finished(self) -> bool:
@@ -978,8 +980,8 @@ class CLIStdout:
     def _handle(self, events: list[dict[str, Any]]) -> None:
         for event in events:
             self._collector.handle(event)
-        if self.finished and not self.result_seen.is_set():
-            self.result_seen.set()
+        if (self.finished or self._decoder.oversized is not None) and not self.turn_over.is_set():
+            self.turn_over.set()
 
     def end(self) -> None:
         self._handle(self._decoder.close())
@@ -1300,10 +1302,10 @@ class CLIEndpoint:
             scope.cancel()
 
         async def end_after_result(scope: anyio.CancelScope) -> None:
-            # A final result ends the turn: the CLI gets `linger` seconds to
-            # exit by itself, then its group is stopped (it may keep running,
-            # or keep stdout open, after printing the result).
-            await stdout.result_seen.wait()
+            # A final result (or a fatal oversized line) ends the turn: the CLI
+            # gets `linger` seconds to exit by itself, then its group is stopped
+            # (it may keep running, or keep stdout open, after its result).
+            await stdout.turn_over.wait()
             with anyio.move_on_after(self.linger):
                 await process.wait()
             if process.returncode is None:
@@ -1359,8 +1361,6 @@ class CLIEndpoint:
                 f"it {_describe_exit(run.returncode)}",
                 run, argv, subtype=run.subtype,
             )
-        if run.returncode != 0 and not run.ended_after_result and not (run.finished and run.cut):
-            raise self._error(CLIProcessError, f"{name}: the CLI {_describe_exit(run.returncode)}", run, argv)
         if run.oversized is not None:
             line, preview = run.oversized
             raise self._error(
@@ -1369,6 +1369,8 @@ class CLIEndpoint:
                 f"not decoded: {preview!r}",
                 run, argv, line=line, preview=preview,
             )
+        if run.returncode != 0 and not run.ended_after_result and not (run.finished and run.cut):
+            raise self._error(CLIProcessError, f"{name}: the CLI {_describe_exit(run.returncode)}", run, argv)
         if run.corrupt is not None:
             line, preview = run.corrupt
             raise self._error(

@@ -57,8 +57,8 @@ class _Tap:
         self.data = bytearray()
 
     @property
-    def result_seen(self) -> Any:
-        return self.inner.result_seen
+    def turn_over(self) -> Any:
+        return self.inner.turn_over
 
     async def feed(self, chunk: bytes) -> None:
         self.data.extend(chunk)
