@@ -230,3 +230,27 @@ async def test_a_codex_process_error_without_a_result_is_still_a_process_error(t
     session = write(tmp_path / "c.jsonl", {"type": "thread.started", "thread_id": "t"})
     with pytest.raises(CLIProcessError):
         await Branch(chat_model=fake_model(str(session), "--exit", "2", provider="codex")).operate(instruction="x")
+
+
+# ---------------------------------------------------------------- Codex answer and usage
+
+
+async def test_codex_phase_marks_the_final_answer_and_usage_keeps_extra_fields(tmp_path):
+    box = ToolBox()
+    session = write(tmp_path / "c.jsonl",
+                    {"type": "thread.started", "thread_id": "t1"},
+                    {"type": "item.completed", "item": {"id": "i1", "type": "agent_message", "phase": "final_answer",
+                                                        "text": '{"answer": 3}'}},
+                    {"type": "item.completed", "item": {"id": "i2", "type": "agent_message", "phase": "commentary",
+                                                        "text": '{"answer": 9, "action_requests": '
+                                                                '[{"function": "search", "arguments": {"q": "x"}}]}'}},
+                    {"type": "turn.completed", "usage": {"input_tokens": 500, "cached_input_tokens": 300,
+                                                         "cache_write_input_tokens": 7, "output_tokens": 20,
+                                                         "reasoning_output_tokens": 5}})
+    model = fake_model(str(session), provider="codex", model="gpt-5-codex")
+    out, trace = await Branch(chat_model=model, tools=box.tools()).operate_traced(
+        instruction="n", response_format=Answer, actions=True)
+    assert out.answer == 3 and box.total == 0
+    assert trace.meta["usage"] == {"input_tokens": 200, "cache_read_input_tokens": 300,
+                                   "cache_creation_input_tokens": 7, "output_tokens": 20,
+                                   "reasoning_output_tokens": 5, "total_tokens": 220}
