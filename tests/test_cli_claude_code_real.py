@@ -22,6 +22,7 @@ from lionops.models import RawOutput
 
 from .anthropic_peer import MessagesPeer, last_turn_has_tool_result
 from .cli_real import installed
+from .loopback_peer import Tripwire
 from .cli_support import ADAPTER_FAILED, WITH_ACTIONS, roles
 from .helpers import Answer, ToolBox
 
@@ -60,16 +61,17 @@ def work_dirs(tmp_path: Path) -> tuple[Path, Path, Path]:
     return work, home, note
 
 
-def claude_model(claude_bin: Path | str, base_url: str, work: Path, home: Path) -> iModel:
-    """The CLI pointed at the peer at ``base_url``, with the dummy key and a private HOME."""
+def claude_model(claude_bin: Path | str, base_url: str, work: Path, home: Path,
+                 tripwire: Tripwire | None = None) -> iModel:
+    """The CLI pointed at the peer at ``base_url`` with the server preset: the
+    dummy key, a private HOME (and, with ``tripwire``, proxies that catch any
+    other traffic)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    if tripwire is not None:
+        env.update(tripwire.proxy_env())
     return iModel(
         provider="claude_code", cli_command=[str(claude_bin)], model="claude-sonnet-4-5",
-        timeout=120, cwd=work, inherit_env=False,
-        env={
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
-            "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": DUMMY_KEY,
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
-        },
+        timeout=120, cwd=work, inherit_env=False, env=env, base_url=base_url, api_key=DUMMY_KEY, home=home,
     )
 
 
@@ -77,8 +79,8 @@ async def test_real_claude_code_turn_runs_lionops_tools_through_act(claude_bin, 
     work, home, note = work_dirs(tmp_path)
     final = {"answer": 7, "action_requests": [{"function": "get_weather", "arguments": {"city": "Paris"}}]}
     box = ToolBox()
-    with MessagesPeer(scripted_reply(note, final)) as peer:
-        model = claude_model(claude_bin, peer.base_url, work, home)
+    with Tripwire() as tripwire, MessagesPeer(scripted_reply(note, final)) as peer:
+        model = claude_model(claude_bin, peer.base_url, work, home, tripwire)
         branch = Branch(chat_model=model, tools=box.tools())
         result, trace = await branch.operate_traced(
             instruction=f"Read {note} and report the weather in Paris.", response_format=Answer,
@@ -103,6 +105,9 @@ async def test_real_claude_code_turn_runs_lionops_tools_through_act(claude_bin, 
     assert len(main) == 2 and all(r.get("stream") is True for r in main)
     prompt = json.dumps(main[0]["messages"])
     assert "get_weather" in prompt and "action_requests" in prompt and "action_responses" not in prompt
+
+    # Only loopback: the tripwire proxy saw nothing.
+    assert tripwire.paths == []
 
     # Usage and cost from the CLI's result event.
     assert trace.meta["usage"]["output_tokens"] >= 17
