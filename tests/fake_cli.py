@@ -18,6 +18,8 @@ reads). Options:
     --hang-after N       after N lines, sleep forever (N >= the number of
                          lines: after the whole session)
     --close-stdout       close stdout before sleeping (with --hang-after)
+    --exit-on-term N     on SIGTERM, exit with status N (as a CLI with a
+                         signal handler does)
     --kill-after N       after N lines, SIGKILL itself
 
 Only the standard library is used, so any Python can run it.
@@ -46,8 +48,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--hang-after", type=int, default=-1)
     parser.add_argument("--kill-after", type=int, default=-1)
     parser.add_argument("--close-stdout", action="store_true")
+    parser.add_argument("--exit-on-term", type=int, default=None)
     opts, _unknown = parser.parse_known_args(argv)
 
+    if opts.exit_on_term is not None:
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(opts.exit_on_term))
     if opts.pidfile:
         _write(opts.pidfile, str(os.getpid()))
     if opts.child_pidfile:

@@ -55,10 +55,10 @@ def result(text: str = "") -> dict[str, Any]:
 # ---------------------------------------------------------------- a result ends the turn
 
 
-@pytest.mark.parametrize("close_stdout", [False, True], ids=["keeps_stdout_open", "closes_stdout"])
-async def test_a_cli_that_lingers_after_its_result_returns_the_answer(tmp_path, close_stdout):
+@pytest.mark.parametrize("extra", [[], ["--close-stdout"], ["--exit-on-term", "143"]],
+                         ids=["keeps_stdout_open", "closes_stdout", "exits_143_on_sigterm"])
+async def test_a_cli_that_lingers_after_its_result_returns_the_answer(tmp_path, extra):
     pid, child = tmp_path / "pid", tmp_path / "child"
-    extra = ["--close-stdout"] if close_stdout else []
     model = fake_model("plain_answer.jsonl", "--hang-after", "99", "--pidfile", str(pid),
                        "--child-pidfile", str(child), *extra, timeout=600, linger=0.2)
     branch = Branch(chat_model=model)

@@ -403,10 +403,11 @@ class CLIEndpoint:
         except OSError as exc:
             return CLIExit(start_error=str(exc))
         tail = _Tail(self.stderr_tail)
+        stopped = False
         try:
             with anyio.move_on_after(self.timeout) as deadline:
                 try:
-                    await self._pump(process, stdin, stdout, tail)
+                    stopped = await self._pump(process, stdin, stdout, tail)
                 except BaseExceptionGroup as group:
                     # A failing sink (disk full, ...) surfaces as itself.
                     if len(group.exceptions) == 1 and isinstance(group.exceptions[0], Exception):
@@ -414,10 +415,18 @@ class CLIEndpoint:
                     raise
         finally:
             await self._terminate(process)
-        return CLIExit(returncode=process.returncode, stderr=tail.text(), timed_out=deadline.cancelled_caught,
+        returncode = process.returncode
+        if stopped and returncode is not None and returncode >= 0:
+            # Stopped by lionops after its result, though the CLI exited with a
+            # code of its own on the signal: reported as the signal.
+            returncode = -signal.SIGTERM
+        return CLIExit(returncode=returncode, stderr=tail.text(), timed_out=deadline.cancelled_caught,
                        pid=process.pid)
 
-    async def _pump(self, process: anyio.abc.Process, stdin: str, stdout: CLIStdout, tail: _Tail) -> None:
+    async def _pump(self, process: anyio.abc.Process, stdin: str, stdout: CLIStdout, tail: _Tail) -> bool:
+        """Feed stdin, read stdout and stderr until the turn is over; true when
+        the CLI had to be stopped after its result (it did not exit in time)."""
+        stopped: list[bool] = []
         stdout_done = anyio.Event()
         stderr_done = anyio.Event()
         assert process.stdin is not None and process.stdout is not None and process.stderr is not None
@@ -459,6 +468,7 @@ class CLIEndpoint:
             with anyio.move_on_after(self.linger):
                 await process.wait()
             if process.returncode is None:
+                stopped.append(True)
                 _signal_group(process.pid, signal.SIGTERM)
                 with anyio.move_on_after(self.kill_grace):
                     await process.wait()
@@ -481,6 +491,7 @@ class CLIEndpoint:
                 pass
             stdout.end()
             stdout_done.set()
+        return bool(stopped)
 
     async def _terminate(self, process: anyio.abc.Process) -> None:
         """SIGTERM the group, SIGKILL it after ``kill_grace``, reap the child (shielded)."""
