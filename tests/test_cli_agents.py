@@ -254,3 +254,25 @@ async def test_codex_phase_marks_the_final_answer_and_usage_keeps_extra_fields(t
     assert trace.meta["usage"] == {"input_tokens": 200, "cache_read_input_tokens": 300,
                                    "cache_creation_input_tokens": 7, "output_tokens": 20,
                                    "reasoning_output_tokens": 5, "total_tokens": 220}
+
+
+# ---------------------------------------------------------------- streams printed by the real CLIs
+
+
+@pytest.mark.parametrize(("session", "provider", "tool"), [
+    ("real_codex_0.169.0.jsonl", "codex", "command_execution"),
+    ("real_gemini_0.61.0.jsonl", "gemini", "read_file"),
+], ids=["codex", "gemini"])
+async def test_streams_printed_by_the_real_clis_run_through_act(session, provider, tool):
+    """Recorded from the real CLIs against the loopback peers (the tests
+    named test_cli_*_real run them live): the same result without npm."""
+    box = ToolBox()
+    model = fake_model(session, "--chunk", "13", provider=provider, model="m")
+    branch = Branch(chat_model=model, tools=box.tools())
+    out, trace = await branch.operate_traced(instruction="Weather in Paris?", response_format=Answer, actions=True)
+    assert out.answer == 7 and box.calls == {"get_weather": 1} and trace.states == WITH_ACTIONS
+    cli = [m for m in branch.messages if m.metadata.get("executed_by") == "cli"]
+    assert [(m.role, m.content["function"]) for m in cli] == [("action_request", tool), ("action_response", tool)]
+    usage = trace.meta["usage"]
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+    assert usage["input_tokens"] + usage["cache_read_input_tokens"] == {"codex": 2400, "gemini": 1800}[provider]
