@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..act import BEFORE_DISPATCH
 from ..branch import OperateKwargs
 from ..clock import RecordingClock, use_clock
-from ..endpoints.cli import CLI_TRANSPORT, CLITimeoutError
+from ..endpoints.cli import CLI_TRANSPORT, CLITimeoutError, argv_secrets
 from ..errors import EndpointConnectionError, EndpointStatusError
 from ..endpoints.openai import HTTP_TRANSPORT
 from ..messages import to_jsonable
@@ -65,6 +65,10 @@ def _scrubbers(branch: Branch, kw: dict[str, Any]) -> list[Callable[[str], str]]
         scrub = getattr(getattr(model, "endpoint", model), "scrub", None)
         if callable(scrub) and scrub not in out:
             out.append(scrub)
+    # Secrets in a call's own CLI arguments (``cli_args=["--api-key", ...]``).
+    cli_secrets = argv_secrets([str(a) for a in kw.get("cli_args") or ()])
+    if cli_secrets:
+        out.append(Redactor(secrets=tuple(cli_secrets), defaults=False, env=False).text)
     return out
 
 
