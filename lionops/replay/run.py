@@ -28,7 +28,7 @@ from ..tools import TOOL_RUNNER, Tool
 from ..trace import Trace, Traced
 from .cassette import CallRecord, CliExchange, ErrorRecord, HttpExchange, Operation, OutcomeRecord, ToolCallRecord
 from .cli import CliRecorder, CliReplay
-from .divergence import ReplayDivergence, compare_traces, first_difference
+from .divergence import ReplayDivergence, compare_traces, first_difference, same_json
 from .redact import Redactor
 from .transport import RecordedExchanges, RecordingTransport, ReplayTransport
 
@@ -255,7 +255,7 @@ class ToolServer:
     async def __call__(self, tool: Tool, kwargs: dict[str, Any]) -> Any:
         live = self.redactor.value(to_jsonable(kwargs))
         for i, rec in enumerate(self.calls):
-            if not self.used[i] and rec.function == tool.name and self._args(tool, rec.arguments) == live:
+            if not self.used[i] and rec.function == tool.name and same_json(self._args(tool, rec.arguments), live):
                 self.used[i] = True
                 if rec.error is not None:
                     raise recorded_exception(rec.error)
@@ -274,8 +274,8 @@ class ToolServer:
 class RequestCheck:
     """The :data:`~lionops.act.BEFORE_DISPATCH` check of a replay: before
     ``act()`` authorizes or invokes anything, each action request must be the
-    recorded one of its index (same function, same arguments once decoded and
-    validated), and no recorded request may be missing. So a cassette edited
+    recorded one of its index (same function, same arguments once decoded,
+    of the same JSON types), and no recorded request may be missing. So a cassette edited
     to inject a call, or to change one's arguments, diverges (kind
     ``tool_call``) before the gate, a hook or a context provider sees it.
 
@@ -283,27 +283,23 @@ class RequestCheck:
     failure may have no record (they were cancelled or never reached).
     """
 
-    def __init__(self, branch: Branch, calls: list[ToolCallRecord], redactor: Redactor,
+    def __init__(self, calls: list[ToolCallRecord], redactor: Redactor,
                  on_divergence: Callable[[ReplayDivergence], None], *, operation: int, cut_short: bool) -> None:
-        self.branch = branch
         self.calls = {c.index: c for c in calls if c.index >= 0}
         self.redactor = redactor
         self.on_divergence = on_divergence
         self.operation = operation
         self.cut_short = cut_short
 
-    def _arguments(self, function: Any, arguments: Any) -> Any:
-        """``arguments`` as compared: decoded and validated by the tool where
-        they can be (so the raw and the validated form compare equal), redacted."""
-        value = arguments
+    def _arguments(self, arguments: Any) -> Any:
+        """``arguments`` as compared: decoded where they can be (as the event
+        log records them), redacted. Not validated: the gate and the hooks
+        see them as the model wrote them, so ``"1"`` for ``1`` is a change."""
         try:
-            value = decode_arguments(arguments)
-            tool = self.branch.acts.get(function) if isinstance(function, str) else None
-            if tool is not None:
-                value = tool.validate_arguments(value)
+            arguments = decode_arguments(arguments)
         except (ValueError, TypeError):
             pass
-        return self.redactor.value(to_jsonable(value))
+        return self.redactor.value(to_jsonable(arguments))
 
     def _diverge(self, message: str, index: int, expected: str | None, actual: str | None) -> ReplayDivergence:
         err = ReplayDivergence(message, kind="tool_call", index=index, expected=expected, actual=actual,
@@ -316,7 +312,7 @@ class RequestCheck:
         for index, function, arguments, _ in requests:
             seen.add(index)
             live_function = self.redactor.value(to_jsonable(function))
-            live = self._arguments(function, arguments)
+            live = self._arguments(arguments)
             actual = f"#{index} {summarize(live_function, 80)}({summarize(live, 120)})"
             rec = self.calls.get(index)
             if rec is None:
@@ -324,7 +320,7 @@ class RequestCheck:
                     continue
                 raise self._diverge(f"action request {actual} is not in the recording; nothing was dispatched",
                                     index, None, actual)
-            if rec.function != live_function or self._arguments(rec.function, rec.arguments) != live:
+            if not same_json(rec.function, live_function) or not same_json(self._arguments(rec.arguments), live):
                 expected = _call_line(rec)
                 raise self._diverge(f"action request {index} differs from the recording: expected {expected}, "
                                     f"actual {actual}; nothing was dispatched", index, expected, actual)
@@ -356,7 +352,7 @@ def compare_tool_calls(expected: list[ToolCallRecord], actual: list[ToolCallReco
     for i in range(max(len(expected), len(actual))):
         want = expected[i] if i < len(expected) else None
         got = actual[i] if i < len(actual) else None
-        if want is not None and got is not None and ident(want) == ident(got):
+        if want is not None and got is not None and same_json(ident(want), ident(got)):
             continue
         index = (want or got).index  # type: ignore[union-attr]
         exp, act = _call_line(want), _call_line(got)
@@ -434,7 +430,7 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
     cli = CliReplay(op.exchanges, redactor, seen.append, operation=operation)
     server = ToolServer(op.tool_calls, redactor, seen.append, operation)
     blocked: list[ReplayDivergence] = []
-    requests = RequestCheck(branch, op.tool_calls, redactor, blocked.append, operation=operation,
+    requests = RequestCheck(op.tool_calls, redactor, blocked.append, operation=operation,
                             cut_short=_act_raised(op.trace_obj()))
     start = len(branch.logs)
     http_token = HTTP_TRANSPORT.set(transport)

@@ -1,0 +1,88 @@
+"""Siblings of the replay hardening cases: edits a cassette can carry that
+the named cases do not, each found before any observer sees it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lionops import Branch
+from lionops.replay import ReplayDivergence, record, replay
+from lionops.testing import OpenAIServer, completion, tool_call
+
+from .openai_server import make_model
+from .test_replay_hardening import Watcher, answer_of, edit
+
+
+class Dial:
+    """A real tool whose argument types matter: it records exactly what it got."""
+
+    def __init__(self) -> None:
+        self.got: list[Any] = []
+
+    def tools(self) -> list[Any]:
+        dial = self
+
+        def set_level(level: int, note: Any = None) -> str:
+            """Set the level."""
+            dial.got.append((level, note))
+            return f"level {level}"
+
+        return [set_level]
+
+
+KW = dict(instruction="Set the level to 1.", actions=True)
+
+
+async def _record(path: Path, arguments: dict[str, Any]) -> Any:
+    answer = completion("done", tool_calls=[tool_call("set_level", arguments, "call_1")])
+    with OpenAIServer([answer]) as server:
+        model = make_model(server)
+        branch = Branch(chat_model=model, tools=Dial().tools())
+        await record(path, branch, **KW)
+        await model.aclose()
+    return model
+
+
+def _set_arguments(arguments: dict[str, Any]) -> Any:
+    def change(data: dict[str, Any]) -> None:
+        answer_of(data)["tool_calls"][0]["function"]["arguments"] = json.dumps(arguments)
+    return change
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("recorded, edited", [
+    ({"level": 1}, {"level": "1"}),              # equal only once validated (text to int)
+    ({"level": 1}, {"level": 1.0}),              # a float, equal to Python
+    ({"level": 1}, {"level": True}),             # a bool, equal to Python
+    ({"level": 1}, {"level": 1, "note": None}),  # a default spelled out
+    ({"level": 1, "note": 1}, {"level": 1, "note": True}),  # reaches the tool as True
+    ({"level": 1, "note": [0]}, {"level": 1, "note": [False]}),
+], ids=["text", "float", "bool", "default", "any-bool", "nested-bool"])
+@pytest.mark.parametrize("run_tools", [False, True])
+async def test_an_argument_edit_seen_only_in_its_type_diverges_before_any_observer(tmp_path, recorded, edited,
+                                                                                   run_tools):
+    path = tmp_path / "run.json"
+    model = await _record(path, recorded)
+    edit(path, _set_arguments(edited))
+    dial, watcher = Dial(), Watcher()
+    branch = watcher.attach(Branch(chat_model=model, tools=dial.tools()))
+    with pytest.raises(ReplayDivergence) as info:
+        await replay(path, branch, run_tools=run_tools, **KW)
+    assert info.value.kind == "tool_call" and "nothing was dispatched" in str(info.value), info.value
+    assert watcher.nothing and dial.got == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("arguments", [{"level": 1}, {"level": 1, "note": True}, {"level": 1, "note": 1.5}])
+async def test_an_honest_replay_of_typed_arguments_still_passes(tmp_path, arguments):
+    path = tmp_path / "run.json"
+    model = await _record(path, arguments)
+    for run_tools in (False, True):
+        dial = Dial()
+        traced = await replay(path, Branch(chat_model=model, tools=dial.tools()), run_tools=run_tools, **KW)
+        assert traced.trace.exit is not None
+        assert dial.got == ([(arguments["level"], arguments.get("note"))] if run_tools else [])
