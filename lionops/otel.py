@@ -42,7 +42,7 @@ from . import __version__
 from .messages import to_jsonable
 from .replay.redact import Redactor
 
-__all__ = ["OpenTelemetryObserver", "tool_decision", "DECISIONS", "SCHEMA_URL"]
+__all__ = ["OpenTelemetryObserver", "logged_decision", "tool_decision", "DECISIONS", "SCHEMA_URL"]
 
 #: Semantic conventions schema the attribute names follow.
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
@@ -74,11 +74,40 @@ _FAILURE_DECISIONS = {
     "TimeoutError": "timed_out",
 }
 
+#: Event-log kinds ``act()`` writes per request -> decision (``action_error`` by its stage).
+_LOGGED = {"action": "allowed", "denied": "denied", "action_error": "error"}
+
 _OPERATION: contextvars.ContextVar[_Operation | None] = contextvars.ContextVar("lionops_otel_operation", default=None)
 
 
+def logged_decision(branch: Any, start: int | None, request: Any) -> str | None:
+    """The decision ``act()`` recorded on ``request`` in the branch's event log
+    (entries from ``start`` on: ``action``, ``denied``, ``action_error`` and its
+    stage), or ``None`` when it recorded none. A tool's output is never read:
+    one that returns what a denial or an error payload looks like was allowed."""
+    logs = getattr(branch, "logs", None)
+    if start is None or logs is None:
+        return None
+    index, function = getattr(request, "index", None), getattr(request, "function", None)
+    for i in range(min(start, len(logs)), len(logs)):
+        entry = logs[i]
+        content = entry.content
+        if entry.kind not in _LOGGED or content.get("index") != index or content.get("function") != function:
+            continue
+        if entry.kind != "action_error":
+            return _LOGGED[entry.kind]
+        stage, kind = content.get("stage"), content.get("type")
+        if stage == "invalid":
+            return "invalid"
+        if stage == "rejected":
+            return "not_offered" if kind == "UnknownToolError" else "rejected"
+        return "timed_out" if kind == "TimeoutError" else "error"
+    return None
+
+
 def tool_decision(response: Any, error: BaseException | None) -> str:
-    """The decision on one request, from what ``act()`` returned or raised.
+    """The decision on one request, from what ``act()`` returned or raised,
+    where the event log has none (:func:`logged_decision` comes first).
 
     A raised exception (``suppress_errors=False``) and an error payload map by
     exception type; the governance denial payload is ``denied``; anything
@@ -453,12 +482,13 @@ class OpenTelemetryObserver:
         _set(attributes, "gen_ai.tool.call.id", call_id)
         span = self.tracer.start_span(f"execute_tool {attributes['gen_ai.tool.name']}", kind=SpanKind.INTERNAL,
                                       attributes=attributes)
-        return span, self._enter(span), request, scrub
+        logs = getattr(branch, "logs", None)
+        return span, self._enter(span), request, scrub, branch, None if logs is None else len(logs)
 
     def tool_end(self, handle: tuple[Any, ...], response: Any, error: BaseException | None) -> None:
-        span, token, request, scrub = handle
+        span, token, request, scrub, branch, start = handle
         self._leave(token)
-        decision = tool_decision(response, error)
+        decision = logged_decision(branch, start, request) or tool_decision(response, error)
         span.set_attribute("lionops.tool.decision", decision)
         if self.capture_content:
             span.set_attribute("gen_ai.tool.call.arguments", scrub.json(getattr(request, "arguments", None)))
