@@ -6,7 +6,8 @@ One trace per ``operate()``:
   trigger, terminal state, states visited, engine, middle, caller model.
   Every fired transition is a span event named by its trigger, carrying the
   guards evaluated (``lionops.guard.<name>``: value), at the moment it fired.
-  Status ERROR, with the exception recorded (secrets scrubbed), when the call raised.
+  Status ERROR, with the exception recorded (secrets scrubbed; its message,
+  which may quote content, only with ``capture_content``), when the call raised.
 - ``chat {model}`` (CLIENT): the adapter call, GenAI semantic conventions
   (``gen_ai.*``), HTTP attempts and retries; for a CLI agent its session id
   and its own tool uses as events.
@@ -18,8 +19,8 @@ Metrics: ``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage``
 (GenAI conventions, advised buckets), ``lionops.operation.duration`` and the
 counter ``lionops.operation.exits`` by exit trigger.
 
-Content (instructions, answers, tool arguments and outputs) is recorded only
-with ``capture_content=True``. Secrets never are: every text that reaches a
+Content (instructions, answers, tool arguments and outputs, and exception
+messages, which may quote them) is recorded only with ``capture_content=True``. Secrets never are: every text that reaches a
 span goes through the cassette :class:`~lionops.replay.redact.Redactor` and
 the endpoints' own ``scrub``.
 """
@@ -156,7 +157,11 @@ class _Scrub:
     def json(self, value: Any) -> str:
         return self.text(json.dumps(self.redactor.value(to_jsonable(value)), ensure_ascii=False))
 
-    def error(self, exc: BaseException) -> str:
+    def error(self, exc: BaseException, content: bool) -> str:
+        """``Type: message`` scrubbed; the type alone without ``content`` (a
+        message may quote the answer, the arguments or a server's reply)."""
+        if not content:
+            return type(exc).__name__
         try:
             message = str(exc)
         except Exception:  # noqa: BLE001 - an exception whose str() raises
@@ -185,13 +190,28 @@ def _error_type(exc: BaseException) -> str:
     return name if module in ("builtins", None) else f"{module}.{name}"
 
 
-def _fail(span: Any, exc: BaseException, scrub: _Scrub) -> None:
-    """Status ERROR and an ``exception`` event, message and stack trace scrubbed."""
-    text = scrub.error(exc)
+def _stack(exc: BaseException, content: bool) -> str:
+    """The stack trace of ``exc`` and its chain; without ``content``, each
+    exception shown by its type only (no message)."""
+    if content:
+        return "".join(traceback.format_exception(exc))
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    return "\n".join("Traceback (most recent call last):\n" + "".join(traceback.format_tb(e.__traceback__))
+                     + _error_type(e) + "\n" for e in reversed(chain))
+
+
+def _fail(span: Any, exc: BaseException, scrub: _Scrub, content: bool) -> None:
+    """Status ERROR and an ``exception`` event, message and stack trace scrubbed;
+    without ``content`` the exceptions are named by type only."""
+    text = scrub.error(exc, content)
     span.set_status(Status(StatusCode.ERROR, text))
     span.set_attribute("error.type", _error_type(exc))
     try:
-        stack = "".join(traceback.format_exception(exc))
+        stack = _stack(exc, content)
     except Exception:  # noqa: BLE001 - formatting an exotic exception
         stack = ""
     span.add_event("exception", {
@@ -304,7 +324,8 @@ class OpenTelemetryObserver:
             for guard, value in rec.guards.items():
                 attributes[f"lionops.guard.{guard}"] = bool(value)
             if rec.error is not None:
-                attributes["lionops.transition.error"] = scrub.text(rec.error)
+                error_text = rec.error if self.capture_content else rec.error.split(":", 1)[0]
+                attributes["lionops.transition.error"] = scrub.text(error_text)
             span.add_event(rec.trigger, attributes, timestamp=op.start_ns + rec.at_ns)
         model_class = getattr(ctx, "model_class", None)
         caller_model = getattr(model_class, "__name__", None)
@@ -325,7 +346,7 @@ class OpenTelemetryObserver:
             span.set_attribute("lionops.result", scrub.json(result))
         metric_attributes: dict[str, Any] = {"lionops.exit": trace.exit or "none"}
         if error is not None:
-            _fail(span, error, scrub)
+            _fail(span, error, scrub, self.capture_content)
             metric_attributes["error.type"] = _error_type(error)
         self.exits.add(1, metric_attributes)
         self.operation_duration.record(time.perf_counter() - op.t0, metric_attributes)
@@ -426,7 +447,7 @@ class OpenTelemetryObserver:
         if response_model:
             metric_attributes = {**metric_attributes, "gen_ai.response.model": str(response_model)}
         if error is not None:
-            _fail(span, error, scrub)
+            _fail(span, error, scrub, self.capture_content)
             metric_attributes = {**metric_attributes, "error.type": _error_type(error)}
         self.duration.record(time.perf_counter() - t0, metric_attributes)
         for kind, count in (("input", input_tokens), ("output", output_tokens)):
@@ -495,10 +516,11 @@ class OpenTelemetryObserver:
             if response is not None:
                 span.set_attribute("gen_ai.tool.call.result", scrub.json(getattr(response, "output", None)))
         if error is not None:
-            _fail(span, error, scrub)
+            _fail(span, error, scrub, self.capture_content)
         elif decision in ("error", "timed_out"):
             output = getattr(response, "output", None) or {}
-            span.set_status(Status(StatusCode.ERROR, scrub.text(str(output.get("error", decision)))))
+            message = output.get("error", decision) if self.capture_content else output.get("type") or decision
+            span.set_status(Status(StatusCode.ERROR, scrub.text(str(message))))
             span.set_attribute("error.type", str(output.get("type") or decision))
         span.end()
 
@@ -516,7 +538,7 @@ class OpenTelemetryObserver:
         span, token, scrub = handle
         self._leave(token)
         if error is not None:
-            _fail(span, error, scrub)
+            _fail(span, error, scrub, self.capture_content)
         span.end()
 
     def note(self, name: str, facts: dict[str, Any]) -> None:

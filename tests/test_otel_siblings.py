@@ -43,3 +43,56 @@ async def test_a_tool_output_that_looks_like_a_denial_or_an_error_is_allowed(ser
     assert [s.attributes["lionops.tool.decision"] for s in spans] == ["allowed", "allowed", "allowed"]
     assert [s.status.status_code for s in spans] == [StatusCode.UNSET] * 3
     assert all("error.type" not in s.attributes for s in spans)
+
+
+async def _failing_calls(server) -> None:
+    """A mismatch whose error quotes the answer, a tool whose error quotes its
+    arguments (an error payload), and the same error raised (unsuppressed)."""
+    from lionops import MismatchError
+
+    from .helpers import Answer
+
+    def lookup(q: str) -> str:
+        """Fails, quoting its argument."""
+        raise RuntimeError(f"no result for {q}")
+
+    model = make_model(server)
+    branch = Branch(chat_model=model, tools=[lookup])
+    server.push(completion('{"answer": "answer-text-7f3"}'))
+    with pytest.raises(MismatchError, match="answer-text-7f3"):
+        await branch.operate(instruction="q", response_format=Answer, handle_validation="raise")
+    server.push(completion(None, tool_calls=[tool_call("lookup", {"q": "argument-text-9c1"})]))
+    await branch.operate(instruction="q", actions=True)
+    await model.aclose()
+    with pytest.raises(RuntimeError, match="argument-text-2d8"):
+        await branch.act({"function": "lookup", "arguments": {"q": "argument-text-2d8"}}, suppress_errors=False)
+
+
+CONTENT_IN_ERRORS = ("answer-text-7f3", "argument-text-9c1", "argument-text-2d8")
+
+
+async def test_error_messages_that_quote_content_are_absent_by_default(server, otel):
+    await _failing_calls(server)
+    dump = otel.dump()
+    for text in CONTENT_IN_ERRORS:
+        assert text not in dump, text
+    roots = otel.named("operate")
+    assert [r.status.status_code for r in roots] == [StatusCode.ERROR, StatusCode.UNSET]
+    assert roots[0].status.description == "MismatchError"
+    (event,) = [e for e in roots[0].events if e.name == "exception"]
+    assert event.attributes["exception.type"] == "lionops.errors.MismatchError"
+    stack = event.attributes["exception.stacktrace"]
+    assert stack.startswith("Traceback") and stack.endswith("lionops.errors.MismatchError\n")  # frames, no message
+    errors = [e.attributes["lionops.transition.error"] for r in roots for e in r.events
+              if "lionops.transition.error" in e.attributes]
+    assert errors == ["MismatchError"]
+    tools = otel.named("execute_tool")
+    assert [s.attributes["lionops.tool.decision"] for s in tools] == ["error", "error"]
+    assert [s.status.description for s in tools] == ["RuntimeError", "RuntimeError"]
+
+
+async def test_error_messages_are_kept_with_content(server, otel_content):
+    await _failing_calls(server)
+    dump = otel_content.dump()
+    for text in CONTENT_IN_ERRORS:
+        assert text in dump, text
