@@ -409,6 +409,9 @@ class OpenTelemetryObserver:
         usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else {}
         input_tokens = usage.get("prompt_tokens", usage.get("input_tokens"))
         output_tokens = usage.get("completion_tokens", usage.get("output_tokens"))
+        if metric_attributes.get("gen_ai.provider.name") == "anthropic" and "prompt_tokens" not in usage:
+            # Anthropic's input_tokens leave out cache reads and writes; the conventions count them in
+            input_tokens = _total_input(input_tokens, usage)
         _set(attributes, "gen_ai.usage.input_tokens", input_tokens)
         _set(attributes, "gen_ai.usage.output_tokens", output_tokens)
         _set(attributes, "gen_ai.usage.cache_read.input_tokens", usage.get("cache_read_input_tokens"))
@@ -451,7 +454,7 @@ class OpenTelemetryObserver:
             metric_attributes = {**metric_attributes, "error.type": _error_type(error)}
         self.duration.record(time.perf_counter() - t0, metric_attributes)
         for kind, count in (("input", input_tokens), ("output", output_tokens)):
-            if isinstance(count, int):
+            if _is_count(count):
                 self.token_usage.record(count, {**metric_attributes, "gen_ai.token.type": kind})
         span.end()
 
@@ -570,6 +573,18 @@ class OpenTelemetryObserver:
             if self.capture_content:
                 attributes["gen_ai.tool.call.result"] = scrub.json(event.output)
             span.add_event("cli_tool_result", attributes)
+
+
+def _total_input(input_tokens: Any, usage: dict[str, Any]) -> Any:
+    """Anthropic usage's ``input_tokens`` plus its cache reads and writes."""
+    if not _is_count(input_tokens):
+        return input_tokens
+    cached = [usage.get(k) for k in ("cache_read_input_tokens", "cache_creation_input_tokens")]
+    return input_tokens + sum(c for c in cached if _is_count(c))
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _native_calls(branch: Any) -> list[list[Any]]:

@@ -96,3 +96,23 @@ async def test_error_messages_are_kept_with_content(server, otel_content):
     dump = otel_content.dump()
     for text in CONTENT_IN_ERRORS:
         assert text in dump, text
+
+
+@pytest.mark.parametrize("provider, session, expected", [
+    # Anthropic's input_tokens leave out cache reads and writes; the conventions count them in
+    ("claude_code", "plain_answer.jsonl", {"input": 1500, "cache_read": 300, "output": 45}),
+    # OpenAI's input_tokens already hold the cached ones
+    ("codex", "codex_session.jsonl", {"input": 2400, "cache_read": 1200, "output": 60}),
+])
+async def test_input_tokens_include_cached_tokens_as_the_conventions_say(otel, provider, session, expected):
+    from .cli_support import fake_model
+
+    model = fake_model(session, provider=provider, **({"model": "gpt-5-codex"} if provider == "codex" else {}))
+    await Branch(chat_model=model).operate(instruction="hi")
+    (chat,) = otel.named("chat")
+    assert chat.attributes["gen_ai.usage.input_tokens"] == expected["input"]
+    assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == expected["cache_read"]
+    assert chat.attributes["gen_ai.usage.output_tokens"] == expected["output"]
+    points = otel.metrics()["gen_ai.client.token.usage"].data.data_points
+    assert {p.attributes["gen_ai.token.type"]: p.sum for p in points} == {"input": expected["input"],
+                                                                           "output": expected["output"]}
