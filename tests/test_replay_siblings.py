@@ -86,3 +86,66 @@ async def test_an_honest_replay_of_typed_arguments_still_passes(tmp_path, argume
         traced = await replay(path, Branch(chat_model=model, tools=dial.tools()), run_tools=run_tools, **KW)
         assert traced.trace.exit is not None
         assert dial.got == ([(arguments["level"], arguments.get("note"))] if run_tools else [])
+
+
+# ============================================================ failed recordings behind a custom Middle
+
+async def wrapping_middle(branch, instruction, chat_param, parse_param=None, clear_messages=False,
+                          skip_validation=False):
+    """A Middle that turns the endpoint's failure into its own error."""
+    from lionops import LionopsError, communicate
+
+    try:
+        return await communicate(branch, instruction, chat_param, parse_param, clear_messages, skip_validation)
+    except LionopsError as exc:
+        raise RuntimeError("the model is unavailable") from exc
+
+
+async def swallowing_middle(branch, instruction, chat_param, parse_param=None, clear_messages=False,
+                            skip_validation=False):
+    """A Middle that answers nothing when the endpoint fails."""
+    from lionops import LionopsError, communicate
+
+    try:
+        return await communicate(branch, instruction, chat_param, parse_param, clear_messages, skip_validation)
+    except LionopsError:
+        return None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("middle", [wrapping_middle, swallowing_middle])
+@pytest.mark.parametrize("down", ["refused", "503", "429"])
+@pytest.mark.parametrize("mode", ["once", "new_episodes"])
+async def test_a_failure_a_middle_wraps_or_swallows_is_not_recorded(tmp_path, middle, down, mode):
+    from lionops.replay import CassetteSession
+    from lionops.testing import Reply, error_body
+
+    from .test_replay_hardening import down_model
+
+    path = tmp_path / "run.json"
+    kw = dict(instruction="Hello?", middle=middle)
+    if down == "refused":
+        model = down_model()
+        server = None
+    else:
+        status = int(down)
+        server = OpenAIServer([Reply(error_body("busy", "server_error"), status=status)])
+        server.__enter__()
+        model = make_model(server, max_retries=0)
+    try:
+        session = CassetteSession(path, mode)
+        if middle is wrapping_middle:
+            with pytest.raises(RuntimeError, match="unavailable") as info:
+                await session.operate(Branch(chat_model=model), **kw)
+            assert any("was not saved" in note for note in info.value.__notes__)
+        else:
+            assert await session.operate(Branch(chat_model=model), **kw) is None
+        assert not path.exists() and session.recorded == 0 and session.failed is not None
+    finally:
+        if server is not None:
+            server.__exit__(None, None, None)
+    with OpenAIServer([completion("Hi.")]) as server:  # the next run, server up: records afresh
+        model = make_model(server)
+        assert await CassetteSession(path, mode).operate(Branch(chat_model=model), **kw) == "Hi."
+        await model.aclose()
+    assert await CassetteSession(path, "none").operate(Branch(chat_model=down_model()), **kw) == "Hi."

@@ -207,17 +207,28 @@ def failed_to_reach(op: Operation, error: BaseException | None) -> bool:
     recording must not become the truth: the endpoint could not be reached
     (refused, reset, DNS) or timed out, answered 5xx or 429 until the retries
     ran out, or a CLI agent could not start or ran past its timeout. A run
-    that got an answer (a 4xx such as 400 or 401 included) is a recording."""
-    if error is None:
-        return False
-    if isinstance(error, (EndpointConnectionError, CLITimeoutError)):  # EndpointTimeoutError too
-        return True
-    if isinstance(error, EndpointStatusError):
-        return error.status >= 500 or error.status == 429
+    that got an answer (a 4xx such as 400 or 401 included) is a recording.
+
+    The error is looked for in the whole exception chain (a Middle may raise
+    its own error from the endpoint's), and the last exchange decides when
+    the chain names none (also when the run returned: a Middle may swallow
+    the failure)."""
+    seen: list[BaseException] = []
+    current = error
+    while current is not None and all(current is not e for e in seen):
+        seen.append(current)
+        if isinstance(current, (EndpointConnectionError, CLITimeoutError)):  # EndpointTimeoutError too
+            return True
+        if isinstance(current, EndpointStatusError):
+            return current.status >= 500 or current.status == 429
+        current = current.__cause__ or current.__context__
     last = op.exchanges[-1] if op.exchanges else None
     if isinstance(last, CliExchange):
         return last.error is not None or last.timed_out
-    return isinstance(last, HttpExchange) and last.error is not None
+    if isinstance(last, HttpExchange):
+        status = last.response.status if last.response is not None else None
+        return last.error is not None or status is not None and (status >= 500 or status == 429)
+    return False
 
 
 _recorded_errors: dict[str, type[Exception]] = {}
