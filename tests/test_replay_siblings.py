@@ -149,3 +149,31 @@ async def test_a_failure_a_middle_wraps_or_swallows_is_not_recorded(tmp_path, mi
         assert await CassetteSession(path, mode).operate(Branch(chat_model=model), **kw) == "Hi."
         await model.aclose()
     assert await CassetteSession(path, "none").operate(Branch(chat_model=down_model()), **kw) == "Hi."
+
+
+# ============================================================ malformed schemas pydantic refuses to build
+
+def _tool_with(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": "zz", "parameters": {"type": "object", "properties": properties}}}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("properties", [
+    {"_x": {"type": "string"}},            # a leading underscore
+    {"__class__": {"type": "string"}},     # a dunder
+    {"model_dump": {"type": "string"}},    # shadows a BaseModel attribute
+    {"a": {"enum": []}},                   # an empty Literal
+], ids=["underscore", "dunder", "shadowing", "empty-enum"])
+async def test_a_tool_schema_pydantic_cannot_build_is_a_cassette_error(tmp_path, properties):
+    from lionops.cli import main as cli
+    from lionops.replay import CassetteError
+
+    from .test_replay_hardening import ANSWER, record_run
+
+    path = tmp_path / "run.json"
+    await record_run(path, ANSWER)
+    edit(path, lambda d: d["operations"][0]["call"]["registered_tools"].append(_tool_with(properties)))
+    with pytest.raises(CassetteError, match="cannot be rebuilt") as info:
+        await replay(path)
+    assert "\n" not in str(info.value)
+    assert cli(["replay", str(path)]) == 2
