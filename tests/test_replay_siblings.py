@@ -177,3 +177,67 @@ async def test_a_tool_schema_pydantic_cannot_build_is_a_cassette_error(tmp_path,
         await replay(path)
     assert "\n" not in str(info.value)
     assert cli(["replay", str(path)]) == 2
+
+
+# ============================================================ traces that read but are wrong
+
+def _trace_json(**changes: Any) -> str:
+    from .test_replay_hardening import _good_trace
+
+    d = _good_trace()
+    steps = changes.pop("steps", {})
+    d.update(changes)
+    for i, step in steps.items():
+        d["transitions"][i].update(step)
+    return json.dumps(d).replace('"NAN"', "NaN").replace('"INF"', "Infinity")
+
+
+WRONG_TRACES = [
+    (_trace_json(format=True), "unsupported trace format True"),
+    (_trace_json(format=1.0), "unsupported trace format 1.0"),
+    (_trace_json(started_at="NAN"), "'started_at' is nan"),
+    (_trace_json(started_at="INF"), "'started_at' is inf"),
+    (_trace_json(steps={0: {"guards": {"is_admin": True}}}), "are not those 'prepare' evaluates"),
+    (_trace_json(steps={0: {"guards": {"phase_raised": False, "preparation_succeeded": False}}}), "evaluates"),
+    (_trace_json(steps={0: {"guards": {"phase_raised": True}}}), "evaluates"),  # that one fires failed
+    (_trace_json(steps={1: {"guards": {}}}), "evaluates"),
+    (_trace_json(steps={0: {"at_ns": 50}, 1: {"at_ns": 10}}), "'at_ns' 10 is before the previous step's 50"),
+]
+
+
+@pytest.mark.parametrize("text, needle", WRONG_TRACES, ids=[n for _, n in WRONG_TRACES])
+def test_a_trace_that_reads_but_cannot_have_run_is_refused(tmp_path, text, needle):
+    from lionops.cli import main as cli
+    from lionops.trace import Trace
+
+    with pytest.raises(ValueError) as info:
+        Trace.from_json(text)
+    assert type(info.value) is ValueError and needle in str(info.value), str(info.value)
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    assert cli(["trace", "show", str(path)]) == 2
+
+
+@pytest.mark.anyio
+async def test_every_recorded_trace_reads_back(tmp_path):
+    """Real traces (each engine, a success and a failure) pass the stricter checks."""
+    from lionops.trace import Trace
+
+    from .test_replay_hardening import ANSWER, make_branch
+    from .helpers import ToolBox
+
+    from lionops import EndpointAuthError
+    from lionops.testing import Reply, error_body
+
+    unauthorized = Reply(error_body("Incorrect API key provided"), status=401)
+    with OpenAIServer([ANSWER, ANSWER, unauthorized, unauthorized]) as server:
+        model = make_model(server, max_retries=0)
+        for engine in ("compiled", "transitions"):
+            branch = make_branch(model, ToolBox())
+            traced = await branch.operate_traced(instruction="q", actions=True, engine=engine)
+            assert Trace.from_json(traced.trace.to_json()) == traced.trace
+        for engine in ("compiled", "transitions"):
+            with pytest.raises(EndpointAuthError):
+                await branch.operate(instruction="q", engine=engine)
+            assert Trace.from_json(branch.traces[-1].to_json()) == branch.traces[-1]
+        await model.aclose()
