@@ -116,3 +116,42 @@ async def test_input_tokens_include_cached_tokens_as_the_conventions_say(otel, p
     points = otel.metrics()["gen_ai.client.token.usage"].data.data_points
     assert {p.attributes["gen_ai.token.type"]: p.sum for p in points} == {"input": expected["input"],
                                                                            "output": expected["output"]}
+
+
+async def test_an_exporter_that_blocks_does_not_block_operate_behind_a_batch_processor(server):
+    """The setup docs/observability.md shows (BatchSpanProcessor): export runs
+    on the processor's thread, so an exporter stuck on a dead collector never
+    holds an operation (a generous bound fails the test instead of hanging it)."""
+    import threading
+
+    import anyio
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    import lionops
+
+    release = threading.Event()
+    entered = threading.Event()
+
+    class Stuck(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            entered.set()
+            release.wait(60)
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Stuck(), schedule_delay_millis=1, max_export_batch_size=1))
+    lionops.instrument(provider)
+    model = make_model(server)
+    try:
+        with anyio.fail_after(30):
+            for _ in range(3):
+                server.push(completion("ok"))
+                assert await Branch(chat_model=model).operate(instruction="q") == "ok"
+            await anyio.to_thread.run_sync(entered.wait, 30)
+        assert entered.is_set()  # the exporter was stuck while the operations ran
+    finally:
+        lionops.uninstrument()
+        release.set()
+        await model.aclose()
+        provider.shutdown()
