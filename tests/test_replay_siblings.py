@@ -241,3 +241,24 @@ async def test_every_recorded_trace_reads_back(tmp_path):
                 await branch.operate(instruction="q", engine=engine)
             assert Trace.from_json(branch.traces[-1].to_json()) == branch.traces[-1]
         await model.aclose()
+
+
+# ============================================================ the comparison every replay check uses
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_scalars = st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.0, 1.0, -1.0, 2.5]) | st.text(max_size=3)
+_json = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner,
+                                                                                             max_size=3), max_leaves=12)
+
+
+@given(_json, _json)
+def test_same_json_is_equality_of_the_json_text(a, b):
+    """Two values are the same to a replay exactly when they serialize to the
+    same JSON (keys in any order): ``true``, ``1`` and ``1.0`` never match."""
+    from lionops.replay.divergence import first_difference, same_json
+
+    text = lambda v: json.dumps(v, sort_keys=True)  # noqa: E731
+    assert same_json(a, b) == (text(a) == text(b))
+    assert (first_difference(a, b) is None) == same_json(a, b)
