@@ -262,3 +262,35 @@ def test_same_json_is_equality_of_the_json_text(a, b):
     text = lambda v: json.dumps(v, sort_keys=True)  # noqa: E731
     assert same_json(a, b) == (text(a) == text(b))
     assert (first_difference(a, b) is None) == same_json(a, b)
+
+
+@pytest.mark.anyio
+async def test_a_call_that_raises_before_the_machine_runs_keeps_the_cassette_aligned(tmp_path):
+    """A recorded call that fails before anything fires (an unknown engine)
+    is still an operation of the cassette, so the calls after it replay
+    against their own recordings."""
+    from lionops.replay import CassetteSession
+
+    from .test_replay_hardening import down_model
+
+    path = tmp_path / "run.json"
+    calls = [dict(instruction="One?"), dict(instruction="Two?", engine="no-such-engine"), dict(instruction="Three?")]
+
+    async def run_all(session: CassetteSession, model: Any) -> list[Any]:
+        out: list[Any] = []
+        for kw in calls:
+            branch = Branch(chat_model=model)
+            try:
+                out.append(await session.operate(branch, **kw))
+            except ValueError as exc:  # the unknown engine
+                out.append(type(exc))
+        return out
+
+    with OpenAIServer([completion("1"), completion("3")]) as server:
+        model = make_model(server)
+        recorded = await run_all(CassetteSession(path, "once"), model)
+        await model.aclose()
+    assert recorded == ["1", ValueError, "3"]
+    session = CassetteSession(path, "none")
+    assert await run_all(session, down_model()) == recorded
+    session.finish()

@@ -171,12 +171,12 @@ async def _run(branch: Branch, kw: dict[str, Any]) -> tuple[Traced | None, Excep
 
 
 async def record_operation(branch: Branch, kw: dict[str, Any], redactor: Redactor
-                           ) -> tuple[Operation | None, Traced | None, Exception | None]:
+                           ) -> tuple[Operation, Traced | None, Exception | None]:
     """Run ``branch.operate_traced(**kw)`` for real, recording it.
 
     Returns ``(operation, traced, error)``: ``traced`` when the run returned,
-    ``error`` when it raised (the operation is recorded either way; it is
-    ``None`` only when no trace was made).
+    ``error`` when it raised (the operation is recorded either way; a call
+    that raised before the machine ran has a trace with no transitions).
     """
     redactor = redactor.with_scrubbers(_scrubbers(branch, kw))
     call = describe_call(branch, kw, redactor)
@@ -191,8 +191,8 @@ async def record_operation(branch: Branch, kw: dict[str, Any], redactor: Redacto
         CLI_TRANSPORT.reset(cli_token)
         HTTP_TRANSPORT.reset(token)
         await transport.aclose()
-    if trace is None:
-        return None, traced, error
+    if trace is None:  # raised before the machine ran: still an operation, so later ones keep their places
+        trace = Trace()
     call.middle = trace.meta.get("middle")
     op = Operation(
         call=call, exchanges=exchanges, tool_calls=tool_calls_since(branch, start, redactor),

@@ -142,10 +142,10 @@ class CassetteSession:
                 kind="operation", index=index, expected=None, actual=f"operation {index}", operation=index,
             )
         op, traced, error = await record_operation(branch, dict(kw), self.redactor)
-        if op is not None and self.record_mode != "all" and failed_to_reach(op, error):
+        if self.record_mode != "all" and failed_to_reach(op, error):
             self._discard(error or CassetteError(
                 f"operation {index} returned, but its last exchange failed before the model answered"))
-        elif op is not None and self.failed is None:
+        elif self.failed is None:
             self._operations.append(op)
             self.recorded += 1
             self.save()
