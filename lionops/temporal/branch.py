@@ -215,6 +215,18 @@ def _activity_failure(exc: BaseException, *, final: bool) -> ApplicationError:
     return ApplicationError(safe_str(exc), type=type(exc).__name__, non_retryable=final)
 
 
+def _apply_turn(branch: Branch, turn: dict[str, Any], clear_messages: bool) -> None:
+    """Record on the workflow's branch what the Middle recorded on the worker's."""
+    if clear_messages:
+        branch.clear_messages()
+    restore_messages(branch.messages, turn.get("messages") or [], keep_ids=False)
+    for entry in turn.get("logs") or []:
+        branch.logs.log(entry["kind"], entry["content"])
+    meta = _meta.get()
+    if meta is not None:
+        meta.update(turn.get("meta") or {})
+
+
 class _ActivityMiddle:
     """The workflow-side Middle: the model call is one activity (ADR-0022 D3)."""
 
@@ -232,15 +244,14 @@ class _ActivityMiddle:
                 durable.model_activity_name, payload, summary="model call", **durable.model_activity.options()
             )
         except ActivityError as exc:
+            # A failed call still recorded what the Middle did before it raised
+            # (the user turn, the trace facts), as it does in process.
+            cause = exc.cause
+            details = list(cause.details) if isinstance(cause, ApplicationError) else []
+            if details and isinstance(details[0], dict):
+                _apply_turn(branch, details[0], clear_messages)
             raise _from_activity(exc) from None
-        if clear_messages:
-            branch.clear_messages()
-        restore_messages(branch.messages, out["messages"], keep_ids=False)
-        for entry in out["logs"]:
-            branch.logs.log(entry["kind"], entry["content"])
-        meta = _meta.get()
-        if meta is not None:
-            meta.update(out["meta"])
+        _apply_turn(branch, out, clear_messages)
         candidates = (getattr(parse_param, "response_format", None), getattr(chat_param, "response_format", None))
         return decode_result(out["result"], candidates)
 
@@ -440,21 +451,26 @@ class DurableBranch:
             raise _activity_failure(exc, final=True) from None
         before = {id(m) for m in branch.messages}
         meta: dict[str, Any] = {}
+
+        def turn() -> dict[str, Any]:
+            meta["middle"] = getattr(middle, "__qualname__", None) or type(middle).__name__
+            return {
+                "messages": [m.to_dict() for m in branch.messages if id(m) not in before],
+                "logs": branch.logs.to_list(),
+                "meta": to_jsonable(meta),
+            }
+
         token = _meta.set(meta)
         try:
             result = await middle(branch, ctx.instruction, ctx.chat_param, ctx.parse_param,
                                   ctx.clear_messages, skip_validation=ctx.skip_validation)
         except Exception as exc:
-            raise _activity_failure(exc, final=_final(exc)) from None
+            raise ApplicationError(
+                safe_str(exc), turn(), type=type(exc).__name__, non_retryable=_final(exc)
+            ) from None
         finally:
             _meta.reset(token)
-        meta["middle"] = getattr(middle, "__qualname__", None) or type(middle).__name__
-        return {
-            "result": encode_result(result),
-            "messages": [m.to_dict() for m in branch.messages if id(m) not in before],
-            "logs": branch.logs.to_list(),
-            "meta": to_jsonable(meta),
-        }
+        return {"result": encode_result(result), **turn()}
 
     def _tool_activity(self, tool: Tool) -> Callable[..., Any]:
         # Sync bodies run in a worker thread, so heartbeats continue while they run.

@@ -1,0 +1,120 @@
+"""A durable operate() gives the in-process trace, state by state and guard by guard.
+
+Each exit trigger of the operate machine runs once as Temporal workflow code
+(a worker in this process, the real dev server, the loopback model server)
+and once in process on a plain ``Branch`` with the same tools and inputs; the
+transitions (trigger, source, dest, guards evaluated, error), the trace facts
+(timings aside), the result and the messages must be equal. Temporal's client
+runs on asyncio only; the in-process half runs on asyncio and on trio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from typing import Any
+
+import pytest
+
+from lionops import Branch
+from lionops.testing import OpenAIServer
+
+from . import temporal_app as app
+from .temporal_support import SKIP_REASON, dev_server_address, requires_temporal
+
+pytestmark = requires_temporal
+
+#: Trace facts that are timings (they differ between any two runs).
+TIMING_META = {"latency_ms"}
+EXITS = sorted(app.CASES)
+
+
+def _rows(trace: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [(t["trigger"], t["source"], t["dest"], t["guards"], t.get("error")) for t in trace["transitions"]]
+
+
+def _messages(messages: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    keep = {"finish_reason", "tool_calls", "usage", "model", "provider", "approval"}
+    return [(m["role"], m["content"], m["sender"] is None, {k: v for k, v in m["metadata"].items() if k in keep})
+            for m in messages]
+
+
+@pytest.fixture(scope="module")
+def model_server():
+    with OpenAIServer(app.reply_for) as server:
+        old = os.environ.get("LIONOPS_TEST_BASE_URL")
+        os.environ["LIONOPS_TEST_BASE_URL"] = server.base_url
+        try:
+            yield server
+        finally:
+            if old is None:
+                os.environ.pop("LIONOPS_TEST_BASE_URL", None)
+            else:
+                os.environ["LIONOPS_TEST_BASE_URL"] = old
+
+
+@pytest.fixture(scope="module")
+def durable_records(model_server) -> dict[str, dict[str, Any]]:
+    """Every exit case run as a workflow (one worker in this process)."""
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+    from .temporal_workflows import WORKFLOWS, CaseWorkflow
+
+    address = dev_server_address()
+    queue = f"traces-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> dict[str, dict[str, Any]]:
+        client = await Client.connect(address, plugins=[app.PLUGIN])
+        async with Worker(client, task_queue=queue, workflows=WORKFLOWS):
+            runs = [client.execute_workflow(CaseWorkflow.run, case, id=f"{queue}-{case}", task_queue=queue)
+                    for case in EXITS]
+            return dict(zip(EXITS, await asyncio.gather(*runs)))
+
+    return asyncio.run(main())
+
+
+async def _in_process(case: str) -> dict[str, Any]:
+    branch = Branch(chat_model=app.chat_model(), tools=app.TOOLS, system=app.SYSTEM)
+    try:
+        traced = await branch.operate_traced(**app.case_kwargs(case))
+    except Exception as exc:  # noqa: BLE001 - the record keeps the error
+        return app.run_record(exc, branch)
+    return app.run_record(traced, branch)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("case", EXITS)
+async def test_durable_trace_equals_in_process(case, durable_records, anyio_backend):
+    durable = durable_records[case]
+    local = await _in_process(case)
+    assert durable["trace"]["transitions"][-1]["trigger"] == CASE_EXIT[case]
+    assert _rows(durable["trace"]) == _rows(local["trace"])
+    strip = lambda meta: {k: v for k, v in meta.items() if k not in TIMING_META}  # noqa: E731
+    assert strip(durable["trace"]["meta"]) == strip(local["trace"]["meta"])
+    assert durable.get("result") == local.get("result")
+    assert durable.get("error") == local.get("error")
+    assert _messages(durable["messages"]) == _messages(local["messages"])
+
+
+#: The exit each case must take (every exit trigger of states/operate.toml).
+CASE_EXIT = {
+    "skip_validation": "skip_validation", "mismatch_return_value": "mismatch_return_value",
+    "mismatch_return_none": "mismatch_return_none", "mismatch_raise": "mismatch_raise",
+    "actions_disabled": "actions_disabled", "no_action_param": "no_action_param",
+    "no_requests": "no_requests", "no_responses": "no_responses", "enriched": "enriched",
+    "failed": "failed", "failed_in_prepare": "failed",
+}
+
+
+def test_every_exit_trigger_is_covered():
+    from lionops.engine.engines import get_engine
+
+    engine = get_engine()
+    exits = {t.trigger for t in engine.definition.transitions if t.dest in engine.terminals}
+    assert exits == set(CASE_EXIT.values())
+
+
+def test_a_skip_reason_names_the_missing_part():
+    assert SKIP_REASON is None or "temporal" in SKIP_REASON
