@@ -215,6 +215,14 @@ def _activity_failure(exc: BaseException, *, final: bool) -> ApplicationError:
     return ApplicationError(safe_str(exc), type=type(exc).__name__, non_retryable=final)
 
 
+async def _prepared(branch: Branch, kwargs: dict[str, Any]) -> OperationContext:
+    """An operation context after the pure ``prepare`` and ``schema`` phases."""
+    ctx = OperationContext(branch=branch, call_kwargs=kwargs)
+    await PHASES["prepare"](ctx)
+    await PHASES["schema"](ctx)
+    return ctx
+
+
 def _apply_turn(branch: Branch, turn: dict[str, Any], clear_messages: bool) -> None:
     """Record on the workflow's branch what the Middle recorded on the worker's."""
     if clear_messages:
@@ -428,6 +436,12 @@ class DurableBranch:
             self._resolved_model = model() if is_factory else model
         return self._resolved_model
 
+    async def response_type(self, kwargs: dict[str, Any]) -> Any:
+        """The response type an ``operate(**kwargs)`` of this branch validates
+        into (the generated Operative type when one is built), or ``None``."""
+        ctx = await _prepared(Branch(tools=list(self.tools), name=self.name), dict(kwargs))
+        return getattr(ctx.parse_param, "response_format", None)
+
     def _model_activity(self) -> Callable[..., Any]:
         durable = self
 
@@ -443,9 +457,7 @@ class DurableBranch:
             branch = Branch(chat_model=self._chat_model(), tools=list(self.tools), name=self.name)
             branch.id = payload["branch_id"]
             restore_messages(branch.messages, payload["messages"])
-            ctx = OperationContext(branch=branch, call_kwargs=decode_kwargs(payload["kwargs"]))
-            await PHASES["prepare"](ctx)
-            await PHASES["schema"](ctx)
+            ctx = await _prepared(branch, decode_kwargs(payload["kwargs"]))
             middle = self.middle if self.middle is not None else select_middle(ctx)
         except Exception as exc:
             raise _activity_failure(exc, final=True) from None

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
+from pydantic import BaseModel
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from ..trace import Trace, Traced
-from ._codec import WORKER_OWNED, encode_kwargs
+from ._codec import WORKER_OWNED, decode_kwargs, encode_kwargs
 from .branch import DurableBranch
 from .errors import DurableArgumentError, DurableOperationError
 from .plugin import OperateWorkflow
@@ -37,13 +39,17 @@ async def run_operations(
     a share. Workflow ids are ``<id_prefix>-<index>``, so an operation starts
     at most once (Temporal rejects a duplicate running id). An operation that
     raised gives ``Traced(DurableOperationError(...), trace)``: the others'
-    results are kept. The client must have been connected with the plugin
+    results are kept. Given the ``DurableBranch`` (not only its name), a
+    result is rebuilt as its response type (the generated Operative type
+    included); otherwise a model result arrives as a dict unless its class
+    is importable. The client must have been connected with the plugin
     (its data converter decodes the results).
 
     Raises:
         DurableArgumentError: a keyword is worker-side or cannot cross to the
             workflow (checked for all operations before any starts).
     """
+    durable = branch if isinstance(branch, DurableBranch) else None
     name = branch.name if isinstance(branch, DurableBranch) else branch
     encoded = []
     for i, kw in enumerate(operations):
@@ -63,7 +69,7 @@ async def run_operations(
                 id=f"{prefix}-{index}", task_queue=task_queue, execution_timeout=execution_timeout,
             )
         try:
-            return await handle.result()
+            traced: Traced = await handle.result()
         except WorkflowFailureError as exc:
             cause = exc.cause
             if isinstance(cause, ApplicationError):
@@ -71,5 +77,12 @@ async def run_operations(
                 trace = Trace.from_dict(details[0]) if details and isinstance(details[0], dict) else Trace()
                 return Traced(DurableOperationError(cause.type or "Exception", cause.message, handle.id), trace)
             return Traced(DurableOperationError(type(cause).__name__, str(cause), handle.id), Trace())
+        if isinstance(traced.result, dict) and durable is not None:
+            # a generated response type does not travel: rebuild it here
+            fmt = await durable.response_type(decode_kwargs(kwargs))
+            if isinstance(fmt, type) and issubclass(fmt, BaseModel):
+                with contextlib.suppress(ValueError):
+                    return Traced(fmt.model_validate(traced.result), traced.trace)
+        return traced
 
     return list(await asyncio.gather(*(one(i, kw) for i, kw in enumerate(encoded))))
