@@ -108,7 +108,10 @@ approvals = DurableBranch(
     "approvals", chat_model=chat_model, tools=TOOLS, system=SYSTEM,
     gate=HumanApproval(timeout=timedelta(seconds=3)), model_activity=FAST_MODEL, tool_activity=FAST_TOOLS,
 )
-PLUGIN = LionopsPlugin(shop, approvals)
+#: For the scale test: the default tool activity (a 30 s heartbeat timeout), so
+#: a worker slowed down by a busy machine is not taken for a dead one.
+bulk = DurableBranch("bulk", chat_model=chat_model, tools=TOOLS, system=SYSTEM, model_activity=FAST_MODEL)
+PLUGIN = LionopsPlugin(shop, approvals, bulk)
 
 # ------------------------------------------------------------ exit-trigger cases
 
@@ -181,6 +184,13 @@ def run_record(traced_or_error: Any, branch: Branch) -> dict[str, Any]:
 
 
 
+#: Workflow activations a worker runs at once. Temporal fails an activation
+#: that has not yielded within 2 s of wall time (its deadlock detector), and
+#: on a busy shared machine many activations queued behind one GIL can take
+#: that long; a small number keeps each one quick.
+WORKFLOW_TASKS = 8
+
+
 async def _worker(address: str, task_queue: str, sticky_s: float) -> None:
     from temporalio.client import Client
     from temporalio.worker import Worker
@@ -190,7 +200,7 @@ async def _worker(address: str, task_queue: str, sticky_s: float) -> None:
     client = await Client.connect(address, plugins=[PLUGIN])
     worker = Worker(client, task_queue=task_queue, workflows=WORKFLOWS,
                     sticky_queue_schedule_to_start_timeout=timedelta(seconds=sticky_s),
-                    max_concurrent_activities=64)
+                    max_concurrent_activities=64, max_concurrent_workflow_tasks=WORKFLOW_TASKS)
     print("worker ready", flush=True)
     await worker.run()
 

@@ -43,7 +43,7 @@ def test_hundred_operations_over_two_workers_each_complete_once(tmp_path, capsys
                 ops = [{"instruction": f"case:one_tool op={i}", "response_format": app.Answer, "actions": True}
                        for i in range(N)]
                 t0 = time.perf_counter()
-                results = await run_operations(client, app.shop, ops, task_queue=queue, id_prefix=queue)
+                results = await run_operations(client, app.bulk, ops, task_queue=queue, id_prefix=queue)
                 return results, time.perf_counter() - t0
 
             results, wall = asyncio.run(main())
@@ -88,7 +88,8 @@ def test_a_failed_operation_keeps_the_others(monkeypatch):
                 assert "worker-side" in str(exc)
             else:
                 raise AssertionError("a worker-side keyword was accepted")
-            async with Worker(client, task_queue=queue, workflows=WORKFLOWS):
+            async with Worker(client, task_queue=queue, workflows=WORKFLOWS,
+                              max_concurrent_workflow_tasks=app.WORKFLOW_TASKS):
                 return await run_operations(client, app.shop, [
                     {"instruction": "case:no_action_param", "response_format": app.Answer},
                     {"instruction": "case:failed", "response_format": app.Answer},

@@ -67,7 +67,7 @@ def durable_records(model_server) -> dict[str, dict[str, Any]]:
 
     async def main() -> dict[str, dict[str, Any]]:
         client = await Client.connect(address, plugins=[app.PLUGIN])
-        async with Worker(client, task_queue=queue, workflows=WORKFLOWS):
+        async with Worker(client, task_queue=queue, workflows=WORKFLOWS, max_concurrent_workflow_tasks=app.WORKFLOW_TASKS):
             runs = [client.execute_workflow(CaseWorkflow.run, case, id=f"{queue}-{case}", task_queue=queue)
                     for case in EXITS]
             return dict(zip(EXITS, await asyncio.gather(*runs)))

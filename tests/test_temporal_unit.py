@@ -79,7 +79,7 @@ def test_durable_branch_definition_errors():
     with pytest.raises(ValueError, match="positive"):
         HumanApproval(timeout=timedelta(0))
     with pytest.raises(ValueError, match="unique"):
-        LionopsPlugin(app.shop, DurableBranch("shop", chat_model=app.chat_model))
+        LionopsPlugin(app.shop, DurableBranch("shop", chat_model=app.chat_model))  # names must be unique
     names = [a.__temporal_activity_definition.name for a in app.shop.activities()]
     assert names == ["shop.model", "shop.tool.lookup", "shop.tool.charge", "shop.tool.ship"]
     assert repr(app.shop) == "DurableBranch('shop', tools=['lookup', 'charge', 'ship'], gates=0)"

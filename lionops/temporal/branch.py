@@ -274,8 +274,9 @@ class DurableBranch:
         name: names the activities (``<name>.model``, ``<name>.tool.<tool>``)
             and the branch; letters, digits, ``_ . -``.
         chat_model: the ``iModel`` the model activity calls, or a zero-argument
-            callable returning one (built on the worker, at the first model
-            call, so keys never reach workflow code). Not needed with ``middle``.
+            function returning one, called on the worker for each model call
+            (so keys and clients are never built in workflow code). Not
+            needed with ``middle``.
         tools: callables or :class:`~lionops.Tool` objects; their schemas and
             argument validation are used in the workflow, their bodies run as
             activities.
@@ -331,7 +332,6 @@ class DurableBranch:
         for p in self.context_providers:
             if not callable(getattr(p, "writeback", None)):
                 raise TypeError("a context provider needs a callable writeback(response) method")
-        self._resolved_model: Any = None
         self._activities: list[Callable[..., Any]] | None = None
 
     # ------------------------------------------------------------ names
@@ -430,11 +430,11 @@ class DurableBranch:
         return list(self._activities)
 
     def _chat_model(self) -> Any:
-        if self._resolved_model is None and self.chat_model is not None:
-            model = self.chat_model
-            is_factory = isinstance(model, (types.FunctionType, types.MethodType, functools.partial))
-            self._resolved_model = model() if is_factory else model
-        return self._resolved_model
+        """The model of one model call: ``chat_model``, or what its factory returns now."""
+        model = self.chat_model
+        if isinstance(model, (types.FunctionType, types.MethodType, functools.partial)):
+            return model()
+        return model
 
     async def response_type(self, kwargs: dict[str, Any]) -> Any:
         """The response type an ``operate(**kwargs)`` of this branch validates

@@ -113,7 +113,8 @@ async def _serve(address: str, queue: str) -> None:
 
     client = await Client.connect(address, plugins=[plugin])
     worker = Worker(client, task_queue=queue, workflows=[OrderWorkflow],
-                    sticky_queue_schedule_to_start_timeout=timedelta(seconds=1))
+                    sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
+                    max_concurrent_workflow_tasks=8)
     print("ready", flush=True)
     await worker.run()
 
