@@ -2,8 +2,9 @@
 
 The ``approvals`` durable branch gates every tool with
 ``HumanApproval(timeout=3 s)``. The test (a client of the real dev server)
-waits for the three calls to be pending, approves one and denies one through
-the ``lionops.decide`` update; the third times out, which denies. The
+waits for the three calls to be pending, approves one through the
+``lionops.decision`` signal and denies one through the ``lionops.decide``
+update; the third times out, which denies. The
 decisions and the approver are in the trace, the event log and the messages.
 Temporal's client runs on asyncio only.
 """
@@ -55,7 +56,7 @@ def test_approved_denied_and_timed_out_calls_are_recorded(tmp_path, monkeypatch)
                 assert set(by_function) == {"lookup", "charge", "ship"}
                 with pytest.raises(WorkflowUpdateFailedError):
                     await approve(handle, "approvals-1-99", by="alice")  # no such call: rejected
-                await approve(handle, by_function["lookup"], by="alice", reason="routine lookup")
+                await approve(handle, by_function["lookup"], by="alice", reason="routine lookup", signal=True)
                 await deny(handle, by_function["charge"], by="bob", reason="over budget")
                 with pytest.raises(WorkflowUpdateFailedError):
                     await approve(handle, by_function["charge"], by="mallory")  # already decided

@@ -113,3 +113,12 @@ def test_remote_errors_read_like_the_original():
     grouped = remote_error("ExceptionGroup", "two")  # a constructor that takes more: not combined
     assert isinstance(grouped, RemoteError) and type(grouped).__name__ == "ExceptionGroup"
     assert type(remote_error("EndpointStatusError", "x")).__name__ == "EndpointStatusError"
+
+
+def test_a_tool_selector_crosses_by_name():
+    from lionops.temporal._codec import encode_kwargs
+    from lionops.temporal.branch import _tool_names
+
+    assert _tool_names([app.lookup, app.shop.tools[1], "ship"]) == ["lookup", "charge", "ship"]
+    assert _tool_names(app.lookup) == "lookup" and _tool_names(True) is True
+    assert encode_kwargs({"tools": _tool_names([app.lookup])}) == {"tools": ["lookup"]}

@@ -139,12 +139,25 @@ async def pending_approvals(handle: WorkflowHandle[Any, Any]) -> list[dict[str, 
     return list(await handle.query(PENDING_QUERY))
 
 
-async def approve(handle: WorkflowHandle[Any, Any], call_id: str, *, by: str, reason: str | None = None) -> None:
-    """Approve a pending tool call. The workflow rejects an unknown or
-    already decided call id (``WorkflowUpdateFailedError``)."""
-    await handle.execute_update(DECIDE_UPDATE, Decision(call_id=call_id, approved=True, by=by, reason=reason))
+async def _send(handle: WorkflowHandle[Any, Any], decision: Decision, signal: bool) -> None:
+    if signal:
+        await handle.signal(DECIDE_SIGNAL, decision)
+    else:
+        await handle.execute_update(DECIDE_UPDATE, decision)
 
 
-async def deny(handle: WorkflowHandle[Any, Any], call_id: str, *, by: str, reason: str | None = None) -> None:
-    """Deny a pending tool call (the model sees the governance denial payload)."""
-    await handle.execute_update(DECIDE_UPDATE, Decision(call_id=call_id, approved=False, by=by, reason=reason))
+async def approve(handle: WorkflowHandle[Any, Any], call_id: str, *, by: str, reason: str | None = None,
+                  signal: bool = False) -> None:
+    """Approve a pending tool call through the update ``lionops.decide``: the
+    workflow rejects an unknown or already decided call id
+    (``WorkflowUpdateFailedError``). With ``signal=True`` the signal
+    ``lionops.decision`` is sent instead: no answer, a bad one is logged and
+    ignored by the workflow."""
+    await _send(handle, Decision(call_id=call_id, approved=True, by=by, reason=reason), signal)
+
+
+async def deny(handle: WorkflowHandle[Any, Any], call_id: str, *, by: str, reason: str | None = None,
+               signal: bool = False) -> None:
+    """Deny a pending tool call (the model sees the governance denial payload);
+    ``signal`` as for :func:`approve`."""
+    await _send(handle, Decision(call_id=call_id, approved=False, by=by, reason=reason), signal)

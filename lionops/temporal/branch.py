@@ -223,6 +223,18 @@ async def _prepared(branch: Branch, kwargs: dict[str, Any]) -> OperationContext:
     return ctx
 
 
+def _tool_names(selector: Any) -> Any:
+    """A ``tools=`` selector with Tool objects and callables replaced by their names."""
+    def name(item: Any) -> Any:
+        if isinstance(item, str) or item is True or item is None:
+            return item
+        return getattr(item, "name", None) or getattr(item, "__name__", None) or item
+
+    if isinstance(selector, (list, tuple)):
+        return [name(item) for item in selector]
+    return name(selector)
+
+
 def _apply_turn(branch: Branch, turn: dict[str, Any], clear_messages: bool) -> None:
     """Record on the workflow's branch what the Middle recorded on the worker's."""
     if clear_messages:
@@ -397,7 +409,10 @@ class DurableBranch:
                 raise DurableArgumentError(
                     f"{name}= is worker-side in a durable branch: set it on DurableBranch({self.name!r}, ...)"
                 )
-        payload = encode_kwargs(dict(kw), drop=("call_params",))
+        crossing = dict(kw)
+        if "tools" in crossing:  # a tool selector crosses by name
+            crossing["tools"] = _tool_names(crossing["tools"])
+        payload = encode_kwargs(crossing, drop=("call_params",))
         branch = self.branch()
         state.operations[self.name] = state.operations.get(self.name, 0) + 1
         first_message = len(branch.messages)
