@@ -139,6 +139,15 @@ CASES: dict[str, tuple[dict[str, Any], Any]] = {
 }
 
 
+#: Three operate() calls of one conversation (a tool selector given as a function and a name).
+CONVERSATION: list[dict[str, Any]] = [
+    {"instruction": "case:no_action_param", "response_format": Answer},
+    {"instruction": "case:enriched", "response_format": Answer, "actions": True,
+     "action_strategy": "sequential", "tools": [lookup, "ship"]},
+    {"instruction": "case:skip_validation", "skip_validation": True, "clear_messages": True},
+]
+
+
 def case_kwargs(case: str) -> dict[str, Any]:
     return {"instruction": f"case:{case}", **CASES[case][0]}
 

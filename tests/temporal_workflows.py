@@ -8,7 +8,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from .temporal_app import CASES, Answer, approvals, case_kwargs, run_record, shop
+    from .temporal_app import CASES, CONVERSATION, Answer, approvals, case_kwargs, run_record, shop
 
 
 @workflow.defn
@@ -32,3 +32,19 @@ class CaseWorkflow:
 
 
 WORKFLOWS = [CaseWorkflow]
+
+
+@workflow.defn
+class ConversationWorkflow:
+    """Three operate() calls on one durable branch in one run: the conversation
+    is workflow state; the third clears the messages first."""
+
+    @workflow.run
+    async def run(self) -> dict[str, Any]:
+        for step in CONVERSATION:
+            await shop.operate(**step)
+        branch = shop.branch()
+        return {"messages": branch.messages.to_list(), "traces": [t.to_dict() for t in branch.traces]}
+
+
+WORKFLOWS.append(ConversationWorkflow)

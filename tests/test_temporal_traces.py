@@ -118,3 +118,45 @@ def test_every_exit_trigger_is_covered():
 
 def test_a_skip_reason_names_the_missing_part():
     assert SKIP_REASON is None or "temporal" in SKIP_REASON
+
+
+CONVERSATION = app.CONVERSATION
+
+
+def test_the_conversation_lives_in_workflow_state(model_server):
+    """Three operate() calls in one workflow run give the messages and traces
+    of the same three calls on one in-process Branch; the model saw the history."""
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+    from .temporal_workflows import WORKFLOWS, ConversationWorkflow
+
+    address = dev_server_address()
+    queue = f"conversation-{uuid.uuid4().hex[:8]}"
+
+    async def durable() -> dict[str, Any]:
+        client = await Client.connect(address, plugins=[app.PLUGIN])
+        async with Worker(client, task_queue=queue, workflows=WORKFLOWS,
+                          max_concurrent_workflow_tasks=app.WORKFLOW_TASKS):
+            return await client.execute_workflow(ConversationWorkflow.run, id=queue, task_queue=queue)
+
+    async def local() -> Branch:
+        branch = Branch(chat_model=app.chat_model(), tools=app.TOOLS, system=app.SYSTEM)
+        for step in CONVERSATION:
+            await branch.operate(**step)
+        return branch
+
+    seen = len(model_server.chat_requests)
+    record = asyncio.run(durable())
+    durable_requests = model_server.chat_requests[seen:]
+    branch = asyncio.run(local())
+    local_requests = model_server.chat_requests[seen + len(durable_requests):]
+
+    assert [_rows(t) for t in record["traces"]] == [_rows(t.to_dict()) for t in branch.traces]
+    assert _messages(record["messages"]) == _messages(branch.messages.to_list())
+    assert [m["role"] for m in record["messages"]] == ["system", "user", "assistant"]  # cleared, then one turn
+    assert [r.body["messages"] for r in durable_requests] == [r.body["messages"] for r in local_requests]
+    second = durable_requests[1].body
+    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "user"]  # the history
+    assert [t["function"]["name"] for t in second["tools"]] == ["lookup", "ship"]
+    assert [m["id"] for m in record["messages"]] == sorted(m["id"] for m in record["messages"])

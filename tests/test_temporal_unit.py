@@ -122,3 +122,42 @@ def test_a_tool_selector_crosses_by_name():
     assert _tool_names([app.lookup, app.shop.tools[1], "ship"]) == ["lookup", "charge", "ship"]
     assert _tool_names(app.lookup) == "lookup" and _tool_names(True) is True
     assert encode_kwargs({"tools": _tool_names([app.lookup])}) == {"tools": ["lookup"]}
+
+
+class TickClock:
+    """A clock whose trace readings are fixed ticks (what a workflow's clock gives)."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+
+    async def sleep(self, seconds: float) -> None:
+        import anyio
+
+        await anyio.lowlevel.checkpoint()
+
+    def monotonic(self) -> float:
+        return 0.0
+
+    def time(self) -> float:
+        return 1_700_000_000.0
+
+    def perf_counter_ns(self) -> int:
+        self.ticks += 1
+        return self.ticks * 1_000
+
+
+@pytest.mark.anyio
+async def test_the_trace_reads_its_clock_from_the_installed_clock(anyio_backend):
+    """The seam a durable branch uses for workflow time: ``started_at`` and the
+    row timings come from the installed clock, so a replay gives the same trace."""
+    from lionops import Branch
+    from lionops.clock import use_clock
+    async def middle(branch, instruction, chat_param, parse_param=None, clear_messages=False, skip_validation=False):
+        return "text"
+
+    with use_clock(TickClock()):  # type: ignore[arg-type]
+        traced = await Branch().operate_traced(instruction="x", middle=middle, skip_validation=True)
+    assert traced.trace.started_at == 1_700_000_000.0
+    # one tick per reading: the start, each phase's start and end, each firing
+    assert [t.at_ns for t in traced.trace.transitions] == [3_000, 6_000, 9_000, 10_000]
+    assert [t.phase_ns for t in traced.trace.transitions] == [1_000, 1_000, 1_000, 0]

@@ -476,7 +476,8 @@ class DurableBranch:
             middle = self.middle if self.middle is not None else select_middle(ctx)
         except Exception as exc:
             raise _activity_failure(exc, final=True) from None
-        before = {id(m) for m in branch.messages}
+        history = list(branch.messages)  # held, so no new message can reuse an old one's id()
+        before = {id(m) for m in history}
         meta: dict[str, Any] = {}
 
         def turn() -> dict[str, Any]:
