@@ -20,7 +20,9 @@ import pytest
 from lionops.act import DENIAL_ERROR
 from lionops.testing import OpenAIServer
 
-from . import temporal_app as app
+pytest.importorskip("temporalio", reason="temporalio is not installed: pip install 'lionops[temporal]'")
+
+from . import temporal_app as app  # noqa: E402
 from .temporal_support import dev_server_address, effects, requires_temporal
 
 pytestmark = requires_temporal

@@ -18,7 +18,9 @@ import pytest
 
 from lionops.testing import OpenAIServer
 
-from . import temporal_app as app
+pytest.importorskip("temporalio", reason="temporalio is not installed: pip install 'lionops[temporal]'")
+
+from . import temporal_app as app  # noqa: E402
 from .temporal_support import WorkerProcess, dev_server_address, effects, requires_temporal, wait_for
 
 pytestmark = requires_temporal

@@ -8,6 +8,8 @@ Temporal's client runs on asyncio only.
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import time
 import uuid
@@ -15,7 +17,9 @@ from collections import Counter
 
 from lionops.testing import OpenAIServer
 
-from . import temporal_app as app
+pytest.importorskip("temporalio", reason="temporalio is not installed: pip install 'lionops[temporal]'")
+
+from . import temporal_app as app  # noqa: E402
 from .temporal_support import WorkerProcess, dev_server_address, effects, requires_temporal
 
 pytestmark = requires_temporal

@@ -20,7 +20,9 @@ import pytest
 from lionops import Branch
 from lionops.testing import OpenAIServer
 
-from . import temporal_app as app
+pytest.importorskip("temporalio", reason="temporalio is not installed: pip install 'lionops[temporal]'")
+
+from . import temporal_app as app  # noqa: E402
 from .temporal_support import SKIP_REASON, dev_server_address, requires_temporal
 
 pytestmark = requires_temporal

@@ -9,11 +9,9 @@ from datetime import timedelta
 import pytest
 from pydantic import BaseModel
 
-from . import temporal_app as app
-from .temporal_support import SKIP_REASON
+pytest.importorskip("temporalio", reason="temporalio is not installed: pip install 'lionops[temporal]'")
 
-pytestmark = pytest.mark.skipif(SKIP_REASON is not None and "temporalio" in (SKIP_REASON or ""),
-                                reason=SKIP_REASON or "")
+from . import temporal_app as app  # noqa: E402
 
 
 class Local:  # not a pydantic model

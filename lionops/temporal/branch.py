@@ -79,6 +79,8 @@ MODEL_ACTIVITY = ActivityConfig(retry_policy=RetryPolicy(maximum_attempts=3))
 TOOL_ACTIVITY = ActivityConfig(heartbeat_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_attempts=5))
 
 _IDEMPOTENCY_KEY: ContextVar[str | None] = ContextVar("lionops_idempotency_key", default=None)
+#: The number of the operate() running in this workflow task (approval call ids).
+_OPERATION: ContextVar[int] = ContextVar("lionops_operation", default=0)
 
 
 def idempotency_key() -> str:
@@ -384,8 +386,7 @@ class DurableBranch:
 
     def _approval_check(self, state: _RunState, approval: HumanApproval) -> Callable[[ToolInvocation], Any]:
         async def check(invocation: ToolInvocation) -> bool:
-            op = state.operations.get(self.name, 0)
-            return await approval.wait(state, f"{self.name}-{op}-{invocation.index}", invocation)
+            return await approval.wait(state, f"{self.name}-{_OPERATION.get()}-{invocation.index}", invocation)
         check.__qualname__ = "HumanApproval"
         return check
 
@@ -414,16 +415,17 @@ class DurableBranch:
             crossing["tools"] = _tool_names(crossing["tools"])
         payload = encode_kwargs(crossing, drop=("call_params",))
         branch = self.branch()
-        state.operations[self.name] = state.operations.get(self.name, 0) + 1
+        op = state.operations[self.name] = state.operations.get(self.name, 0) + 1
         first_message = len(branch.messages)
-        first_record = len(state.records)
-        token = TOOL_RUNNER.set(self._run_tool)
+        tokens = (TOOL_RUNNER.set(self._run_tool), _OPERATION.set(op))
         try:
             with use_clock(WorkflowClock()):
                 return await branch.operate_traced(**kw, middle=_ActivityMiddle(self, payload))  # type: ignore[misc]
         finally:
-            TOOL_RUNNER.reset(token)
-            _mark_approvals(branch, first_message, state.records[first_record:])
+            TOOL_RUNNER.reset(tokens[0])
+            _OPERATION.reset(tokens[1])
+            prefix = f"{self.name}-{op}-"
+            _mark_approvals(branch, first_message, [r for r in state.records if r.call_id.startswith(prefix)])
 
     async def _run_tool(self, tool: Tool, kwargs: dict[str, Any]) -> Any:
         """The TOOL_RUNNER of workflow code: one activity per invocation (after authorization)."""
