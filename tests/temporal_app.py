@@ -28,6 +28,8 @@ from lionops.temporal import ActivityConfig, DurableBranch, DurableError, HumanA
 from lionops.testing import Reply, completion, error_body, tool_call
 
 SYSTEM = "You are the shop assistant."
+#: The worker's model key: it must never appear in a workflow history.
+API_KEY = "sk-test-temporal-worker-key"
 
 
 class Answer(BaseModel):
@@ -90,7 +92,7 @@ TOOLS = [lookup, charge, ship]
 
 def chat_model() -> iModel:
     """Built on the worker, from its environment (never in workflow code)."""
-    return iModel(provider="openai", model="m", base_url=os.environ["LIONOPS_TEST_BASE_URL"], api_key="sk-test")
+    return iModel(provider="openai", model="m", base_url=os.environ["LIONOPS_TEST_BASE_URL"], api_key=API_KEY)
 
 
 FAST_TOOLS = ActivityConfig(

@@ -86,6 +86,9 @@ def test_killed_worker_then_fresh_worker_completes_the_operation(tmp_path):
         roles = [m["role"] for m in record["messages"]]
         assert roles == ["system", "user", "assistant"] + ["action_request", "action_response"] * 3
 
+    # The key the worker's model uses never reaches the history (the model is built on the worker).
+    assert app.API_KEY not in history.to_json()
+
     # The recorded history replays with no nondeterminism error.
     async def replay():
         result = await Replayer(workflows=WORKFLOWS, plugins=[app.PLUGIN]).replay_workflow(history)
