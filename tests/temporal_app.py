@@ -14,9 +14,7 @@ import argparse
 import asyncio
 import json
 import os
-import time
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel

@@ -8,12 +8,12 @@ Temporal's client runs on asyncio only.
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import time
 import uuid
 from collections import Counter
+
+import pytest
 
 from lionops.testing import OpenAIServer
 

@@ -12,14 +12,13 @@ state, one :class:`~lionops.Branch` per durable branch and workflow run.
 from __future__ import annotations
 
 import asyncio
-import functools
-import types
 import contextlib
+import functools
 import re
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import types
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Unpack
 
