@@ -111,7 +111,28 @@ approvals = DurableBranch(
 #: For the scale test: the default tool activity (a 30 s heartbeat timeout), so
 #: a worker slowed down by a busy machine is not taken for a dead one.
 bulk = DurableBranch("bulk", chat_model=chat_model, tools=TOOLS, system=SYSTEM, model_activity=FAST_MODEL)
-PLUGIN = LionopsPlugin(shop, approvals, bulk)
+#: What the observers of the ``observed`` branch saw (workflow code, in the
+#: worker's process): ``(point, function)`` and ``("writeback", function)``.
+OBSERVED: list[tuple[str, str]] = []
+
+
+def observe(point: str) -> Any:
+    def handler(payload: dict[str, Any]) -> None:
+        OBSERVED.append((point, payload["function"]))
+    return handler
+
+
+class Recorder:
+    """A context provider: records each response offered to it."""
+
+    def writeback(self, response: Any) -> None:
+        OBSERVED.append(("writeback", response.function))
+
+
+OBSERVERS = {"tool_pre": observe("tool_pre"), "tool_post": observe("tool_post"), "tool_error": observe("tool_error")}
+observed = DurableBranch("observed", chat_model=chat_model, tools=TOOLS, system=SYSTEM, hooks=OBSERVERS,
+                         context_providers=[Recorder()], model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
+PLUGIN = LionopsPlugin(shop, approvals, bulk, observed)
 
 # ------------------------------------------------------------ exit-trigger cases
 

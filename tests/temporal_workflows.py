@@ -8,7 +8,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from .temporal_app import CASES, CONVERSATION, Answer, approvals, case_kwargs, run_record, shop
+    from .temporal_app import CASES, CONVERSATION, Answer, observed, approvals, case_kwargs, run_record, shop
 
 
 @workflow.defn
@@ -48,3 +48,15 @@ class ConversationWorkflow:
 
 
 WORKFLOWS.append(ConversationWorkflow)
+
+
+@workflow.defn
+class ObservedWorkflow:
+    """One operate() of the ``observed`` branch (hooks and a context provider)."""
+
+    @workflow.run
+    async def run(self, case: str) -> dict[str, Any]:
+        return run_record(await observed.operate_traced(**case_kwargs(case)), observed.branch())
+
+
+WORKFLOWS.append(ObservedWorkflow)

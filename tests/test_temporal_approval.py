@@ -99,3 +99,40 @@ def test_approved_denied_and_timed_out_calls_are_recorded(tmp_path, monkeypatch)
         assert result.replay_failure is None
 
     asyncio.run(replay())
+
+
+def test_cancelling_a_workflow_that_waits_for_approval_runs_no_tool(tmp_path, monkeypatch):
+    """Cancellation reaches the waiting gate: the workflow ends cancelled, no tool ran."""
+    from temporalio.client import Client, WorkflowFailureError
+    from temporalio.exceptions import CancelledError
+    from temporalio.worker import Worker
+
+    from lionops.temporal import pending_approvals
+
+    from .temporal_workflows import WORKFLOWS, CaseWorkflow
+
+    address = dev_server_address()
+    queue = f"cancel-{uuid.uuid4().hex[:8]}"
+    log = tmp_path / "effects.jsonl"
+    monkeypatch.setenv("LIONOPS_TEST_EFFECTS", str(log))
+    with OpenAIServer(app.reply_for) as server:
+        monkeypatch.setenv("LIONOPS_TEST_BASE_URL", server.base_url)
+
+        async def main():
+            client = await Client.connect(address, plugins=[app.PLUGIN])
+            async with Worker(client, task_queue=queue, workflows=WORKFLOWS,
+                              max_concurrent_workflow_tasks=app.WORKFLOW_TASKS):
+                handle = await client.start_workflow(
+                    CaseWorkflow.run, "approve_three", id=f"{queue}-wf", task_queue=queue)
+                for _ in range(600):  # a generous real bound: ~30 s
+                    if len(await pending_approvals(handle)) == 3:
+                        break
+                    await asyncio.sleep(0.05)
+                await handle.cancel()
+                with pytest.raises(WorkflowFailureError) as failure:
+                    await asyncio.wait_for(handle.result(), timeout=60)
+                return failure.value
+
+        failure = asyncio.run(main())
+    assert isinstance(failure.cause, CancelledError)
+    assert effects(log) == []

@@ -162,3 +162,36 @@ def test_the_conversation_lives_in_workflow_state(model_server):
     assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "user"]  # the history
     assert [t["function"]["name"] for t in second["tools"]] == ["lookup", "ship"]
     assert [m["id"] for m in record["messages"]] == sorted(m["id"] for m in record["messages"])
+
+
+def test_hooks_and_context_providers_run_as_in_process(model_server):
+    """Tool hooks and context-provider writeback are workflow code: they see
+    the same calls, in the same order, as on an in-process Branch."""
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+    from .temporal_workflows import WORKFLOWS, ObservedWorkflow
+
+    address = dev_server_address()
+    queue = f"observed-{uuid.uuid4().hex[:8]}"
+
+    async def durable() -> dict[str, Any]:
+        client = await Client.connect(address, plugins=[app.PLUGIN])
+        async with Worker(client, task_queue=queue, workflows=WORKFLOWS,
+                          max_concurrent_workflow_tasks=app.WORKFLOW_TASKS):
+            return await client.execute_workflow(ObservedWorkflow.run, "enriched", id=queue, task_queue=queue)
+
+    app.OBSERVED.clear()
+    record = asyncio.run(durable())
+    seen_durable = list(app.OBSERVED)
+    app.OBSERVED.clear()
+    branch = Branch(chat_model=app.chat_model(), tools=app.TOOLS, system=app.SYSTEM)
+    for point, handler in app.OBSERVERS.items():
+        branch.on(point, handler)
+    branch.add_context_provider(app.Recorder())
+    asyncio.run(branch.operate_traced(**app.case_kwargs("enriched")))
+    assert seen_durable == list(app.OBSERVED) == [
+        ("tool_pre", "lookup"), ("tool_post", "lookup"), ("tool_pre", "ship"), ("tool_error", "ship"),
+        ("writeback", "lookup"), ("writeback", "ship"),
+    ]
+    assert _rows(record["trace"]) == _rows(branch.traces[-1].to_dict())
