@@ -183,9 +183,14 @@ def reply_for(request: Any) -> Any:
     case = text.split("case:", 1)[1].split()[0] if "case:" in text else ""
     if case in CASES:
         return CASES[case][1]
+    if case == "flaky":  # the first model-call attempt fails (its three HTTP requests), the next succeeds
+        FLAKY.append(request)
+        return Reply(body=error_body("overloaded", "server_error"), status=503) if len(FLAKY) <= 3 else completion(_ANSWER)
     # a parse retry (no case word) of an answer that was not JSON: still not JSON
     return SCRIPTS.get(case, completion("still not json"))
 
+
+FLAKY: list[Any] = []
 
 #: Replies of the other scenarios, by the ``case:`` word of the instruction.
 SCRIPTS: dict[str, Any] = {

@@ -195,3 +195,34 @@ def test_hooks_and_context_providers_run_as_in_process(model_server):
         ("writeback", "lookup"), ("writeback", "ship"),
     ]
     assert _rows(record["trace"]) == _rows(branch.traces[-1].to_dict())
+
+
+def test_a_failed_model_call_is_retried_by_temporal_not_by_the_machine(model_server):
+    """The endpoint's own retries run out (503 three times), so the model
+    activity fails; Temporal's retry policy runs it again and it answers.
+    The machine awaited its Middle once: one adapter transition, one answer."""
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+    from .temporal_workflows import WORKFLOWS, CaseWorkflow
+
+    address = dev_server_address()
+    queue = f"flaky-{uuid.uuid4().hex[:8]}"
+    app.FLAKY.clear()
+
+    async def durable():
+        client = await Client.connect(address, plugins=[app.PLUGIN])
+        async with Worker(client, task_queue=queue, workflows=WORKFLOWS,
+                          max_concurrent_workflow_tasks=app.WORKFLOW_TASKS):
+            handle = await client.start_workflow(CaseWorkflow.run, "flaky", id=queue, task_queue=queue)
+            return await handle.result(), await handle.fetch_history()
+
+    record, history = asyncio.run(durable())
+    assert len(app.FLAKY) == 4  # three HTTP requests in the failed attempt, one in the next
+    attempts = [e.activity_task_started_event_attributes.attempt for e in history.events
+                if e.HasField("activity_task_started_event_attributes")]
+    assert attempts == [2]  # the started event of the activity's last attempt
+    triggers = [t["trigger"] for t in record["trace"]["transitions"]]
+    assert triggers.count("adapter_returned") == 1 and triggers[-1] == "no_requests"
+    assert record["trace"]["meta"]["http_attempts"] == 1  # the facts of the attempt that answered
+    assert [m["role"] for m in record["messages"]] == ["system", "user", "assistant"]
