@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import time
 import time as _time
 from collections.abc import Iterator
 
@@ -38,7 +37,7 @@ class Clock:
         await anyio.sleep(seconds)
 
     def monotonic(self) -> float:
-        return time.monotonic()
+        return _time.monotonic()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
