@@ -915,7 +915,7 @@ class ChatCompletionsEndpoint:
                 pending += decoder.decode(chunk or b"", final=ended)
                 lines = pending.split("\n")
                 pending = "" if ended else lines.pop()
-                payloads = fields.feed(lines)
+                payloads = fields.feed(lines, end=ended)
                 if payloads:
                     last_data = anyio.current_time()
                 if self._fold_events(acc, payloads, response.status_code):
@@ -928,7 +928,7 @@ class ChatCompletionsEndpoint:
     def _events_of_text(self, text: str, status: int) -> dict[str, Any]:
         """A whole event stream already read (one sent without its content type)."""
         acc = StreamAccumulator()
-        payloads = _EventFields().feed(text.split("\n"))
+        payloads = _EventFields().feed(text.split("\n"), end=True)
         return self._stream_end(acc, self._fold_events(acc, payloads, status), status)
 
     def _fold_events(self, acc: StreamAccumulator, payloads: list[tuple[str | None, str]], status: int) -> bool:
@@ -1038,6 +1038,8 @@ class ChatCompletionsEndpoint:
                 raise self._response_error("a message that is not an object", 200, preview)
             if not isinstance(message.get("tool_calls") or [], list):
                 raise self._response_error("tool_calls that is not a list", 200, preview)
+            if message.get("function_call") is not None and not isinstance(message["function_call"], dict):
+                raise self._response_error("a function_call that is not an object", 200, preview)
             if choice.get("finish_reason") == "error" or choice.get("error"):
                 err = choice.get("error") or _text_of(message.get("content")) or "finish_reason 'error'"
                 raise self._provider_error(err, 200, "a choice that ended in an error")
@@ -1047,13 +1049,22 @@ class ChatCompletionsEndpoint:
         if isinstance(n, int) and n > 1:
             picked = picked[:1]
         texts = [t for t in (_text_of(m.get("content")) for _, _, m in picked) if t]
-        refusals = [m["refusal"] for _, _, m in picked if isinstance(m.get("refusal"), str) and m["refusal"]]
+        refusals = [r for _, _, m in picked for r in _refusals_of(m)]
         reasoning = [r for _, _, m in picked for r in _reasoning_of(m)]
+        calls, seen = [], {}
+        for index, _, m in picked:
+            for call in _calls_of(m):
+                call_id = call.get("id") if isinstance(call, dict) else None
+                if isinstance(call_id, str) and call_id and seen.setdefault(call_id, index) != index:
+                    raise self._response_error(
+                        f"the tool-call id {call_id[:64]!r} in choice {seen[call_id]} and again in choice "
+                        f"{index} (one call or two cannot be told)", 200, preview)
+                calls.append(call)
         usage = data.get("usage") or {}
         return ChatCompletion(
             text="\n".join(texts) if texts else (_text_of(picked[0][2].get("content"))),
             refusal="\n".join(refusals) or None,
-            tool_calls=[call for _, _, m in picked for call in (m.get("tool_calls") or [])],
+            tool_calls=calls,
             finish_reason=_merged_finish([c.get("finish_reason") for _, c, _ in picked]),
             usage={k: v for k, v in usage.items() if isinstance(v, int)} if isinstance(usage, dict) else {},
             model=data.get("model") if isinstance(data.get("model"), str) else None,
@@ -1154,11 +1165,15 @@ class StreamAccumulator:
             content = _text_of(delta["content"]) if isinstance(delta.get("content"), (str, list)) else None
             if content:
                 parts.text.append(content)
-            if isinstance(delta.get("refusal"), str):
-                parts.refusal.append(delta["refusal"])
+            parts.refusal.extend(_refusals_of(delta))
             parts.reasoning.extend(_reasoning_of(delta))
             for entry in _list_of(delta, "tool_calls"):
                 parts.add_call(entry)
+            legacy = delta.get("function_call")
+            if legacy is not None:
+                if not isinstance(legacy, dict):
+                    raise ValueError("a function_call delta that is not an object")
+                parts.add_call({"index": _LEGACY_CALL, "function": legacy})
             if choice.get("error"):
                 parts.error = choice["error"]
             if isinstance(choice.get("finish_reason"), str) and choice["finish_reason"]:
@@ -1194,18 +1209,48 @@ class _EventFields:
 
     def __init__(self) -> None:
         self.event: str | None = None
+        self.data: list[str] = []
+        self.first = True
 
-    def feed(self, lines: list[str]) -> list[tuple[str | None, str]]:
-        out = []
+    def feed(self, lines: list[str], *, end: bool = False) -> list[tuple[str | None, str]]:
+        """The events that ``lines`` complete. The ``data:`` lines of one event
+        are joined with newlines, as the event-stream format says; a data line
+        that follows a whole JSON payload or ``[DONE]`` without the blank line
+        between starts a new event (servers that leave the blank line out).
+        A byte-order mark before the first line is ignored. With ``end``, an
+        event still open is completed."""
+        out: list[tuple[str | None, str]] = []
         for raw in lines:
             line = raw.rstrip("\r")
+            if self.first:
+                line, self.first = line.removeprefix("\ufeff"), False
             if not line:
+                self._dispatch(out)
                 self.event = None
             elif line.startswith("event:"):
                 self.event = line[6:].strip() or None
             elif line.startswith("data:"):
-                out.append((self.event, line[5:].strip()))
+                if self.data and _whole_payload("\n".join(self.data)):
+                    self._dispatch(out)
+                self.data.append(line[5:].strip())
+        if end:
+            self._dispatch(out)
         return out
+
+    def _dispatch(self, out: list[tuple[str | None, str]]) -> None:
+        if self.data:
+            out.append((self.event, "\n".join(self.data)))
+            self.data = []
+
+
+def _whole_payload(data: str) -> bool:
+    if data == "[DONE]":
+        return True
+    try:
+        json.loads(data)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 class _ChoiceParts:
@@ -1282,7 +1327,9 @@ def _join_arguments(fn: dict[str, Any], part: Any) -> None:
         raise ValueError("tool-call arguments sent both as an object and as other fragments")
     if isinstance(have, dict):
         raise ValueError("tool-call arguments sent both as an object and as text")
-    fn["arguments"] = have + part
+    # Some servers resend the whole text so far in each delta: a fragment that
+    # starts with everything already received replaces it instead of doubling it.
+    fn["arguments"] = part if have and part.startswith(have) else have + part
 
 
 #: Decompressed bytes produced per step when lionops inflates a body itself.
@@ -1333,6 +1380,33 @@ def _error_of(obj: Any) -> Any:
     if obj.get("object") == "error" or obj.get("type") == "error":
         return obj
     return None
+
+
+#: The tool-call index under which a stream's legacy ``function_call`` deltas join.
+_LEGACY_CALL = -1
+
+
+def _calls_of(message: dict[str, Any]) -> list[Any]:
+    """A message's tool calls: its ``tool_calls``, then the legacy
+    ``function_call`` (``{"name", "arguments"}``) as one more call, so a server
+    that answers in the older shape has its call run, never dropped."""
+    calls = list(message.get("tool_calls") or [])
+    legacy = message.get("function_call")
+    if isinstance(legacy, dict) and legacy:
+        calls.append({"id": None, "type": "function", "function": legacy})
+    return calls
+
+
+def _refusals_of(message: dict[str, Any]) -> list[str]:
+    """The refusal text of a message or delta: its ``refusal``, and content
+    parts of type ``refusal``."""
+    out = [message["refusal"]] if isinstance(message.get("refusal"), str) and message["refusal"] else []
+    content = message.get("content")
+    if isinstance(content, list):
+        out.extend(p["refusal"] for p in content
+                   if isinstance(p, dict) and p.get("type") == "refusal" and isinstance(p.get("refusal"), str)
+                   and p["refusal"])
+    return out
 
 
 def _reasoning_of(message: dict[str, Any]) -> list[str]:
