@@ -33,6 +33,7 @@ import codecs
 import contextlib
 import email.utils
 import functools
+import importlib.util
 import json
 import logging
 import os
@@ -833,10 +834,10 @@ class ChatCompletionsEndpoint:
                     return await self._read_events(response)
                 raw = await self._read_body(response)
             except httpx.DecodingError as exc:
-                raise self._response_error(f"a body that cannot be decoded ({type(exc).__name__})",
+                raise self._response_error(f"a body that cannot be decoded ({type(exc).__name__}: {exc})"[:300],
                                            status, "") from None
             ctype = response.headers.get("content-type") or "no content type"
-        text = raw.decode("utf-8", errors="replace")
+        text = raw.decode("utf-8-sig", errors="replace")  # a byte-order mark is not part of the JSON
         if text.lstrip().startswith(("data:", ":")):
             return self._events_of_text(text, status)  # an event stream labelled as something else
         data = self._decode_json(text, status, f"a body that is not JSON ({ctype})")
@@ -862,7 +863,10 @@ class ChatCompletionsEndpoint:
 
     async def _buffered(self, response: httpx.Response) -> httpx.Response:
         """An error response with its body read (capped), for :meth:`_status_error`."""
-        raw = await self._read_body(response, truncate=True)
+        try:
+            raw = await self._read_body(response, truncate=True)
+        except httpx.DecodingError:
+            raw = b""  # the status still decides (a 503 stays retryable); its body is unreadable
         headers = [(k, v) for k, v in response.headers.multi_items()
                    if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
         return httpx.Response(response.status_code, headers=headers, content=raw, request=response.request)
@@ -1336,6 +1340,18 @@ def _join_arguments(fn: dict[str, Any], part: Any) -> None:
 _INFLATE_STEP = 1 << 16
 
 
+@functools.cache
+def _decodable() -> frozenset[str]:
+    """The content codings httpx decodes here: its own, and ``br`` / ``zstd``
+    when their optional packages are installed."""
+    found = {"identity", "gzip", "x-gzip", "deflate"}
+    if importlib.util.find_spec("brotli") or importlib.util.find_spec("brotlicffi"):
+        found.add("br")
+    if importlib.util.find_spec("zstandard"):
+        found.add("zstd")
+    return frozenset(found)
+
+
 async def _decoded(response: httpx.Response) -> AsyncIterator[bytes]:
     """The body's bytes after content decoding, at most 64 KiB at a time.
 
@@ -1344,6 +1360,11 @@ async def _decoded(response: httpx.Response) -> AsyncIterator[bytes]:
     count it; other encodings (``br``, ``zstd``) are decoded by httpx.
     """
     encoding = response.headers.get("content-encoding", "").strip().lower()
+    unknown = [c for c in (c.strip() for c in encoding.split(",")) if c and c not in _decodable()]
+    if unknown:
+        # httpx passes a coding it has no decoder for through as is: compressed
+        # bytes would be read as the answer.
+        raise httpx.DecodingError(f"Content-Encoding {unknown[0][:40]!r}, which this installation cannot decode")
     if encoding not in ("gzip", "x-gzip", "deflate"):
         async for chunk in response.aiter_bytes():
             yield chunk
