@@ -158,3 +158,17 @@ async def test_a_body_with_a_byte_order_mark_is_read(server):
     m = make_model(server)
     assert (await m.chat([{"role": "user", "content": "x"}])).text == "hi"
     await m.aclose()
+
+
+@pytest.mark.parametrize("headers", [{"Retry-After": "nan"}, {"Retry-After": "NaN"},
+                                     {"retry-after-ms": "nan", "Retry-After": "nan"}])
+async def test_a_retry_after_that_is_no_number_of_seconds_falls_back_to_the_backoff(server, headers):
+    """``float("nan")`` reads, but is no delay: the retry waits the backoff, not zero."""
+    from lionops.clock import RecordingClock, use_clock
+
+    server.push(Reply(status=503, headers=headers), Reply(BODY, content_type="application/json"))
+    m = make_model(server, max_retries=1, backoff_initial=0.75)
+    with use_clock(RecordingClock()) as clk:
+        assert (await m.chat([{"role": "user", "content": "x"}])).text == "hi"
+    await m.aclose()
+    assert clk.sleeps == [0.75]

@@ -236,23 +236,25 @@ class ChatCompletion:
     choices: int = 1
 
 
+def _seconds(number: float) -> float | None:
+    """A delay read from a header, at least 0; ``None`` (unreadable, so the
+    backoff applies) for ``nan``, which is no number of seconds."""
+    return None if number != number else max(0.0, number)
+
+
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (delta seconds
     or an HTTP-date), never negative; ``None`` when absent or unreadable."""
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
+    with contextlib.suppress(ValueError, TypeError):
+        ms = _seconds(float(headers.get("retry-after-ms")) / 1000.0)  # type: ignore[arg-type]
+        if ms is not None:
+            return ms
     value = headers.get("retry-after")
     if value is None:
         return None
     value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
+    with contextlib.suppress(ValueError):
+        return _seconds(float(value))
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
