@@ -96,12 +96,16 @@ STREAMS = {
     "crlf-and-fields": ["retry: 3000\r\n\r\n", ": keep-alive\r\n\r\n",
                         *("id: 1\r\nevent: message\r\ndata:" + json.dumps(c) + "\r\n\r\n" for c in PARIS)],
     "no-blank-lines": [f"data: {json.dumps(c)}\n" for c in PARIS],
+    "empty-data-keep-alive": ["data:\n\n", "data: \n\n", *map(_data, PARIS[:2]), "data:\n\n", _data(PARIS[2])],
+    "bare-cr": [f"data: {json.dumps(c)}\r\r" for c in PARIS],
+    "crlf-split-across-reads": [x for c in PARIS for x in (f"data: {json.dumps(c)}\r", "\n\r", "\n")],
 }
 
 
 @pytest.mark.parametrize("shape", list(STREAMS))
 async def test_event_stream_framings_give_the_whole_answer(server, shape):
-    result, trace, box, _ = await run(server, Reply(stream=STREAMS[shape]), model_kw={"stream": True},
+    reply = Reply(stream=STREAMS[shape], pause_s=0.01 if shape == "crlf-split-across-reads" else 0.0)
+    result, trace, box, _ = await run(server, reply, model_kw={"stream": True},
                                       response_format=City, handle_validation="raise")
     assert isinstance(result, City) and result.answer == "Paris"
 

@@ -919,8 +919,9 @@ class ChatCompletionsEndpoint:
                     if total > self.max_response_bytes:
                         raise self._too_large(response.status_code)
                 pending += decoder.decode(chunk or b"", final=ended)
-                lines = pending.split("\n")
-                pending = "" if ended else lines.pop()
+                held = "" if ended or not pending.endswith("\r") else "\r"  # maybe the first half of \r\n
+                lines = _LINE_BREAK.split(pending[: len(pending) - len(held)])
+                pending = "" if ended else lines.pop() + held
                 payloads = fields.feed(lines, end=ended)
                 if payloads:
                     last_data = anyio.current_time()
@@ -934,7 +935,7 @@ class ChatCompletionsEndpoint:
     def _events_of_text(self, text: str, status: int) -> dict[str, Any]:
         """A whole event stream already read (one sent without its content type)."""
         acc = StreamAccumulator()
-        payloads = _EventFields().feed(text.split("\n"), end=True)
+        payloads = _EventFields().feed(_LINE_BREAK.split(text), end=True)
         return self._stream_end(acc, self._fold_events(acc, payloads, status), status)
 
     def _fold_events(self, acc: StreamAccumulator, payloads: list[tuple[str | None, str]], status: int) -> bool:
@@ -1209,6 +1210,10 @@ class StreamAccumulator:
         }
 
 
+#: An event-stream line ends with CR LF, LF or CR alone.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
 class _EventFields:
     """Server-sent-event lines -> ``(event name, data)`` per ``data:`` line;
     the event name holds until the blank line that ends the event."""
@@ -1244,9 +1249,9 @@ class _EventFields:
         return out
 
     def _dispatch(self, out: list[tuple[str | None, str]]) -> None:
-        if self.data:
-            out.append((self.event, "\n".join(self.data)))
-            self.data = []
+        data, self.data = "\n".join(self.data), []
+        if data.strip():  # an event with empty data (``data:`` alone, a keep-alive) is no event
+            out.append((self.event, data))
 
 
 def _whole_payload(data: str) -> bool:
