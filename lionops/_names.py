@@ -26,7 +26,7 @@ PROVIDER_OPTIONS: frozenset[str] = frozenset({
     "modalities", "audio", "prediction", "web_search_options", "safety_identifier",
     "prompt_cache_key", "extra_body", "extra_headers", "provider", "models", "route", "transforms",
     "keep_alive", "options", "format", "think", "num_ctx", "num_predict", "mirostat", "grammar",
-    "json_schema", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
+    "json_schema", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
     "chat_template_kwargs", "ignore_eos", "skip_special_tokens", "best_of", "echo", "suffix",
     "deadline",
 })

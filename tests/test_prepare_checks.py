@@ -61,6 +61,7 @@ REAL_OPTIONS: dict[str, Any] = {
     "parallel_tool_calls": True, "metadata": {"k": "v"}, "store": False, "reasoning_effort": "low",
     "service_tier": "auto", "top_k": 40, "min_p": 0.05, "repetition_penalty": 1.1,
     "reasoning": {"effort": "low"}, "verbosity": "low", "prompt_cache_key": "k",
+    "structured_outputs": {"choice": ["a", "b"]},
 }
 
 

@@ -33,6 +33,7 @@ import codecs
 import contextlib
 import email.utils
 import functools
+import importlib.util
 import json
 import logging
 import os
@@ -235,23 +236,25 @@ class ChatCompletion:
     choices: int = 1
 
 
+def _seconds(number: float) -> float | None:
+    """A delay read from a header, at least 0; ``None`` (unreadable, so the
+    backoff applies) for ``nan``, which is no number of seconds."""
+    return None if number != number else max(0.0, number)
+
+
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (delta seconds
     or an HTTP-date), never negative; ``None`` when absent or unreadable."""
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
+    with contextlib.suppress(ValueError, TypeError):
+        ms = _seconds(float(headers.get("retry-after-ms")) / 1000.0)  # type: ignore[arg-type]
+        if ms is not None:
+            return ms
     value = headers.get("retry-after")
     if value is None:
         return None
     value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
+    with contextlib.suppress(ValueError):
+        return _seconds(float(value))
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -833,10 +836,10 @@ class ChatCompletionsEndpoint:
                     return await self._read_events(response)
                 raw = await self._read_body(response)
             except httpx.DecodingError as exc:
-                raise self._response_error(f"a body that cannot be decoded ({type(exc).__name__})",
+                raise self._response_error(f"a body that cannot be decoded ({type(exc).__name__}: {exc})"[:300],
                                            status, "") from None
             ctype = response.headers.get("content-type") or "no content type"
-        text = raw.decode("utf-8", errors="replace")
+        text = raw.decode("utf-8-sig", errors="replace")  # a byte-order mark is not part of the JSON
         if text.lstrip().startswith(("data:", ":")):
             return self._events_of_text(text, status)  # an event stream labelled as something else
         data = self._decode_json(text, status, f"a body that is not JSON ({ctype})")
@@ -862,7 +865,10 @@ class ChatCompletionsEndpoint:
 
     async def _buffered(self, response: httpx.Response) -> httpx.Response:
         """An error response with its body read (capped), for :meth:`_status_error`."""
-        raw = await self._read_body(response, truncate=True)
+        try:
+            raw = await self._read_body(response, truncate=True)
+        except httpx.DecodingError:
+            raw = b""  # the status still decides (a 503 stays retryable); its body is unreadable
         headers = [(k, v) for k, v in response.headers.multi_items()
                    if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
         return httpx.Response(response.status_code, headers=headers, content=raw, request=response.request)
@@ -913,9 +919,10 @@ class ChatCompletionsEndpoint:
                     if total > self.max_response_bytes:
                         raise self._too_large(response.status_code)
                 pending += decoder.decode(chunk or b"", final=ended)
-                lines = pending.split("\n")
-                pending = "" if ended else lines.pop()
-                payloads = fields.feed(lines)
+                held = "" if ended or not pending.endswith("\r") else "\r"  # maybe the first half of \r\n
+                lines = _LINE_BREAK.split(pending[: len(pending) - len(held)])
+                pending = "" if ended else lines.pop() + held
+                payloads = fields.feed(lines, end=ended)
                 if payloads:
                     last_data = anyio.current_time()
                 if self._fold_events(acc, payloads, response.status_code):
@@ -928,7 +935,7 @@ class ChatCompletionsEndpoint:
     def _events_of_text(self, text: str, status: int) -> dict[str, Any]:
         """A whole event stream already read (one sent without its content type)."""
         acc = StreamAccumulator()
-        payloads = _EventFields().feed(text.split("\n"))
+        payloads = _EventFields().feed(_LINE_BREAK.split(text), end=True)
         return self._stream_end(acc, self._fold_events(acc, payloads, status), status)
 
     def _fold_events(self, acc: StreamAccumulator, payloads: list[tuple[str | None, str]], status: int) -> bool:
@@ -1038,6 +1045,8 @@ class ChatCompletionsEndpoint:
                 raise self._response_error("a message that is not an object", 200, preview)
             if not isinstance(message.get("tool_calls") or [], list):
                 raise self._response_error("tool_calls that is not a list", 200, preview)
+            if message.get("function_call") is not None and not isinstance(message["function_call"], dict):
+                raise self._response_error("a function_call that is not an object", 200, preview)
             if choice.get("finish_reason") == "error" or choice.get("error"):
                 err = choice.get("error") or _text_of(message.get("content")) or "finish_reason 'error'"
                 raise self._provider_error(err, 200, "a choice that ended in an error")
@@ -1047,13 +1056,22 @@ class ChatCompletionsEndpoint:
         if isinstance(n, int) and n > 1:
             picked = picked[:1]
         texts = [t for t in (_text_of(m.get("content")) for _, _, m in picked) if t]
-        refusals = [m["refusal"] for _, _, m in picked if isinstance(m.get("refusal"), str) and m["refusal"]]
+        refusals = [r for _, _, m in picked for r in _refusals_of(m)]
         reasoning = [r for _, _, m in picked for r in _reasoning_of(m)]
+        calls, seen = [], {}
+        for index, _, m in picked:
+            for call in _calls_of(m):
+                call_id = call.get("id") if isinstance(call, dict) else None
+                if isinstance(call_id, str) and call_id and seen.setdefault(call_id, index) != index:
+                    raise self._response_error(
+                        f"the tool-call id {call_id[:64]!r} in choice {seen[call_id]} and again in choice "
+                        f"{index} (one call or two cannot be told)", 200, preview)
+                calls.append(call)
         usage = data.get("usage") or {}
         return ChatCompletion(
             text="\n".join(texts) if texts else (_text_of(picked[0][2].get("content"))),
             refusal="\n".join(refusals) or None,
-            tool_calls=[call for _, _, m in picked for call in (m.get("tool_calls") or [])],
+            tool_calls=calls,
             finish_reason=_merged_finish([c.get("finish_reason") for _, c, _ in picked]),
             usage={k: v for k, v in usage.items() if isinstance(v, int)} if isinstance(usage, dict) else {},
             model=data.get("model") if isinstance(data.get("model"), str) else None,
@@ -1154,11 +1172,15 @@ class StreamAccumulator:
             content = _text_of(delta["content"]) if isinstance(delta.get("content"), (str, list)) else None
             if content:
                 parts.text.append(content)
-            if isinstance(delta.get("refusal"), str):
-                parts.refusal.append(delta["refusal"])
+            parts.refusal.extend(_refusals_of(delta))
             parts.reasoning.extend(_reasoning_of(delta))
             for entry in _list_of(delta, "tool_calls"):
                 parts.add_call(entry)
+            legacy = delta.get("function_call")
+            if legacy is not None:
+                if not isinstance(legacy, dict):
+                    raise ValueError("a function_call delta that is not an object")
+                parts.add_call({"index": _LEGACY_CALL, "function": legacy})
             if choice.get("error"):
                 parts.error = choice["error"]
             if isinstance(choice.get("finish_reason"), str) and choice["finish_reason"]:
@@ -1188,24 +1210,58 @@ class StreamAccumulator:
         }
 
 
+#: An event-stream line ends with CR LF, LF or CR alone.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
 class _EventFields:
     """Server-sent-event lines -> ``(event name, data)`` per ``data:`` line;
     the event name holds until the blank line that ends the event."""
 
     def __init__(self) -> None:
         self.event: str | None = None
+        self.data: list[str] = []
+        self.first = True
 
-    def feed(self, lines: list[str]) -> list[tuple[str | None, str]]:
-        out = []
+    def feed(self, lines: list[str], *, end: bool = False) -> list[tuple[str | None, str]]:
+        """The events that ``lines`` complete. The ``data:`` lines of one event
+        are joined with newlines, as the event-stream format says; a data line
+        that follows a whole JSON payload or ``[DONE]`` without the blank line
+        between starts a new event (servers that leave the blank line out).
+        A byte-order mark before the first line is ignored. With ``end``, an
+        event still open is completed."""
+        out: list[tuple[str | None, str]] = []
         for raw in lines:
             line = raw.rstrip("\r")
+            if self.first:
+                line, self.first = line.removeprefix("\ufeff"), False
             if not line:
+                self._dispatch(out)
                 self.event = None
             elif line.startswith("event:"):
                 self.event = line[6:].strip() or None
             elif line.startswith("data:"):
-                out.append((self.event, line[5:].strip()))
+                if self.data and _whole_payload("\n".join(self.data)):
+                    self._dispatch(out)
+                self.data.append(line[5:].strip())
+        if end:
+            self._dispatch(out)
         return out
+
+    def _dispatch(self, out: list[tuple[str | None, str]]) -> None:
+        data, self.data = "\n".join(self.data), []
+        if data.strip():  # an event with empty data (``data:`` alone, a keep-alive) is no event
+            out.append((self.event, data))
+
+
+def _whole_payload(data: str) -> bool:
+    if data == "[DONE]":
+        return True
+    try:
+        json.loads(data)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 class _ChoiceParts:
@@ -1282,11 +1338,25 @@ def _join_arguments(fn: dict[str, Any], part: Any) -> None:
         raise ValueError("tool-call arguments sent both as an object and as other fragments")
     if isinstance(have, dict):
         raise ValueError("tool-call arguments sent both as an object and as text")
-    fn["arguments"] = have + part
+    # Some servers resend the whole text so far in each delta: a fragment that
+    # starts with everything already received replaces it instead of doubling it.
+    fn["arguments"] = part if have and part.startswith(have) else have + part
 
 
 #: Decompressed bytes produced per step when lionops inflates a body itself.
 _INFLATE_STEP = 1 << 16
+
+
+@functools.cache
+def _decodable() -> frozenset[str]:
+    """The content codings httpx decodes here: its own, and ``br`` / ``zstd``
+    when their optional packages are installed."""
+    found = {"identity", "gzip", "x-gzip", "deflate"}
+    if importlib.util.find_spec("brotli") or importlib.util.find_spec("brotlicffi"):
+        found.add("br")
+    if importlib.util.find_spec("zstandard"):
+        found.add("zstd")
+    return frozenset(found)
 
 
 async def _decoded(response: httpx.Response) -> AsyncIterator[bytes]:
@@ -1297,6 +1367,11 @@ async def _decoded(response: httpx.Response) -> AsyncIterator[bytes]:
     count it; other encodings (``br``, ``zstd``) are decoded by httpx.
     """
     encoding = response.headers.get("content-encoding", "").strip().lower()
+    unknown = [c for c in (c.strip() for c in encoding.split(",")) if c and c not in _decodable()]
+    if unknown:
+        # httpx passes a coding it has no decoder for through as is: compressed
+        # bytes would be read as the answer.
+        raise httpx.DecodingError(f"Content-Encoding {unknown[0][:40]!r}, which this installation cannot decode")
     if encoding not in ("gzip", "x-gzip", "deflate"):
         async for chunk in response.aiter_bytes():
             yield chunk
@@ -1333,6 +1408,33 @@ def _error_of(obj: Any) -> Any:
     if obj.get("object") == "error" or obj.get("type") == "error":
         return obj
     return None
+
+
+#: The tool-call index under which a stream's legacy ``function_call`` deltas join.
+_LEGACY_CALL = -1
+
+
+def _calls_of(message: dict[str, Any]) -> list[Any]:
+    """A message's tool calls: its ``tool_calls``, then the legacy
+    ``function_call`` (``{"name", "arguments"}``) as one more call, so a server
+    that answers in the older shape has its call run, never dropped."""
+    calls = list(message.get("tool_calls") or [])
+    legacy = message.get("function_call")
+    if isinstance(legacy, dict) and legacy:
+        calls.append({"id": None, "type": "function", "function": legacy})
+    return calls
+
+
+def _refusals_of(message: dict[str, Any]) -> list[str]:
+    """The refusal text of a message or delta: its ``refusal``, and content
+    parts of type ``refusal``."""
+    out = [message["refusal"]] if isinstance(message.get("refusal"), str) and message["refusal"] else []
+    content = message.get("content")
+    if isinstance(content, list):
+        out.extend(p["refusal"] for p in content
+                   if isinstance(p, dict) and p.get("type") == "refusal" and isinstance(p.get("refusal"), str)
+                   and p["refusal"])
+    return out
 
 
 def _reasoning_of(message: dict[str, Any]) -> list[str]:
