@@ -12,21 +12,21 @@ Steps, in order:
    closing tag that has no opening one) are removed first
    (:func:`split_reasoning`); nothing inside them is parsed.
 1. JSON from the text: the whole text, a fenced block (decoded from its first
-   character, so a string value holding triple backticks survives, C10), or
+   character, so a string value holding triple backticks survives), or
    the first object in prose. Raw control characters inside strings are
    tolerated. An object that fails to decode is never mined for an inner
    object that does: extraction takes the outermost object or none. Only
    when none decodes, ``json-repair`` mends slightly broken JSON; action
    requests found in repaired text are marked invalid, so nothing recovered
-   from broken text is ever executed (C12). JSON nested too deep to decode
+   from broken text is ever executed. JSON nested too deep to decode
    gives a :class:`~lionops.models.RawOutput` with ``reason="too_deep"``
    (the mismatch policy decides), never a ``RecursionError``.
 2. Keys the model must never supply (``action_responses``) are dropped
-   (DESIGN ruling, C03).
+   (the model is never asked for them, ADR-0022 D2).
 3. Keys are matched to the model's fields: exact, then case-insensitive, then
    Jaro-Winkler similarity at or above ``fuzzy_match_params.similarity_threshold``
    (0.85). The action fields are matched exactly only, and keys *inside* an
-   action request use the explicit alias table of :mod:`lionops.models` (C08).
+   action request use the explicit alias table of :mod:`lionops.models`.
 4. Native tool calls handed in by the adapter join the body's
    ``action_requests`` (an identical body request is not repeated).
 5. ``model_validate``. When the reply held no JSON object at all, the parse
@@ -189,7 +189,7 @@ def extract_json(text: str, *, repair: bool = False) -> Any:
     """The first JSON value in ``text``, or ``None``.
 
     Tried in order: the whole text; each fenced block, decoded from its first
-    character up to where the value ends (C10: inner triple backticks are
+    character up to where the value ends (inner triple backticks are
     part of a string, not a fence); the first object found in prose, where an
     object that fails to decode hides everything up to its closing brace (an
     inner object of a broken outer one is a fragment, never the answer).

@@ -1,4 +1,4 @@
-"""Middles: the adapters ``operate()`` awaits exactly once (ADR-0021/ADR-0022 D3).
+"""Middles: the adapters ``operate()`` awaits exactly once (ADR-0022 D3).
 
 A Middle is ``async (branch, instruction, chat_param, parse_param=None,
 clear_messages=False, skip_validation=False)``. It clears branch messages

@@ -1,4 +1,4 @@
-"""``communicate``: the API Middle (ADR-0022 D3, ADR-0021 API path).
+"""``communicate``: the API Middle (ADR-0022 D3).
 
 One chat turn against an OpenAI-compatible Chat Completions endpoint:
 
@@ -21,10 +21,10 @@ One chat turn against an OpenAI-compatible Chat Completions endpoint:
    fields, ``<think>`` blocks) is kept as a fact and never parsed;
 4. a ``finish_reason: "length"`` cut-off or a refusal is returned as a
    :class:`~lionops.models.RawOutput`, never parsed, repaired or turned into
-   tool calls (C12, C13); otherwise the raw text under ``skip_validation``,
+   tool calls; otherwise the raw text under ``skip_validation``,
    else the inner parse with the native ``tool_calls`` merged into
    ``action_requests`` (a malformed ``arguments`` string becomes a request
-   marked invalid, which ``act()`` answers with an error payload, C05). A
+   marked invalid, which ``act()`` answers with an error payload). A
    reply of tool calls only (beside no text, or text that holds no JSON
    object), under a caller model whose fields it leaves out, is a
    ``RawOutput`` with ``reason="tool_calls_only"``: the caller's
@@ -202,7 +202,7 @@ def provider_messages(branch: Any, progression: Any = None) -> list[dict[str, An
 def native_requests(tool_calls: list[dict[str, Any]]) -> list[ActionRequestModel]:
     """``tool_calls`` as action requests, in order.
 
-    ``arguments`` arrive as JSON text and are decoded (twice at most, C05).
+    ``arguments`` arrive as JSON text and are decoded (twice at most).
     Each request keeps the call's ``id`` as its hidden ``call_id``.
     A call whose arguments are not a JSON object, that has no name, or an
     entry that is not an object at all, is kept and marked ``invalid`` with

@@ -1,4 +1,4 @@
-"""``run_and_collect``: the CLI Middle (ADR-0022 D1/D3; Middle contract of ADR-0021).
+"""``run_and_collect``: the CLI Middle (ADR-0022 D1/D3).
 
 One turn through a CLI agent subprocess (:mod:`lionops.endpoints.cli`),
 finished exactly like the API path: :func:`~lionops.adapters.common.begin_turn`
@@ -70,7 +70,7 @@ def ends_inside_json(text: str | None) -> bool:
 
 
 def _cut_detail(endpoint: Any, run: CLIRun) -> str | None:
-    """Why the answer is a cut (C12), or ``None`` when it is whole."""
+    """Why the answer is a cut, or ``None`` when it is whole."""
     if run.cut:
         said = f": {run.stop_detail}" if run.stop_detail else ""
         return f"the answer was cut off (stop_reason {run.stop_reason!r}){said}"
@@ -209,7 +209,7 @@ async def run_and_collect(
         lionops.endpoints.cli.CLIError: the CLI failed (non-zero exit,
             crash, timeout, corrupt stream, or a result with ``is_error``);
             its message carries the stderr tail and the stream path. Nothing
-            is parsed and no assistant message is recorded (C16, C18).
+            is parsed and no assistant message is recorded.
         OSError: the stream file or snapshot could not be written.
     """
     endpoint = _endpoint_of(branch, chat_param)
@@ -257,7 +257,7 @@ async def run_and_collect(
     annotate(**trace_facts)
     cut = _cut_detail(endpoint, run)
     if cut is not None:
-        # C12 on the CLI path: a cut-off answer is never parsed or repaired.
+        # On the CLI path too, a cut-off answer is never parsed or repaired.
         result: Any = RawOutput(run.text or "", reason="length", detail=cut)
         record_assistant(branch, result, metadata)
     else:

@@ -316,7 +316,7 @@ def strict_json_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
     (``tags: list = []``), a ``dict[str, Any]`` (the action request
     ``arguments``), ``oneOf``/``allOf`` or ``patternProperties`` makes the
     schema non-strict, so leaving out an optional field never becomes fatal
-    (field report C15; DESIGN ruling on strict schemas).
+    (a schema is strict only where strictness cannot reject a valid answer).
     """
     copy = json.loads(json.dumps(schema))
     return copy if _strictify(copy) else None
@@ -370,7 +370,7 @@ def _public_url(url: str) -> str:
 
 
 class ChatCompletionsEndpoint:
-    """An OpenAI-compatible Chat Completions endpoint (ADR-0021 API path).
+    """An OpenAI-compatible Chat Completions endpoint (the API path of ADR-0022 D3).
 
     Args:
         provider: a key of :data:`PROVIDER_DEFAULTS` (default ``"openai"``).
@@ -392,7 +392,7 @@ class ChatCompletionsEndpoint:
             connections (2 → at most 3 requests).
         retry_after_cap: the longest ``Retry-After`` honoured, in seconds; a
             larger value raises :class:`~lionops.errors.EndpointRateLimitError`
-            at once instead of waiting (C24).
+            at once instead of waiting.
         backoff_initial, backoff_factor, backoff_max: the wait before retry
             *n* when the server gives no ``Retry-After``:
             ``min(backoff_initial * backoff_factor ** (n - 1), backoff_max)`` s.
@@ -402,7 +402,7 @@ class ChatCompletionsEndpoint:
             prompt) or ``"prompt"`` (schema in the prompt only).
         stream: ask for a server-sent-event stream by default (``stream=`` per
             call wins); chunks are assembled into one answer, tool-call deltas
-            by index, id or position (C20). A stream cuts the read timeout to
+            by index, id or position. A stream cuts the read timeout to
             the gap between chunks rather than the whole answer.
         silence_timeout: the longest a stream may go without a ``data:``
             event, in seconds; keep-alive comments (``: ping``) do not reset
@@ -595,7 +595,7 @@ class ChatCompletionsEndpoint:
         schema must also go into the prompt.
 
         For a pydantic model the *request* model is rendered (never
-        ``action_responses``, DESIGN ruling). In ``"json_schema"`` mode the
+        ``action_responses``, ADR-0022 D2). In ``"json_schema"`` mode the
         answer is ``{"response_format": {"type": "json_schema", "json_schema":
         {"name", "schema", "strict"}}}`` with ``strict`` true only when
         :func:`strict_json_schema` allows it; ``"json_object"`` asks for JSON
@@ -968,7 +968,7 @@ class ChatCompletionsEndpoint:
 
     def _stream_end(self, acc: StreamAccumulator, done: bool, status: int) -> dict[str, Any]:
         if acc.finish_reason is None:
-            # Cut off: never pass part of an answer on as a whole one (C12).
+            # Cut off: never pass part of an answer on as a whole one.
             how = "[DONE] before any finish reason" if done else "an end before a finish reason or [DONE]"
             raise self._response_error(f"an incomplete stream ({how})", status, "".join(acc.text))
         return acc.completion()

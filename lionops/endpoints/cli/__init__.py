@@ -20,7 +20,7 @@ One run (:meth:`CLIEndpoint.run`):
    killed), writes the prompt to its stdin and closes it;
 2. reads stdout incrementally, splits it into lines (a line may arrive in
    several reads), skips blank lines and non-JSON noise, repairs a JSON line
-   split by an injected event (field report C16), bounds the work and the
+   split by an injected event, bounds the work and the
    length of each line, hands each raw chunk to an optional sink (stream
    persistence) and each event to the provider's collector; once the final
    result event is handled the turn is over: the CLI gets ``linger`` seconds

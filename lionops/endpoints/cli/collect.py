@@ -100,7 +100,7 @@ class _Collector:
 
 
 def _failure_message(subtype: Any, result: Any, errors: Any, status: Any = None) -> str:
-    """A non-empty description of a failed result (C18); a reason is said once."""
+    """A non-empty description of a failed result; a reason is said once."""
     parts: list[str] = []
     if isinstance(result, str) and result.strip():
         parts.append(result.strip())

@@ -21,8 +21,8 @@ class LineDecoder:
     to a non-object is noise (counted, ignored).
 
     A line that starts with ``{`` but is not valid JSON is repaired when it
-    is an event cut by another complete event written into it (field report
-    C16: ``<head of A>{"type":"rate_limit_event",...}\\n<rest of A>\\n``):
+    is an event cut by another complete event written into it (for
+    example ``<head of A>{"type":"rate_limit_event",...}\\n<rest of A>\\n``):
     the embedded event is emitted, the head waits, and is joined with the
     following line(s) (at most :attr:`max_joins`). A line that cannot be
     repaired is recorded in :attr:`corrupt` as ``(line number, preview)``;

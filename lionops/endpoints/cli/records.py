@@ -13,7 +13,7 @@ _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNOR
 #: Redaction marker.
 REDACTED = "[redacted]"
 
-#: Stop reasons that mean the answer was cut off at a token limit (C12).
+#: Stop reasons that mean the answer was cut off at a token limit.
 CUT_OFF_STOP_REASONS = frozenset({"max_tokens", "max_output_tokens", "model_context_window_exceeded"})
 
 
@@ -63,7 +63,7 @@ class CLITimeoutError(CLIError, TimeoutError):
 
 class CLIStreamError(CLIError):
     """The stdout stream is corrupt: a JSON line could not be decoded nor
-    repaired (field report C16). ``line`` is its 1-based stdout line number,
+    repaired. ``line`` is its 1-based stdout line number,
     ``preview`` its first 120 characters."""
 
     def __init__(self, message: str, *, line: int | None = None, preview: str = "", **kw: Any) -> None:
@@ -74,7 +74,7 @@ class CLIStreamError(CLIError):
 
 class CLIResultError(CLIError):
     """The CLI's final result reports failure (``is_error: true``, Codex
-    ``turn.failed``), whatever the exit code (field report C18).
+    ``turn.failed``), whatever the exit code.
 
     ``subtype`` is the result subtype (``"error_max_turns"``,
     ``"error_during_execution"``, ``"turn.failed"``, ...); the message is
