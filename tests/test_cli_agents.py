@@ -276,3 +276,27 @@ async def test_streams_printed_by_the_real_clis_run_through_act(session, provide
     usage = trace.meta["usage"]
     assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
     assert usage["input_tokens"] + usage["cache_read_input_tokens"] == {"codex": 2400, "gemini": 1800}[provider]
+
+
+async def test_secrets_written_inside_arguments_are_redacted(tmp_path):
+    """A key inside a ``-c`` config string or a JSON argument, an
+    authorization header, a camel-case flag: redacted like ``--api-key V``."""
+    secrets = ["inline-key-0001", "bearer-tok-0002", "basic-cred-0003", "json-key-0004", "camel-tok-0005",
+               "call-bearer-0006"]
+    args = ["-c", f'model_providers.x={{api_key="{secrets[0]}", name="x"}}',
+            "--header", f"Authorization: Bearer {secrets[1]}", "-H", f"authorization={secrets[2]}",
+            "--settings", json.dumps({"apiKey": secrets[3], "model": "m"}), "--accessToken", secrets[4]]
+    stderr = "bad credentials: " + " ".join(secrets) + "\n"
+    model = fake_model("result_error.jsonl", "--stderr", stderr, "--exit", "1", args=args)
+    branch = Branch(chat_model=model)
+    path = tmp_path / "run.json"
+    with pytest.raises(CLIResultError) as info:
+        await record(path, branch, instruction="go", cli_args=["--header", f"Authorization: Bearer {secrets[5]}"])
+    err = info.value
+    written = [str(err), repr(err), err.stderr_tail, path.read_text(), branch.traces[-1].to_json(),
+               json.dumps(branch.logs.to_list())]
+    for secret in secrets:
+        assert all(secret not in text for text in written), secret
+    # Names that only name a variable, and ordinary options, are kept.
+    assert argv_secrets(["-c", 'model_providers.p={name="p", env_key="PEER_KEY", base_url="http://h"}',
+                         "--max-tokens", "100", "-c", "model_reasoning_effort=high"]) == []
