@@ -300,3 +300,29 @@ async def test_secrets_written_inside_arguments_are_redacted(tmp_path):
     # Names that only name a variable, and ordinary options, are kept.
     assert argv_secrets(["-c", 'model_providers.p={name="p", env_key="PEER_KEY", base_url="http://h"}',
                          "--max-tokens", "100", "-c", "model_reasoning_effort=high"]) == []
+
+
+FAILED_THEN_SUCCESS = {
+    "claude_code": [INIT, {"type": "result", "subtype": "error_during_execution", "is_error": True, "errors": ["boom"]},
+                    assistant("m9", {"type": "text", "text": '{"answer": 3, "action_requests": '
+                                     '[{"function": "search", "arguments": {"q": "x"}}]}'}),
+                    result('{"answer": 3}')],
+    "codex": [{"type": "thread.started", "thread_id": "t1"}, {"type": "turn.failed", "error": {"message": "boom"}},
+              {"type": "item.completed", "item": {"id": "i1", "type": "agent_message", "text": '{"answer": 3}'}},
+              {"type": "turn.completed", "usage": {"input_tokens": 5, "output_tokens": 1}}],
+    "gemini": [{"type": "init", "session_id": "g1", "model": "m"},
+               {"type": "result", "status": "error", "error": {"message": "boom"}, "stats": {}},
+               {"type": "message", "role": "assistant", "content": '{"answer": 3}', "delta": True},
+               {"type": "result", "status": "success", "stats": {}}],
+}
+
+
+@pytest.mark.parametrize("provider", list(FAILED_THEN_SUCCESS))
+async def test_a_reported_failure_is_not_undone_by_a_later_result(tmp_path, provider):
+    session = write(tmp_path / "s.jsonl", *FAILED_THEN_SUCCESS[provider])
+    box = ToolBox()
+    branch = Branch(chat_model=fake_model(str(session), provider=provider), tools=box.tools())
+    with pytest.raises(CLIResultError) as info:
+        await branch.operate(instruction="go", response_format=Answer, actions=True)
+    assert "boom" in info.value.summary and info.value.subtype != "success"
+    assert box.total == 0 and branch.traces[-1].states == ADAPTER_FAILED

@@ -59,6 +59,8 @@ class CodexStreamCollector(_Collector):
             run.session_id = event.get("thread_id") or run.session_id
         elif kind == "item.completed" and isinstance(event.get("item"), dict):
             self._item(event["item"])
+        elif run.is_error and kind in ("turn.completed", "turn.failed"):
+            return  # a failure the CLI reported is final: a later turn event does not undo it
         elif kind == "turn.completed":
             run.finished = True
             run.subtype = "success"

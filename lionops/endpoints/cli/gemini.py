@@ -71,6 +71,8 @@ class GeminiStreamCollector(_Collector):
 
     def _result(self, event: dict[str, Any]) -> None:
         run = self.run
+        if run.is_error:
+            return  # a failure the CLI reported is final: a later result does not undo it
         run.finished = True
         status = event.get("status")
         run.subtype = status if isinstance(status, str) else None
