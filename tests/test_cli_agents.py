@@ -326,3 +326,33 @@ async def test_a_reported_failure_is_not_undone_by_a_later_result(tmp_path, prov
         await branch.operate(instruction="go", response_format=Answer, actions=True)
     assert "boom" in info.value.summary and info.value.subtype != "success"
     assert box.total == 0 and branch.traces[-1].states == ADAPTER_FAILED
+
+
+DRAFT = '{"answer": 1, "action_requests": [{"function": "send_message", "arguments": {"to": "x", "body": "y"}}]}'
+THOUGHT = f"<think>I could send {DRAFT}</think>\n"
+
+
+def thinking_session(path: Path, provider: str, answer: str) -> Path:
+    if provider == "gemini":
+        return write(path, {"type": "init", "session_id": "g1", "model": "m"},
+                     {"type": "message", "role": "assistant", "content": THOUGHT, "delta": True},
+                     {"type": "message", "role": "assistant", "content": answer, "delta": True},
+                     {"type": "result", "status": "success", "stats": {}})
+    return write(path, INIT, assistant("m1", {"type": "text", "text": THOUGHT}, {"type": "text", "text": answer}),
+                 result(THOUGHT + answer))
+
+
+@pytest.mark.parametrize("provider", ["claude_code", "gemini"])
+async def test_reasoning_in_a_cli_answer_is_never_the_answer(tmp_path, provider):
+    box = ToolBox()
+    session = thinking_session(tmp_path / "s.jsonl", provider, '{"answer": 7}')
+    branch = Branch(chat_model=fake_model(str(session), provider=provider), tools=box.tools())
+    out = await branch.operate(instruction="go", response_format=Answer, actions=True)
+    assert out.answer == 7 and box.total == 0
+    (message,) = [m for m in branch.messages if m.role == "assistant"]
+    assert message.content == '{"answer": 7}' and DRAFT in message.metadata["reasoning"]
+    # The raw answer under skip_validation holds no reasoning either.
+    session = thinking_session(tmp_path / "t.jsonl", provider, "The answer is 7.")
+    raw = await Branch(chat_model=fake_model(str(session), provider=provider)).operate(
+        instruction="go", skip_validation=True)
+    assert raw == "The answer is 7."

@@ -300,14 +300,19 @@ async def run_and_collect(
     trace_facts: dict[str, Any] = {"usage": dict(run.usage), "cli": facts}
     if run.cost_usd is not None:
         metadata["cost_usd"] = trace_facts["cost_usd"] = run.cost_usd
-    annotate(**trace_facts)
+    # Reasoning is never the answer (``<think>`` blocks, ...): kept as a fact, as on the API path.
+    text, reasoning = split_reasoning(run.text)
+    text = text or None
+    if reasoning:
+        metadata["reasoning"] = reasoning
+    annotate(**trace_facts, reasoning_chars=len(reasoning) if reasoning else 0)
     cut = _cut_detail(endpoint, run)
     if cut is not None:
-        # C12 on the CLI path: a cut-off answer is never parsed or repaired.
-        result: Any = RawOutput(run.text or "", reason="length", detail=cut)
+        # A cut-off answer is never parsed or repaired.
+        result: Any = RawOutput(text or "", reason="length", detail=cut)
         record_assistant(branch, result, metadata)
     else:
-        result = await finish_turn(branch, run.text, parse_param, skip_validation, metadata=metadata)
+        result = await finish_turn(branch, text, parse_param, skip_validation, metadata=metadata)
     if snapshot is not None:
         branch.snapshot(snapshot)
     return result
