@@ -356,3 +356,21 @@ async def test_reasoning_in_a_cli_answer_is_never_the_answer(tmp_path, provider)
     raw = await Branch(chat_model=fake_model(str(session), provider=provider)).operate(
         instruction="go", skip_validation=True)
     assert raw == "The answer is 7."
+
+
+@pytest.mark.parametrize("provider", ["codex", "gemini"])
+async def test_a_notice_after_the_result_is_kept_as_a_warning(tmp_path, provider):
+    if provider == "codex":
+        events = [{"type": "thread.started", "thread_id": "t1"},
+                  {"type": "item.completed", "item": {"id": "i1", "type": "agent_message", "text": '{"answer": 3}'}},
+                  {"type": "turn.completed", "usage": {"input_tokens": 5, "output_tokens": 1}},
+                  {"type": "error", "message": "late notice"}]
+    else:
+        events = [{"type": "init", "session_id": "g1", "model": "m"},
+                  {"type": "message", "role": "assistant", "content": '{"answer": 3}', "delta": True},
+                  {"type": "result", "status": "success", "stats": {}},
+                  {"type": "error", "severity": "warning", "message": "late notice"}]
+    session = write(tmp_path / "s.jsonl", *events)
+    out, trace = await Branch(chat_model=fake_model(str(session), provider=provider)).operate_traced(
+        instruction="go", response_format=Answer)
+    assert out.answer == 3 and trace.meta["cli"]["warnings"] == ["late notice"]
