@@ -5,6 +5,7 @@ bounded work, secrets in argv are redacted, and the server presets."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -374,3 +375,16 @@ async def test_a_notice_after_the_result_is_kept_as_a_warning(tmp_path, provider
     out, trace = await Branch(chat_model=fake_model(str(session), provider=provider)).operate_traced(
         instruction="go", response_format=Answer)
     assert out.answer == 3 and trace.meta["cli"]["warnings"] == ["late notice"]
+
+
+async def test_a_credential_inside_an_env_value_is_redacted(tmp_path):
+    secret = "hdr-bearer-0007"
+    echo = "import os, sys; sys.stderr.write('sent ' + os.environ['ANTHROPIC_CUSTOM_HEADERS']); sys.exit(1)"
+    model = iModel(provider="claude_code", cli_command=[sys.executable, "-c", echo], timeout=30,
+                   env={"ANTHROPIC_CUSTOM_HEADERS": f"Authorization: Bearer {secret}"})
+    branch = Branch(chat_model=model)
+    with pytest.raises(CLIProcessError) as info:
+        await record(tmp_path / "run.json", branch, instruction="go")
+    for text in (str(info.value), (tmp_path / "run.json").read_text(), branch.traces[-1].to_json(),
+                 json.dumps(branch.logs.to_list())):
+        assert secret not in text

@@ -27,8 +27,9 @@ def _secret_name(name: str) -> bool:
     return any(word in _SECRET_WORDS for word in re.split(r"[-_]", _CAMEL.sub("_", last).lower()))
 
 
-def _embedded(arg: str) -> list[str]:
-    """Secret values written inside one argument."""
+def embedded_secrets(arg: str) -> list[str]:
+    """Secret values written inside one argument or variable value
+    (``api_key="V"``, ``{"token": "V"}``, ``Authorization: Bearer V``)."""
     found = [m.group(1) for m in _AUTHORIZATION.finditer(arg)]
     found += [m.group(2) for m in _EMBEDDED.finditer(arg) if _secret_name(m.group(1))]
     return found
@@ -46,7 +47,7 @@ def argv_secrets(argv: Sequence[str]) -> list[str]:
     take_next = False
     for arg in argv:
         arg = str(arg)
-        found += _embedded(arg)
+        found += embedded_secrets(arg)
         if take_next:
             found.append(arg)
             take_next = False
