@@ -45,6 +45,9 @@ CUTS = {
     "unicode_escape": (CALL + ', "note": "caf', "\\u00e"),
     # the cut falls inside an exponent
     "exponent": ('{"answer": 1e', "-"),
+    # broken earlier (a bad escape, a leading zero), then cut: the value never closes
+    "bad_escape": (CALL + r', "path": "C:\qth", "note": "x',),
+    "leading_zero": ('{"answer": 7, "n": 01, "note": "cut',),
 }
 
 

@@ -41,7 +41,7 @@ from ..endpoints.cli import CUT_OFF_STOP_REASONS, CLIError, CLIRun, CLIToolEvent
 from ..errors import ConfigurationError
 from ..params import RunParam
 from ..models import RawOutput
-from ..parse import split_reasoning
+from ..parse import _span_end, split_reasoning
 from ..trace import annotate
 from .common import begin_turn, finish_turn, record_assistant
 
@@ -52,6 +52,8 @@ _JSON = json.JSONDecoder(strict=False)
 #: What the end of a text can leave of a number, a literal or an escape.
 _OPEN_TOKEN = re.compile(r"-?[0-9.eE+-]*|t(r(ue?)?)?|f(a(l(se?)?)?)?|n(u(ll?)?)?|-?I(n(f(i(n(i(ty?)?)?)?)?)?)?"
                          r"|N(aN?)?")
+#: A bracket that opens JSON rather than prose (``{"``, ``[{``, ``[1``, ...).
+_LOOKS_LIKE_JSON = re.compile(r'\{\s*["}]|\[\s*[-"{\[\]0-9tfn]')
 #: Values tried before the text is treated as cut (each costs one decode).
 _MAX_JSON_STARTS = 256
 
@@ -91,7 +93,8 @@ def ends_inside_json(text: str | None) -> bool:
         try:
             _, pos = _JSON.raw_decode(body, start)
         except json.JSONDecodeError as exc:
-            if _stops_at_end(body, exc):
+            if _stops_at_end(body, exc) or (_LOOKS_LIKE_JSON.match(body, start) and _span_end(body, start) is None):
+                # Cut at the end, or broken earlier (a bad escape, ``01``) and never closed: cut either way.
                 return True
             fences += body.count("```", start, max(start + 1, exc.pos))
             pos = max(start + 1, exc.pos)
@@ -107,7 +110,8 @@ def ends_inside_json(text: str | None) -> bool:
         try:
             _, pos = _JSON.raw_decode(body, start)
         except json.JSONDecodeError as exc:
-            if _stops_at_end(body, exc):
+            if _stops_at_end(body, exc) or (_LOOKS_LIKE_JSON.match(body, start) and _span_end(body, start) is None):
+                # Cut at the end, or broken earlier (a bad escape, ``01``) and never closed: cut either way.
                 return True
             pos = max(start + 1, exc.pos)
         except RecursionError:
