@@ -5,6 +5,7 @@ bounded work, secrets in argv are redacted, and the server presets."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -276,3 +277,114 @@ async def test_streams_printed_by_the_real_clis_run_through_act(session, provide
     usage = trace.meta["usage"]
     assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
     assert usage["input_tokens"] + usage["cache_read_input_tokens"] == {"codex": 2400, "gemini": 1800}[provider]
+
+
+async def test_secrets_written_inside_arguments_are_redacted(tmp_path):
+    """A key inside a ``-c`` config string or a JSON argument, an
+    authorization header, a camel-case flag: redacted like ``--api-key V``."""
+    secrets = ["inline-key-0001", "bearer-tok-0002", "basic-cred-0003", "json-key-0004", "camel-tok-0005",
+               "call-bearer-0006"]
+    args = ["-c", f'model_providers.x={{api_key="{secrets[0]}", name="x"}}',
+            "--header", f"Authorization: Bearer {secrets[1]}", "-H", f"authorization={secrets[2]}",
+            "--settings", json.dumps({"apiKey": secrets[3], "model": "m"}), "--accessToken", secrets[4]]
+    stderr = "bad credentials: " + " ".join(secrets) + "\n"
+    model = fake_model("result_error.jsonl", "--stderr", stderr, "--exit", "1", args=args)
+    branch = Branch(chat_model=model)
+    path = tmp_path / "run.json"
+    with pytest.raises(CLIResultError) as info:
+        await record(path, branch, instruction="go", cli_args=["--header", f"Authorization: Bearer {secrets[5]}"])
+    err = info.value
+    written = [str(err), repr(err), err.stderr_tail, path.read_text(), branch.traces[-1].to_json(),
+               json.dumps(branch.logs.to_list())]
+    for secret in secrets:
+        assert all(secret not in text for text in written), secret
+    # Names that only name a variable, and ordinary options, are kept.
+    assert argv_secrets(["-c", 'model_providers.p={name="p", env_key="PEER_KEY", base_url="http://h"}',
+                         "--max-tokens", "100", "-c", "model_reasoning_effort=high"]) == []
+
+
+FAILED_THEN_SUCCESS = {
+    "claude_code": [INIT, {"type": "result", "subtype": "error_during_execution", "is_error": True, "errors": ["boom"]},
+                    assistant("m9", {"type": "text", "text": '{"answer": 3, "action_requests": '
+                                     '[{"function": "search", "arguments": {"q": "x"}}]}'}),
+                    result('{"answer": 3}')],
+    "codex": [{"type": "thread.started", "thread_id": "t1"}, {"type": "turn.failed", "error": {"message": "boom"}},
+              {"type": "item.completed", "item": {"id": "i1", "type": "agent_message", "text": '{"answer": 3}'}},
+              {"type": "turn.completed", "usage": {"input_tokens": 5, "output_tokens": 1}}],
+    "gemini": [{"type": "init", "session_id": "g1", "model": "m"},
+               {"type": "result", "status": "error", "error": {"message": "boom"}, "stats": {}},
+               {"type": "message", "role": "assistant", "content": '{"answer": 3}', "delta": True},
+               {"type": "result", "status": "success", "stats": {}}],
+}
+
+
+@pytest.mark.parametrize("provider", list(FAILED_THEN_SUCCESS))
+async def test_a_reported_failure_is_not_undone_by_a_later_result(tmp_path, provider):
+    session = write(tmp_path / "s.jsonl", *FAILED_THEN_SUCCESS[provider])
+    box = ToolBox()
+    branch = Branch(chat_model=fake_model(str(session), provider=provider), tools=box.tools())
+    with pytest.raises(CLIResultError) as info:
+        await branch.operate(instruction="go", response_format=Answer, actions=True)
+    assert "boom" in info.value.summary and info.value.subtype != "success"
+    assert box.total == 0 and branch.traces[-1].states == ADAPTER_FAILED
+
+
+DRAFT = '{"answer": 1, "action_requests": [{"function": "send_message", "arguments": {"to": "x", "body": "y"}}]}'
+THOUGHT = f"<think>I could send {DRAFT}</think>\n"
+
+
+def thinking_session(path: Path, provider: str, answer: str) -> Path:
+    if provider == "gemini":
+        return write(path, {"type": "init", "session_id": "g1", "model": "m"},
+                     {"type": "message", "role": "assistant", "content": THOUGHT, "delta": True},
+                     {"type": "message", "role": "assistant", "content": answer, "delta": True},
+                     {"type": "result", "status": "success", "stats": {}})
+    return write(path, INIT, assistant("m1", {"type": "text", "text": THOUGHT}, {"type": "text", "text": answer}),
+                 result(THOUGHT + answer))
+
+
+@pytest.mark.parametrize("provider", ["claude_code", "gemini"])
+async def test_reasoning_in_a_cli_answer_is_never_the_answer(tmp_path, provider):
+    box = ToolBox()
+    session = thinking_session(tmp_path / "s.jsonl", provider, '{"answer": 7}')
+    branch = Branch(chat_model=fake_model(str(session), provider=provider), tools=box.tools())
+    out = await branch.operate(instruction="go", response_format=Answer, actions=True)
+    assert out.answer == 7 and box.total == 0
+    (message,) = [m for m in branch.messages if m.role == "assistant"]
+    assert message.content == '{"answer": 7}' and DRAFT in message.metadata["reasoning"]
+    # The raw answer under skip_validation holds no reasoning either.
+    session = thinking_session(tmp_path / "t.jsonl", provider, "The answer is 7.")
+    raw = await Branch(chat_model=fake_model(str(session), provider=provider)).operate(
+        instruction="go", skip_validation=True)
+    assert raw == "The answer is 7."
+
+
+@pytest.mark.parametrize("provider", ["codex", "gemini"])
+async def test_a_notice_after_the_result_is_kept_as_a_warning(tmp_path, provider):
+    if provider == "codex":
+        events = [{"type": "thread.started", "thread_id": "t1"},
+                  {"type": "item.completed", "item": {"id": "i1", "type": "agent_message", "text": '{"answer": 3}'}},
+                  {"type": "turn.completed", "usage": {"input_tokens": 5, "output_tokens": 1}},
+                  {"type": "error", "message": "late notice"}]
+    else:
+        events = [{"type": "init", "session_id": "g1", "model": "m"},
+                  {"type": "message", "role": "assistant", "content": '{"answer": 3}', "delta": True},
+                  {"type": "result", "status": "success", "stats": {}},
+                  {"type": "error", "severity": "warning", "message": "late notice"}]
+    session = write(tmp_path / "s.jsonl", *events)
+    out, trace = await Branch(chat_model=fake_model(str(session), provider=provider)).operate_traced(
+        instruction="go", response_format=Answer)
+    assert out.answer == 3 and trace.meta["cli"]["warnings"] == ["late notice"]
+
+
+async def test_a_credential_inside_an_env_value_is_redacted(tmp_path):
+    secret = "hdr-bearer-0007"
+    echo = "import os, sys; sys.stderr.write('sent ' + os.environ['ANTHROPIC_CUSTOM_HEADERS']); sys.exit(1)"
+    model = iModel(provider="claude_code", cli_command=[sys.executable, "-c", echo], timeout=30,
+                   env={"ANTHROPIC_CUSTOM_HEADERS": f"Authorization: Bearer {secret}"})
+    branch = Branch(chat_model=model)
+    with pytest.raises(CLIProcessError) as info:
+        await record(tmp_path / "run.json", branch, instruction="go")
+    for text in (str(info.value), (tmp_path / "run.json").read_text(), branch.traces[-1].to_json(),
+                 json.dumps(branch.logs.to_list())):
+        assert secret not in text

@@ -92,6 +92,8 @@ class ClaudeStreamCollector(_Collector):
 
     def _result(self, event: dict[str, Any]) -> None:
         run = self.run
+        if run.is_error:
+            return  # a failure the CLI reported is final: a later result does not undo it
         run.finished = True
         run.subtype = event.get("subtype")
         run.is_error = bool(event.get("is_error")) or (

@@ -51,6 +51,7 @@ class CodexStreamCollector(_Collector):
         super().__init__(run, on_tool)
         self._errors: list[str] = []
         self._final: set[Any] = set()
+        self._fatal: str | None = None
 
     def handle(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -59,13 +60,14 @@ class CodexStreamCollector(_Collector):
             run.session_id = event.get("thread_id") or run.session_id
         elif kind == "item.completed" and isinstance(event.get("item"), dict):
             self._item(event["item"])
+        elif run.is_error and kind in ("turn.completed", "turn.failed"):
+            return  # a failure the CLI reported is final: a later turn event does not undo it
         elif kind == "turn.completed":
             run.finished = True
             run.subtype = "success"
             run.usage = _usage(event.get("usage"), self._USAGE, cached_in_input="cached_input_tokens",
                                keep_extra=True)
             run.num_turns = (run.num_turns or 0) + 1
-            run.warnings = _distinct(self._errors)
         elif kind == "turn.failed":
             self._failed(event)
         elif kind == "error":
@@ -82,7 +84,7 @@ class CodexStreamCollector(_Collector):
         if not isinstance(message, str) or not message.strip():
             message = self._errors[-1] if self._errors else None
         fatal = message.strip() if isinstance(message, str) else None
-        run.warnings = _distinct(self._errors, without=fatal)
+        self._fatal = fatal
         incomplete = _CODEX_INCOMPLETE.search(fatal or "")
         if incomplete is not None and incomplete.group(1) == "max_output_tokens":
             run.stop_reason, run.stop_detail = "max_output_tokens", fatal
@@ -91,6 +93,11 @@ class CodexStreamCollector(_Collector):
         else:
             run.is_error = True
             run.error_message = _failure_message("turn.failed", fatal, None)
+
+    def finish(self) -> None:
+        super().finish()
+        # Notices after the turn ended are kept too; the fatal reason is not repeated.
+        self.run.warnings = _distinct(self._errors, without=self._fatal)
 
     def _answer(self) -> str:
         final = [text for key, text in self._segments if key in self._final and text]

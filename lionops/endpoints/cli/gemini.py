@@ -37,6 +37,7 @@ class GeminiStreamCollector(_Collector):
         self._names: dict[str, tuple[str | None, dict[str, Any]]] = {}
         self._errors: list[str] = []
         self._message = 0
+        self._fatal: str | None = None
 
     def handle(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -69,8 +70,15 @@ class GeminiStreamCollector(_Collector):
         elif kind == "result":
             self._result(event)
 
+    def finish(self) -> None:
+        super().finish()
+        # Notices after the result are kept too; the fatal reason is not repeated.
+        self.run.warnings = _distinct(self._errors, without=self._fatal)
+
     def _result(self, event: dict[str, Any]) -> None:
         run = self.run
+        if run.is_error:
+            return  # a failure the CLI reported is final: a later result does not undo it
         run.finished = True
         status = event.get("status")
         run.subtype = status if isinstance(status, str) else None
@@ -82,14 +90,13 @@ class GeminiStreamCollector(_Collector):
         duration = stats.get("duration_ms")
         run.duration_ms = duration if isinstance(duration, (int, float)) and not isinstance(duration, bool) else None
         if status == "success":
-            run.warnings = _distinct(self._errors)
             return
         run.is_error = True
         error = event.get("error")
         message = error.get("message") if isinstance(error, dict) else error
         fatal = message.strip() if isinstance(message, str) and message.strip() else (
             self._errors[-1] if self._errors else None)
-        run.warnings = _distinct(self._errors, without=fatal)
+        self._fatal = fatal
         run.error_message = _failure_message(status, fatal, None)
 
 

@@ -17,7 +17,7 @@ import anyio.abc
 import anyio.to_thread
 
 from ...errors import ConfigurationError
-from .argv import argv_secrets
+from .argv import argv_secrets, embedded_secrets
 from .collect import _Collector
 from .decode import LineDecoder
 from .records import (
@@ -305,8 +305,11 @@ class CLIEndpoint:
     # -- running
 
     def secrets(self, argv: Sequence[str] = ()) -> list[str]:
-        """Secret values of ``env``, ``args`` and ``argv``, longest first."""
+        """Secret values of ``env`` (secret-named variables, and credentials
+        written inside any value), ``args`` and ``argv``, longest first."""
         found = [v for k, v in self.env.items() if v and _SECRET_NAME.search(k)]
+        # A credential inside another variable's value (``EXTRA_HEADERS="Authorization: Bearer V"``).
+        found += [s for v in self.env.values() for s in embedded_secrets(v)]
         found += argv_secrets(self.args) + argv_secrets(argv)
         return sorted({v for v in found if len(v) >= 4}, key=len, reverse=True)
 
