@@ -38,6 +38,7 @@ other strategy raises ``ConfigurationError``.
 from __future__ import annotations
 
 import contextvars
+import copy
 import dataclasses
 import logging
 import time
@@ -63,7 +64,7 @@ from .models import (
     normalize_request_keys,
 )
 from .params import ActionParam
-from .tools import FrozenArguments, ToolInvocation, ToolNotOfferedError, UnknownToolError
+from .tools import FrozenArguments, ToolArgumentsError, ToolInvocation, ToolNotOfferedError, UnknownToolError
 
 if TYPE_CHECKING:
     from .branch import Branch
@@ -144,6 +145,15 @@ def _normalize(index: int, item: Any) -> _Request:
         raise ValueError(f"{_SHAPE_ERROR} Request {index} is {type(item).__name__}.")
     call_id = item.get("call_id") if isinstance(item, Mapping) else getattr(item, "call_id", None)
     return _Request(index, function, arguments, invalid, call_id if isinstance(call_id, str) else None)
+
+
+def _copied(function: str, value: Any) -> Any:
+    """A deep copy of validated arguments; ``ToolArgumentsError`` if they have
+    none (an argument object that cannot be copied cannot be shown unchanged)."""
+    try:
+        return copy.deepcopy(value)
+    except Exception as exc:  # noqa: BLE001 - an uncopyable object is refused, never shared
+        raise ToolArgumentsError(function, f"arguments cannot be copied ({type(exc).__name__})") from None
 
 
 def _error_payload(function: Any, exc: BaseException) -> dict[str, Any]:
@@ -290,12 +300,16 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         return _failed(batch, req, raw, "not_offered", ToolNotOfferedError(function, batch.offered))
     try:
         kwargs = tool.validate_arguments(raw)
+        # Nested values (lists, dicts, models) may be shared with ``raw`` and are
+        # mutable: the gate and the tool each get their own deep copy, so neither
+        # can change what the tool receives or what is recorded.
+        shown, shown_raw, given = _copied(function, kwargs), _copied(function, raw), _copied(function, kwargs)
     except ValueError as exc:
         return _failed(batch, req, raw, "rejected", exc)
 
     # 3. governance, on exactly what the tool will receive: fail closed.
-    invocation = ToolInvocation(function, FrozenArguments(kwargs), tool, branch.id, req.index,
-                                batch.offered, raw, req.call_id)
+    invocation = ToolInvocation(function, FrozenArguments(shown), tool, branch.id, req.index,
+                                batch.offered, shown_raw, req.call_id)
     try:
         verdict, reason = await branch._authorize(invocation)
     except BaseException as exc:
@@ -320,10 +334,10 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
             })
         started = time.perf_counter()
         if timeout is None:
-            output = await tool._call(dict(kwargs))
+            output = await tool._call(given)
         else:
             with anyio.move_on_after(timeout) as scope:
-                output = await tool._call(dict(kwargs))
+                output = await tool._call(given)
             if scope.cancelled_caught:
                 timed_out = True
                 raise TimeoutError(f"{function!r} did not return within {timeout}s")

@@ -254,7 +254,9 @@ class ToolInvocation:
 
     ``function``: the requested name; ``arguments``: the *validated* keyword
     arguments the tool will be called with if every gate allows (after
-    pydantic's conversion, e.g. ``"false"`` -> ``False``; read-only);
+    pydantic's conversion, e.g. ``"false"`` -> ``False``; read-only; a deep
+    copy, so changing a nested list or dict changes neither the tool's
+    arguments nor the record);
     ``tool``: the registered Tool; ``branch_id``: the asking branch;
     ``index``: position in the request list; ``offered``: the names of the
     tools offered in this call (only those can run); ``raw_arguments``: the
