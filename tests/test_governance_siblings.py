@@ -147,3 +147,42 @@ async def test_suppress_errors_is_refused_by_operate_not_sent_to_the_provider(va
         await branch.operate(instruction="go", actions=True, suppress_errors=value,
                              middle=ScriptedMiddle({"action_requests": [REQUEST]}))
     assert seen == [] and branch.traces[-1].states == ["prepare", "raised"]
+
+
+# ---------------------------------------------------------------- the guards decide on plain values
+
+
+class _Shifty(dict):
+    """A dict result whose ``get`` answers differently each time it is asked."""
+
+    def __init__(self, *answers: Any) -> None:
+        super().__init__(action_requests=answers[0])
+        self.answers = list(answers)
+        self.asked = 0
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self.asked += 1
+        return self.answers[min(self.asked, len(self.answers)) - 1]
+
+
+async def test_the_result_is_read_once_and_the_requests_the_gate_saw_are_the_ones_run():
+    seen: list[dict[str, Any]] = []
+    branch = Branch(tools=[_delete_tool(seen)])
+    other = {"function": "delete_files", "arguments": {"paths": ["/"], "options": {"force": True}}}
+    result = _Shifty([REQUEST], [other], None)
+    traced = await branch.operate_traced(instruction="go", actions=True, middle=ScriptedMiddle(result))
+    assert result.asked == 1
+    assert traced.trace.exit == "enriched" and [s["paths"] for s in seen] == [["tmp/a"]]
+
+
+async def test_reading_the_result_raising_is_the_adapter_phase_failing_not_a_guard():
+    class Raises(dict):
+        def get(self, key: Any, default: Any = None) -> Any:
+            raise KeyError("no reading")
+
+    seen: list[dict[str, Any]] = []
+    branch = Branch(tools=[_delete_tool(seen)])
+    with pytest.raises(KeyError, match="no reading"):
+        await branch.operate(instruction="go", actions=True,
+                             middle=ScriptedMiddle(Raises(action_requests=[REQUEST])))
+    assert seen == [] and branch.traces[-1].states == ["prepare", "schema", "adapter", "raised"]

@@ -52,8 +52,11 @@ class OperationContext:
     middle_name: str | None = None
     adapter_calls: int = 0
     result: Any = None
-    # act / enrich (D4)
+    #: read once from the result by the adapter phase; the guards see only these
+    mismatch: bool = False
     requests: Any = None
+    attachable: bool = False
+    # act / enrich (D4)
     acted: bool = False
     responses: list[ActionResponseModel | None] | None = None
     kept_responses: list[ActionResponseModel] | None = None
