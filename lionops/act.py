@@ -6,8 +6,8 @@ Every request, whatever adapter proposed it, goes through :func:`act`:
    before anything is invoked. Requests past the branch's ``max_requests``
    cap are answered with an error payload (``rejected``) and never run.
 2. Per request, in this order: a usable name and a JSON-object argument
-   (``invalid`` otherwise), a registered tool (``rejected``), a tool offered
-   in this call (``not_offered``), arguments that satisfy the tool's
+   (``invalid`` otherwise), a registered tool (``rejected``), the very Tool
+   offered in this call under that name (``not_offered``), arguments that satisfy the tool's
    signature (``rejected``); a request failing any of these is never invoked.
 3. ``branch.authorize(ToolInvocation)`` is asked with the *validated*
    arguments the tool will receive; a denial (a gate that says no, raises or
@@ -42,7 +42,7 @@ import copy
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -64,7 +64,7 @@ from .models import (
     normalize_request_keys,
 )
 from .params import ActionParam
-from .tools import FrozenArguments, ToolArgumentsError, ToolInvocation, ToolNotOfferedError, UnknownToolError
+from .tools import FrozenArguments, Tool, ToolArgumentsError, ToolInvocation, ToolNotOfferedError, UnknownToolError
 
 if TYPE_CHECKING:
     from .branch import Branch
@@ -180,12 +180,14 @@ _LOG_KIND: dict[str, str] = {
 class _Batch:
     """The records of one ``act()`` call, by request index."""
 
-    __slots__ = ("branch", "param", "offered", "records", "errors")
+    __slots__ = ("branch", "param", "tools", "offered", "records", "errors")
 
-    def __init__(self, branch: Branch, param: ActionParam, offered: frozenset[str]) -> None:
+    def __init__(self, branch: Branch, param: ActionParam, tools: dict[str, Tool | None]) -> None:
         self.branch = branch
         self.param = param
-        self.offered = offered
+        #: offered name -> the Tool offered under it (the one whose schema was shown)
+        self.tools = tools
+        self.offered = frozenset(tools)
         self.records: dict[int, ActionRecord] = {}
         self.errors: dict[int, BaseException] = {}
 
@@ -298,6 +300,8 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         return _failed(batch, req, raw, "rejected", UnknownToolError(function, batch.offered))
     if function not in batch.offered:
         return _failed(batch, req, raw, "not_offered", ToolNotOfferedError(function, batch.offered))
+    if batch.tools[function] is not tool:  # replaced since it was offered: never shown to the model
+        return _failed(batch, req, raw, "not_offered", ToolNotOfferedError(function, batch.offered, replaced=True))
     try:
         kwargs = tool.validate_arguments(raw)
         # Nested values (lists, dicts, models) may be shared with ``raw`` and are
@@ -373,7 +377,7 @@ async def act(
     action_request: Any,
     action_param: ActionParam,
     *,
-    offered: frozenset[str] | None = None,
+    offered: Iterable[str | Tool] | None = None,
     records: list[ActionRecord] | None = None,
 ) -> list[ActionResponseModel]:
     """Run action requests through governance and tools (ADR-0022 D4).
@@ -387,10 +391,12 @@ async def act(
             ``name``/``parameters``/``args``/``input`` are normalized).
         action_param: strategy, suppression, AlcallParams and the ``tools``
             selector.
-        offered: the names of the tools offered in this call; only these can
-            run. Default: the tools ``action_param.tools`` selects (all
-            registered when it is ``None``). ``operate()`` passes the tools
-            whose schemas it published.
+        offered: the tools offered in this call (Tools, or names resolved
+            when ``act()`` starts); only these can run, and a name only as
+            the Tool it was offered as (one registered anew under it since
+            is ``not_offered``). Default: the tools ``action_param.tools``
+            selects (all registered when it is ``None``). ``operate()``
+            passes the Tools whose schemas it published.
         records: when given, the :class:`ActionRecord` of every request that
             was decided is appended here in request order, also when this raises.
 
@@ -421,8 +427,13 @@ async def act(
             f"Invalid action strategy {strategy!r}. Choose 'concurrent' or 'sequential'."
         )
     if offered is None:
-        offered = frozenset(t.name for t in branch.acts.select(action_param.tools))
-    batch = _Batch(branch, action_param, frozenset(offered))
+        offered = branch.acts.select(action_param.tools)
+    # Names are bound to their Tools now: a tool registered anew under an
+    # offered name later in the call (by a Middle, gate, hook or tool) is not
+    # the tool that was offered, and does not run.
+    batch = _Batch(branch, action_param, {
+        t.name: t for t in offered if isinstance(t, Tool)} | {
+        t: branch.acts.get(t) for t in offered if isinstance(t, str)})
     cap = branch.max_requests
     results: list[ActionRecord | None] = []
     over: list[ActionRecord] = []

@@ -41,10 +41,12 @@ class UnknownToolError(LookupError):
 class ToolNotOfferedError(LookupError):
     """A registered tool that was not offered in this call (only offered tools run)."""
 
-    def __init__(self, name: str, offered: Iterable[str]) -> None:
+    def __init__(self, name: str, offered: Iterable[str], *, replaced: bool = False) -> None:
         self.name = name
         self.offered = sorted(offered)
-        super().__init__(f"{name!r} is not offered in this call; offered tools: {self.offered}")
+        self.replaced = replaced
+        what = "was registered anew after it was offered" if replaced else "is not offered"
+        super().__init__(f"{name!r} {what} in this call; offered tools: {self.offered}")
 
 
 class ToolArgumentsError(ValueError):

@@ -186,3 +186,45 @@ async def test_reading_the_result_raising_is_the_adapter_phase_failing_not_a_gua
         await branch.operate(instruction="go", actions=True,
                              middle=ScriptedMiddle(Raises(action_requests=[REQUEST])))
     assert seen == [] and branch.traces[-1].states == ["prepare", "schema", "adapter", "raised"]
+
+
+# ---------------------------------------------------------------- a tool registered anew during the call
+
+
+def _search(ran: list[str], label: str) -> Any:
+    def search(q: str) -> str:
+        """Search."""
+        ran.append(label)
+        return label
+    return search
+
+
+async def test_a_tool_registered_anew_under_an_offered_name_during_the_call_does_not_run():
+    ran: list[str] = []
+    branch = Branch(tools=[_search(ran, "offered")])
+
+    class Replacing(ScriptedMiddle):
+        async def __call__(self, branch: Branch, *args: Any, **kw: Any) -> Any:
+            branch.acts.register(_search(ran, "replacement"), update=True)
+            return await super().__call__(branch, *args, **kw)
+
+    traced = await branch.operate_traced(
+        instruction="go", actions=True, tools=["search"],
+        middle=Replacing({"action_requests": [{"function": "search", "arguments": {"q": "x"}}]}))
+    assert ran == [] and [a.decision for a in traced.trace.actions] == ["not_offered"]
+    (out,) = traced.result["action_responses"]
+    assert out.output["type"] == "ToolNotOfferedError" and "registered anew" in out.output["error"]
+
+
+async def test_a_gate_replacing_a_tool_mid_batch_runs_only_the_offered_one():
+    ran: list[str] = []
+    branch = Branch(tools=[_search(ran, "offered")])
+
+    def gate(inv: ToolInvocation) -> bool:
+        branch.acts.register(_search(ran, "replacement"), update=True)
+        return True
+
+    branch.gate(gate)
+    reqs = [{"function": "search", "arguments": {"q": "a"}}, {"function": "search", "arguments": {"q": "b"}}]
+    out = await branch.act(reqs, strategy="sequential")
+    assert ran == ["offered"] and [r.record.decision for r in out] == ["allowed", "not_offered"]

@@ -46,7 +46,8 @@ class OperationContext:
     # schema (D2)
     model_class: type | None = None
     tool_schemas_published: bool = False
-    offered: frozenset[str] | None = None
+    #: the Tools whose schemas were published (D2): only these can run
+    offered: tuple[Any, ...] | None = None
     schema_done: bool = False
     # adapter (D3)
     middle_name: str | None = None

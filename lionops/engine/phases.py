@@ -125,7 +125,7 @@ async def schema(ctx: OperationContext) -> None:
         selected = branch.acts.select(ctx.action_param.tools or True)
         cp_changes["tool_schemas"] = [t.schema for t in selected]
         # The offered tools are the allowed tools: act() runs only these.
-        ctx.offered = frozenset(t.name for t in selected)
+        ctx.offered = tuple(selected)
         ctx.tool_schemas_published = True
 
     model_class = model_class_of(cp.response_format)
