@@ -6,8 +6,8 @@ Every request, whatever adapter proposed it, goes through :func:`act`:
    before anything is invoked. Requests past the branch's ``max_requests``
    cap are answered with an error payload (``rejected``) and never run.
 2. Per request, in this order: a usable name and a JSON-object argument
-   (``invalid`` otherwise), a registered tool (``rejected``), a tool offered
-   in this call (``not_offered``), arguments that satisfy the tool's
+   (``invalid`` otherwise), a registered tool (``rejected``), the very Tool
+   offered in this call under that name (``not_offered``), arguments that satisfy the tool's
    signature (``rejected``); a request failing any of these is never invoked.
 3. ``branch.authorize(ToolInvocation)`` is asked with the *validated*
    arguments the tool will receive; a denial (a gate that says no, raises or
@@ -38,10 +38,11 @@ other strategy raises ``ConfigurationError``.
 from __future__ import annotations
 
 import contextvars
+import copy
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +64,7 @@ from .models import (
     normalize_request_keys,
 )
 from .params import ActionParam
-from .tools import FrozenArguments, ToolInvocation, ToolNotOfferedError, UnknownToolError
+from .tools import FrozenArguments, Tool, ToolArgumentsError, ToolInvocation, ToolNotOfferedError, UnknownToolError
 
 if TYPE_CHECKING:
     from .branch import Branch
@@ -146,6 +147,15 @@ def _normalize(index: int, item: Any) -> _Request:
     return _Request(index, function, arguments, invalid, call_id if isinstance(call_id, str) else None)
 
 
+def _copied(function: str, value: Any) -> Any:
+    """A deep copy of validated arguments; ``ToolArgumentsError`` if they have
+    none (an argument object that cannot be copied cannot be shown unchanged)."""
+    try:
+        return copy.deepcopy(value)
+    except Exception as exc:  # noqa: BLE001 - an uncopyable object is refused, never shared
+        raise ToolArgumentsError(function, f"arguments cannot be copied ({type(exc).__name__})") from None
+
+
 def _error_payload(function: Any, exc: BaseException) -> dict[str, Any]:
     text = safe_str(exc)
     return {
@@ -170,12 +180,14 @@ _LOG_KIND: dict[str, str] = {
 class _Batch:
     """The records of one ``act()`` call, by request index."""
 
-    __slots__ = ("branch", "param", "offered", "records", "errors")
+    __slots__ = ("branch", "param", "tools", "offered", "records", "errors")
 
-    def __init__(self, branch: Branch, param: ActionParam, offered: frozenset[str]) -> None:
+    def __init__(self, branch: Branch, param: ActionParam, tools: dict[str, Tool | None]) -> None:
         self.branch = branch
         self.param = param
-        self.offered = offered
+        #: offered name -> the Tool offered under it (the one whose schema was shown)
+        self.tools = tools
+        self.offered = frozenset(tools)
         self.records: dict[int, ActionRecord] = {}
         self.errors: dict[int, BaseException] = {}
 
@@ -288,14 +300,20 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         return _failed(batch, req, raw, "rejected", UnknownToolError(function, batch.offered))
     if function not in batch.offered:
         return _failed(batch, req, raw, "not_offered", ToolNotOfferedError(function, batch.offered))
+    if batch.tools[function] is not tool:  # replaced since it was offered: never shown to the model
+        return _failed(batch, req, raw, "not_offered", ToolNotOfferedError(function, batch.offered, replaced=True))
     try:
         kwargs = tool.validate_arguments(raw)
+        # Nested values (lists, dicts, models) may be shared with ``raw`` and are
+        # mutable: the gate and the tool each get their own deep copy, so neither
+        # can change what the tool receives or what is recorded.
+        shown, shown_raw, given = _copied(function, kwargs), _copied(function, raw), _copied(function, kwargs)
     except ValueError as exc:
         return _failed(batch, req, raw, "rejected", exc)
 
     # 3. governance, on exactly what the tool will receive: fail closed.
-    invocation = ToolInvocation(function, FrozenArguments(kwargs), tool, branch.id, req.index,
-                                batch.offered, raw, req.call_id)
+    invocation = ToolInvocation(function, FrozenArguments(shown), tool, branch.id, req.index,
+                                batch.offered, shown_raw, req.call_id)
     try:
         verdict, reason = await branch._authorize(invocation)
     except BaseException as exc:
@@ -320,10 +338,10 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
             })
         started = time.perf_counter()
         if timeout is None:
-            output = await tool._call(dict(kwargs))
+            output = await tool._call(given)
         else:
             with anyio.move_on_after(timeout) as scope:
-                output = await tool._call(dict(kwargs))
+                output = await tool._call(given)
             if scope.cancelled_caught:
                 timed_out = True
                 raise TimeoutError(f"{function!r} did not return within {timeout}s")
@@ -359,7 +377,7 @@ async def act(
     action_request: Any,
     action_param: ActionParam,
     *,
-    offered: frozenset[str] | None = None,
+    offered: Iterable[str | Tool] | None = None,
     records: list[ActionRecord] | None = None,
 ) -> list[ActionResponseModel]:
     """Run action requests through governance and tools (ADR-0022 D4).
@@ -373,10 +391,12 @@ async def act(
             ``name``/``parameters``/``args``/``input`` are normalized).
         action_param: strategy, suppression, AlcallParams and the ``tools``
             selector.
-        offered: the names of the tools offered in this call; only these can
-            run. Default: the tools ``action_param.tools`` selects (all
-            registered when it is ``None``). ``operate()`` passes the tools
-            whose schemas it published.
+        offered: the tools offered in this call (Tools, or names resolved
+            when ``act()`` starts); only these can run, and a name only as
+            the Tool it was offered as (one registered anew under it since
+            is ``not_offered``). Default: the tools ``action_param.tools``
+            selects (all registered when it is ``None``). ``operate()``
+            passes the Tools whose schemas it published.
         records: when given, the :class:`ActionRecord` of every request that
             was decided is appended here in request order, also when this raises.
 
@@ -407,8 +427,13 @@ async def act(
             f"Invalid action strategy {strategy!r}. Choose 'concurrent' or 'sequential'."
         )
     if offered is None:
-        offered = frozenset(t.name for t in branch.acts.select(action_param.tools))
-    batch = _Batch(branch, action_param, frozenset(offered))
+        offered = branch.acts.select(action_param.tools)
+    # Names are bound to their Tools now: a tool registered anew under an
+    # offered name later in the call (by a Middle, gate, hook or tool) is not
+    # the tool that was offered, and does not run.
+    batch = _Batch(branch, action_param, {
+        t.name: t for t in offered if isinstance(t, Tool)} | {
+        t: branch.acts.get(t) for t in offered if isinstance(t, str)})
     cap = branch.max_requests
     results: list[ActionRecord | None] = []
     over: list[ActionRecord] = []

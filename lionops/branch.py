@@ -205,7 +205,8 @@ class Branch:
 
         Fails closed: a check that raises, returns anything but a bool, or
         does not answer within ``gate_timeout`` seconds denies (logged as
-        ``gate_error`` / ``gate_timeout``). Both are deliberate differences
+        ``gate_error`` / ``gate_timeout``); so does an answer that comes
+        late from a gate that could not be interrupted. Both are deliberate differences
         from the shipped code, which let the exception escape and waited
         forever.
         """
@@ -225,7 +226,9 @@ class Branch:
                         "function": invocation.function, "error": safe_str(exc), "type": type(exc).__name__,
                     })
                     return "denied", f"gate {name} raised {type(exc).__name__}"
-            if scope.cancelled_caught:
+            # A gate that cannot be interrupted (sync code that blocks, an async
+            # one that shields itself) still answers late: a late answer denies.
+            if scope.cancelled_caught or anyio.current_time() >= scope.deadline:
                 self.logs.log("gate_timeout", {
                     "function": invocation.function, "gate": name, "timeout_s": self.gate_timeout,
                 })

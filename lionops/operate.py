@@ -152,6 +152,12 @@ def prepare_operate_kw(
     for name, replacement in REMOVED_KEYWORDS.items():
         if name in kwargs:
             raise RemovedKeywordError(name, replacement)
+    if "suppress_errors" in kwargs:
+        # Not a provider option: sent on, it would read as a switch it is not.
+        raise TypeError(
+            "suppress_errors is not an operate() keyword: operate() always turns a tool failure into an"
+            " error payload (ADR-0022 D1); use branch.act(..., suppress_errors=False) to have it raise"
+        )
     for name in kwargs:
         suggestion = misspelled_keyword(name)
         if suggestion is not None:
@@ -182,6 +188,9 @@ def prepare_operate_kw(
         instruct = instruct.model_copy()
     elif instruct is not None:
         raise TypeError(f"instruct must be an Instruct or a mapping, got {type(instruct).__name__}")
+    if instruct is not None:  # an Instruct built or changed without validation
+        _check_flags({f"Instruct.{name}": getattr(instruct, name) for name in ("reason", "actions")
+                      if getattr(instruct, name) is not None})
     instruct = instruct or Instruct(instruction=instruction, guidance=guidance, context=context)
 
     if reason:

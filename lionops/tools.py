@@ -41,10 +41,12 @@ class UnknownToolError(LookupError):
 class ToolNotOfferedError(LookupError):
     """A registered tool that was not offered in this call (only offered tools run)."""
 
-    def __init__(self, name: str, offered: Iterable[str]) -> None:
+    def __init__(self, name: str, offered: Iterable[str], *, replaced: bool = False) -> None:
         self.name = name
         self.offered = sorted(offered)
-        super().__init__(f"{name!r} is not offered in this call; offered tools: {self.offered}")
+        self.replaced = replaced
+        what = "was registered anew after it was offered" if replaced else "is not offered"
+        super().__init__(f"{name!r} {what} in this call; offered tools: {self.offered}")
 
 
 class ToolArgumentsError(ValueError):
@@ -254,7 +256,9 @@ class ToolInvocation:
 
     ``function``: the requested name; ``arguments``: the *validated* keyword
     arguments the tool will be called with if every gate allows (after
-    pydantic's conversion, e.g. ``"false"`` -> ``False``; read-only);
+    pydantic's conversion, e.g. ``"false"`` -> ``False``; read-only; a deep
+    copy, so changing a nested list or dict changes neither the tool's
+    arguments nor the record);
     ``tool``: the registered Tool; ``branch_id``: the asking branch;
     ``index``: position in the request list; ``offered``: the names of the
     tools offered in this call (only those can run); ``raw_arguments``: the

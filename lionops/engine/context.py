@@ -46,14 +46,18 @@ class OperationContext:
     # schema (D2)
     model_class: type | None = None
     tool_schemas_published: bool = False
-    offered: frozenset[str] | None = None
+    #: the Tools whose schemas were published (D2): only these can run
+    offered: tuple[Any, ...] | None = None
     schema_done: bool = False
     # adapter (D3)
     middle_name: str | None = None
     adapter_calls: int = 0
     result: Any = None
-    # act / enrich (D4)
+    #: read once from the result by the adapter phase; the guards see only these
+    mismatch: bool = False
     requests: Any = None
+    attachable: bool = False
+    # act / enrich (D4)
     acted: bool = False
     responses: list[ActionResponseModel | None] | None = None
     kept_responses: list[ActionResponseModel] | None = None

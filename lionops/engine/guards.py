@@ -1,63 +1,21 @@
 """Guards: pure, synchronous predicates over the operation context.
 
 Each is named by a ``guard`` in ``states/operate.toml``; the guard table is
-the whole control flow of ``operate()``. No guard has an effect: reading
-``action_requests`` from a model attribute or mapping key is the most any
-guard does.
+the whole control flow of ``operate()``. No guard has an effect or calls
+user code: what a result says about itself (its ``action_requests``, whether
+it is an instance of the caller's model, whether enrich can attach to it)
+is read once, by the ``adapter`` phase, into plain values on the context.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
-
-from pydantic import BaseModel
+from collections.abc import Callable
 
 from .context import OperationContext
 
-__all__ = ["GUARDS", "read_requests", "is_mismatch", "can_attach_responses"]
+__all__ = ["GUARDS"]
 
 Guard = Callable[[OperationContext], bool]
-
-
-def read_requests(result: Any) -> Any:
-    """``action_requests`` of a model attribute or mapping key; text and others: ``None`` (D4)."""
-    if isinstance(result, BaseModel):
-        return getattr(result, "action_requests", None)
-    if isinstance(result, Mapping):
-        return result.get("action_requests")
-    return None
-
-
-def can_attach_responses(result: Any, operative: Any) -> bool:
-    """Whether ``action_responses`` can be set on ``result`` in place (D4).
-
-    The one predicate both the gate (``requests_present`` /
-    ``responses_unattachable``) and the ``enrich`` phase use, so tools run
-    exactly for results enrich can attach to: a ``dict`` whose item
-    assignment is ``dict``'s own, or an instance of the call's generated
-    response type (it declares ``action_responses``) that is not frozen and
-    keeps pydantic's own attribute assignment. A Mapping that is not a dict,
-    a dict class with its own ``__setitem__``, a foreign model, a frozen
-    model, a model class with its own ``__setattr__``: no slot.
-    """
-    if isinstance(result, dict):
-        return getattr(type(result), "__setitem__", None) is dict.__setitem__
-    if not isinstance(result, BaseModel) or operative is None:
-        return False
-    rtype = operative.response_type
-    cls = type(result)
-    return (
-        isinstance(rtype, type) and isinstance(result, rtype)
-        and "action_responses" in cls.model_fields
-        and not cls.model_config.get("frozen", False)
-        and getattr(cls, "__setattr__", None) is BaseModel.__setattr__
-    )
-
-
-def is_mismatch(ctx: OperationContext) -> bool:
-    """A caller model class exists and the result is not an instance of it (D3)."""
-    return ctx.model_class is not None and not isinstance(ctx.result, ctx.model_class)
 
 
 def phase_raised(ctx: OperationContext) -> bool:
@@ -81,19 +39,19 @@ def skip_validation_set(ctx: OperationContext) -> bool:
 
 
 def mismatch_policy_return_value(ctx: OperationContext) -> bool:
-    return is_mismatch(ctx) and ctx.handle_validation == "return_value"
+    return ctx.mismatch and ctx.handle_validation == "return_value"
 
 
 def mismatch_policy_return_none(ctx: OperationContext) -> bool:
-    return is_mismatch(ctx) and ctx.handle_validation == "return_none"
+    return ctx.mismatch and ctx.handle_validation == "return_none"
 
 
 def mismatch_policy_raise(ctx: OperationContext) -> bool:
-    return is_mismatch(ctx) and ctx.handle_validation == "raise"
+    return ctx.mismatch and ctx.handle_validation == "raise"
 
 
 def validation_passed(ctx: OperationContext) -> bool:
-    return not ctx.skip_validation and not is_mismatch(ctx)
+    return not ctx.skip_validation and not ctx.mismatch
 
 
 def invoke_actions_false(ctx: OperationContext) -> bool:
@@ -105,17 +63,15 @@ def action_param_absent(ctx: OperationContext) -> bool:
 
 
 def requests_absent(ctx: OperationContext) -> bool:
-    return read_requests(ctx.result) is None
+    return ctx.requests is None
 
 
 def responses_unattachable(ctx: OperationContext) -> bool:
-    return (ctx.action_param is not None and read_requests(ctx.result) is not None
-            and not can_attach_responses(ctx.result, ctx.operative))
+    return ctx.action_param is not None and ctx.requests is not None and not ctx.attachable
 
 
 def requests_present(ctx: OperationContext) -> bool:
-    return (ctx.action_param is not None and read_requests(ctx.result) is not None
-            and can_attach_responses(ctx.result, ctx.operative))
+    return ctx.action_param is not None and ctx.requests is not None and ctx.attachable
 
 
 def all_requests_acted(ctx: OperationContext) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -21,9 +21,8 @@ from ..fields import to_fields_dict
 from ..operative import operative_for
 from ..params import ParseParam, RunParam
 from .context import OperationContext
-from .guards import can_attach_responses, read_requests
 
-__all__ = ["PHASES", "select_middle", "model_class_of"]
+__all__ = ["PHASES", "select_middle", "model_class_of", "read_requests", "can_attach_responses"]
 
 logger = logging.getLogger("lionops.operate")
 
@@ -60,6 +59,42 @@ def select_middle(ctx: OperationContext) -> Any:
     return _module(".adapters.api").communicate
 
 
+def read_requests(result: Any) -> Any:
+    """``action_requests`` of a model attribute or mapping key; text and others: ``None`` (D4)."""
+    if isinstance(result, BaseModel):
+        return getattr(result, "action_requests", None)
+    if isinstance(result, Mapping):
+        return result.get("action_requests")
+    return None
+
+
+def can_attach_responses(result: Any, operative: Any) -> bool:
+    """Whether ``action_responses`` can be set on ``result`` in place (D4).
+
+    Computed once per call by the ``adapter`` phase (``ctx.attachable``);
+    the gate (``requests_present`` / ``responses_unattachable``) and the
+    ``enrich`` phase both read that one value, so tools run exactly for
+    results enrich can attach to: a ``dict`` whose item assignment is
+    ``dict``'s own, or an instance of the call's generated response type (it
+    declares ``action_responses``) that is not frozen and keeps pydantic's
+    own attribute assignment. A Mapping that is not a dict, a dict class with
+    its own ``__setitem__``, a foreign model, a frozen model, a model class
+    with its own ``__setattr__``: no slot.
+    """
+    if isinstance(result, dict):
+        return getattr(type(result), "__setitem__", None) is dict.__setitem__
+    if not isinstance(result, BaseModel) or operative is None:
+        return False
+    rtype = operative.response_type
+    cls = type(result)
+    return (
+        isinstance(rtype, type) and isinstance(result, rtype)
+        and "action_responses" in cls.model_fields
+        and not cls.model_config.get("frozen", False)
+        and getattr(cls, "__setattr__", None) is BaseModel.__setattr__
+    )
+
+
 async def prepare(ctx: OperationContext) -> None:
     """D1: normalize the public keywords (when given) into typed parameters."""
     if ctx.call_kwargs is None:
@@ -90,7 +125,7 @@ async def schema(ctx: OperationContext) -> None:
         selected = branch.acts.select(ctx.action_param.tools or True)
         cp_changes["tool_schemas"] = [t.schema for t in selected]
         # The offered tools are the allowed tools: act() runs only these.
-        ctx.offered = frozenset(t.name for t in selected)
+        ctx.offered = tuple(selected)
         ctx.tool_schemas_published = True
 
     model_class = model_class_of(cp.response_format)
@@ -132,13 +167,25 @@ async def adapter(ctx: OperationContext) -> None:
         ctx.clear_messages,
         skip_validation=ctx.skip_validation,
     )
-    ctx.result = await (observe.observe_adapter(ctx, call) if observe.observers else call)
+    result = ctx.result = await (observe.observe_adapter(ctx, call) if observe.observers else call)
+    # What the result says about itself may run its code (a property, a
+    # Mapping's get, a metaclass's __instancecheck__): read it once, here, so
+    # the guards decide on plain values and act() runs the requests they saw.
+    # Each is read only where the machine asks (D3: validation before the
+    # gate; requests never read when validation is skipped or failed, or
+    # actions are off).
+    if ctx.skip_validation:
+        return
+    ctx.mismatch = ctx.model_class is not None and not isinstance(result, ctx.model_class)
+    if ctx.mismatch or not ctx.invoke_actions or ctx.action_param is None:
+        return
+    ctx.requests = read_requests(result)
+    ctx.attachable = ctx.requests is not None and can_attach_responses(result, ctx.operative)
 
 
 async def act(ctx: OperationContext) -> None:
     """D4: every request through act()."""
     assert ctx.action_param is not None
-    ctx.requests = read_requests(ctx.result)
     ctx.responses = await _module(".act").act(
         ctx.branch, ctx.requests, ctx.action_param, offered=ctx.offered, records=ctx.actions,
     )
@@ -154,11 +201,11 @@ async def enrich(ctx: OperationContext) -> None:
     offer = ctx.branch.offer_writeback(kept)
     await (observe.observe_step("writeback", offer, responses=len(kept)) if observe.observers else offer)
     result = ctx.result
-    # The gate admitted the result only if this same predicate held, so a
-    # result without a slot never reaches here; if one did, `enriched` stays
-    # false, no guard of `enrich` holds, and the machine fails with an
+    # The gate admitted the result only if this same fact held, so a result
+    # without a slot never reaches here; if one did, `enriched` stays false,
+    # no guard of `enrich` holds, and the machine fails with an
     # InternalInvariantError instead of claiming an enrichment it did not do.
-    if not can_attach_responses(result, ctx.operative):
+    if not ctx.attachable:
         return
     if isinstance(result, BaseModel):
         assert ctx.operative is not None
