@@ -4,7 +4,8 @@
 
 S1 and S2 run in-process with the zero-latency Middle; H2 runs the real
 API adapter against the loopback peer (``bench/peer.py``, its own process),
-a fresh Branch per call. Writes ``out/bench/profile-<scenario>.txt`` (call
+a fresh Branch per call; the wait for the peer's answer shows under the
+event loop's ``select``, not under the call. Writes ``out/bench/profile-<scenario>.txt`` (call
 trees, frames under 2% hidden) and prints them.
 """
 
@@ -26,7 +27,6 @@ from systems import build  # noqa: E402
 
 async def profile(case: tuple[Any, Any], label: str, seconds: float) -> str:
     from pyinstrument import Profiler
-
     new_branch, call = case
     branch = new_branch()
     for _ in range(50):

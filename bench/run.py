@@ -241,7 +241,7 @@ def run_worker(system: str, mode: str, seconds: float, quick: bool, seed: int = 
         # cwd is a scratch dir: some peers write logs into the working directory.
         proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0 or not out.exists():
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:]  # the exception line
             return {"error": " | ".join(tail) or f"exit {proc.returncode}"}
         return json.loads(out.read_text())
 
