@@ -12,8 +12,8 @@ Setup differences (also printed under the table):
   process; openai-sdk: the official SDK's ``chat.completions.create`` and
   ``model_validate_json``, one ``AsyncOpenAI`` per scenario. Both send the
   request lionops sends and do its parse and tool work by hand.
-- lionops: a fresh ``Branch`` (with its tools) per call on one shared
-  ``iModel``, as a server handling requests does; lionops-long: one
+- lionops: a fresh ``Branch(chat_model=..., tools=[add, echo, flag])`` per
+  call on one shared ``iModel``, as a server handling requests does; lionops-long: one
   ``Branch`` for a block of calls, each call with ``clear_messages=True``
   so every request is the same.
 - lionagi: a fresh ``Branch`` per call on one shared ``iModel`` (token
@@ -70,18 +70,17 @@ class _Floor:
 
 class _Lionops:
     def __init__(self, root: str, long_lived: bool) -> None:
-        from lionops import Branch, Tool, iModel
+        from lionops import Branch, iModel
 
         self.Branch = Branch
         self.root, self.long_lived = root, long_lived
-        self.tools = [Tool(f) for f in TOOLS]
         self.models = {p: iModel(provider="openai", model=MODEL, base_url=f"{root}/{p}/v1", api_key=API_KEY)
                        for p in ("h1", "h2")}
 
     def case(self, scenario: str) -> Case:
         path, with_tools, stream = H_SCENARIOS[scenario]
         model, Branch = self.models[path], self.Branch
-        tools = self.tools if with_tools else None
+        tools = list(TOOLS) if with_tools else None  # plain functions, as a request handler passes them
         kw: dict[str, Any] = {"instruction": INSTRUCTION, "response_format": Forecast}
         if with_tools:
             kw["actions"] = True
