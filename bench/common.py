@@ -102,7 +102,7 @@ H_SCENARIOS: dict[str, tuple[str, bool, bool]] = {
     "H4": ("h2", True, True),
 }
 #: H3: concurrent H2 calls (wall time and peak RSS), and the repetitions of each.
-H3_CALLS: dict[int, int] = {200: 7, 1000: 3}
+H3_CALLS: dict[int, int] = {200: 5, 1000: 2}
 MODEL = "bench-model"
 API_KEY = "bench-key"
 
