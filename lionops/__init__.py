@@ -25,7 +25,8 @@ from .errors import (
 from .fields import FieldModel, Spec
 from .hooks import HookPoint
 from .imodel import iModel
-from .models import ActionRequestModel, ActionResponseModel, Instruct, RawOutput, Reason
+from .instrumentation import InstrumentationError, instrument, uninstrument
+from .models import ActionRecord, ActionRequestModel, ActionResponseModel, Instruct, RawOutput, Reason
 from .operate import operate, prepare_operate_kw
 from .operative import Operative, Step
 from .params import ActionParam, ChatParam, HandleValidation, ParseParam, RunParam
@@ -46,7 +47,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Branch", "iModel", "Tool", "ToolInvocation", "HookPoint", "Instruct", "Reason",
-    "ActionRequestModel", "ActionResponseModel", "ChatParam", "RunParam", "ParseParam",
+    "ActionRequestModel", "ActionResponseModel", "ActionRecord", "ChatParam", "RunParam", "ParseParam",
     "ActionParam", "AlcallParams", "HandleValidation", "Spec", "FieldModel", "Operative",
     "Step", "prepare_operate_kw", "operate", "act", "Middle", "communicate",
     "run_and_collect", "Trace", "TransitionRecord", "Traced", "ConfigurationError",
@@ -60,4 +61,5 @@ __all__ += [
 
 from .endpoints.cli import CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError
 
+__all__ += ["instrument", "uninstrument", "InstrumentationError"]
 __all__ += ["CLIError", "CLIProcessError", "CLIResultError", "CLIStreamError", "CLITimeoutError"]

@@ -3,19 +3,32 @@
 Every request, whatever adapter proposed it, goes through :func:`act`:
 
 1. All request *shapes* are checked first; a bad shape raises ``ValueError``
-   before anything is invoked.
-2. Per request, in this order: arguments must be a JSON object (C01, C05),
-   the function must be registered (C07), the arguments must satisfy the
-   tool's signature (C08); a request failing any of these is never invoked.
-3. ``branch.authorize(ToolInvocation)`` is asked; a denial (or an authorizer
-   that raises or returns a non-bool) gives a denial payload, is recorded in
-   messages and the event log, and emits no hooks.
-4. ``TOOL_PRE`` → invoke → ``TOOL_POST`` or ``TOOL_ERROR``; event log and
-   action request/response messages.
+   before anything is invoked. Requests past the branch's ``max_requests``
+   cap are answered with an error payload (``rejected``) and never run.
+2. Per request, in this order: a usable name and a JSON-object argument
+   (``invalid`` otherwise), a registered tool (``rejected``), a tool offered
+   in this call (``not_offered``), arguments that satisfy the tool's
+   signature (``rejected``); a request failing any of these is never invoked.
+3. ``branch.authorize(ToolInvocation)`` is asked with the *validated*
+   arguments the tool will receive; a denial (a gate that says no, raises or
+   returns a non-bool: ``denied``; one that does not answer within
+   ``branch.gate_timeout``: ``timed_out``) gives a denial payload and emits
+   no hooks.
+4. ``TOOL_PRE`` → invoke with exactly the arguments the gate saw →
+   ``TOOL_POST`` or ``TOOL_ERROR``. A tool past its ``retry_timeout`` is
+   ``timed_out``; one that raises is ``error``.
 5. An output that does not serialize to JSON is a tool failure
    (``ToolOutputError``), so responses, messages and logs always serialize.
 6. With ``suppress_errors`` a failure becomes an error-payload response;
    otherwise the original exception is re-raised after the hook and log.
+
+Each decision is one :class:`~lionops.models.ActionRecord`, made as soon as it
+is known (before any hook that follows it), logged at once, and written to the
+branch messages in *request* order when the batch ends, whether it returns or
+raises: whatever ran is recorded. A ``BaseException`` that is not an
+``Exception`` (a stray ``CancelledError`` on asyncio, ``KeyboardInterrupt``)
+from a tool, gate or hook is recorded and re-raised as itself; a real
+cancellation propagates unchanged.
 
 ``"sequential"`` awaits requests in input order; ``"concurrent"`` runs them
 through the ActionParam's ``AlcallParams`` (results in input order); any
@@ -24,10 +37,11 @@ other strategy raises ``ConfigurationError``.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,23 +49,41 @@ import anyio
 import pydantic_core
 from pydantic import BaseModel
 
+from . import observe
 from ._defaults import DEFAULT_ACTION_CALL_PARAMS
-from .alcall import AlcallParams
+from .alcall import AlcallParams, is_cancellation
 from .errors import ConfigurationError
 from .hooks import VERBOSE_ARGS_LIMIT, HookPoint, safe_str, summarize
-from .models import ActionRequestModel, ActionResponseModel, decode_arguments, normalize_request_keys
+from .models import (
+    ActionRecord,
+    ActionRequestModel,
+    ActionResponseModel,
+    Decision,
+    decode_arguments,
+    normalize_request_keys,
+)
 from .params import ActionParam
-from .tools import ToolInvocation, UnknownToolError
+from .tools import FrozenArguments, ToolInvocation, ToolNotOfferedError, UnknownToolError
 
 if TYPE_CHECKING:
     from .branch import Branch
 
-__all__ = ["act", "InvalidActionRequest", "ToolOutputError", "DENIAL_ERROR"]
+__all__ = [
+    "act", "InvalidActionRequest", "ToolOutputError", "RequestLimitError", "DENIAL_ERROR", "BEFORE_DISPATCH",
+]
 
 logger = logging.getLogger("lionops.act")
 
 #: The error text of a governance denial payload.
 DENIAL_ERROR = "denied by governance gate"
+
+#: A check of one call's requests before any is authorized or invoked:
+#: called with ``(index, function, arguments, invalid)`` per request once
+#: every shape is checked; what it raises ends ``act()`` with nothing
+#: dispatched (no gate, hook, tool or record). Replay sets it to compare the
+#: requests with its recording (``lionops.replay``).
+BEFORE_DISPATCH: contextvars.ContextVar[Callable[[list[tuple[int, Any, Any, str | None]]], None] | None] = (
+    contextvars.ContextVar("lionops_before_dispatch", default=None))
 
 _SHAPE_ERROR = (
     "action_request must be an ActionRequest, BaseModel with 'function'"
@@ -61,6 +93,10 @@ _SHAPE_ERROR = (
 
 class InvalidActionRequest(ValueError):
     """A request of valid shape whose content cannot be invoked (non-object arguments, no name)."""
+
+
+class RequestLimitError(ValueError):
+    """An action request past the per-call cap (``Branch.max_requests``): never run."""
 
 
 class ToolOutputError(TypeError):
@@ -88,6 +124,7 @@ class _Request:
     function: Any
     arguments: Any
     invalid: str | None
+    call_id: str | None = None
 
 
 def _normalize(index: int, item: Any) -> _Request:
@@ -105,7 +142,8 @@ def _normalize(index: int, item: Any) -> _Request:
         invalid = data.get("invalid") if isinstance(data.get("invalid"), str) else None
     else:
         raise ValueError(f"{_SHAPE_ERROR} Request {index} is {type(item).__name__}.")
-    return _Request(index, function, arguments, invalid)
+    call_id = item.get("call_id") if isinstance(item, Mapping) else getattr(item, "call_id", None)
+    return _Request(index, function, arguments, invalid, call_id if isinstance(call_id, str) else None)
 
 
 def _error_payload(function: Any, exc: BaseException) -> dict[str, Any]:
@@ -122,168 +160,286 @@ def _hooked(branch: Branch, point: HookPoint) -> bool:
     return bool(branch._hooks[point])
 
 
-def _request_content(function: Any, arguments: Any) -> dict[str, Any]:
-    return {"function": function, "arguments": arguments}
+#: event-log kind of each decision (the entry's content is the record).
+_LOG_KIND: dict[str, str] = {
+    "allowed": "action", "denied": "denied", "invalid": "action_error", "rejected": "action_error",
+    "not_offered": "action_error", "error": "action_error", "timed_out": "action_error",
+}
 
 
-async def _act_one(
-    branch: Branch,
-    req: _Request,
-    param: ActionParam,
-    timeout: float | None,
-) -> ActionResponseModel:
+class _Batch:
+    """The records of one ``act()`` call, by request index."""
+
+    __slots__ = ("branch", "param", "offered", "records", "errors")
+
+    def __init__(self, branch: Branch, param: ActionParam, offered: frozenset[str]) -> None:
+        self.branch = branch
+        self.param = param
+        self.offered = offered
+        self.records: dict[int, ActionRecord] = {}
+        self.errors: dict[int, BaseException] = {}
+
+    def keep(self, rec: ActionRecord, exc: BaseException | None = None) -> ActionRecord:
+        """Store ``rec`` and log it at once (synchronous: survives any later exception)."""
+        self.records[rec.index] = rec
+        if exc is not None:
+            self.errors[rec.index] = exc
+        branch = self.branch
+        content = {
+            "function": rec.function, "arguments": rec.raw_arguments, "index": rec.index,
+            "decision": rec.decision, "branch": branch.id,
+        }
+        if rec.call_id is not None:
+            content["call_id"] = rec.call_id
+        kind = _LOG_KIND[rec.decision]
+        if kind == "action":
+            content.update(output=rec.output, duration_s=rec.duration_s)
+        elif kind == "denied":
+            content["reason"] = rec.reason
+        else:
+            content.update(stage=rec.decision, error=safe_str(exc) if exc is not None else rec.reason,
+                           type=rec.error_type, reason=rec.reason, invoked=rec.invoked)
+            if rec.duration_s is not None:
+                content["duration_s"] = rec.duration_s
+        branch.logs.log(kind, content)
+        return rec
+
+    def write_messages(self) -> list[ActionRecord]:
+        """Write the request/response messages of every record, in request order."""
+        branch = self.branch
+        ordered = [self.records[i] for i in sorted(self.records)]
+        for rec in ordered:
+            function = rec.function if isinstance(rec.function, str) else str(rec.function)
+            meta: dict[str, Any] = {"index": rec.index, "decision": rec.decision}
+            if rec.call_id is not None:
+                meta["call_id"] = rec.call_id
+            branch.messages.add("action_request", {"function": rec.function, "arguments": rec.raw_arguments},
+                                sender=branch.id, recipient=function, metadata=dict(meta))
+            branch.messages.add(
+                "action_response", {"function": rec.function, "arguments": rec.raw_arguments, "output": rec.output},
+                sender=function, recipient=branch.id, metadata=meta,
+            )
+        return ordered
+
+
+def _record(req: _Request, raw: Any, decision: Decision, *, arguments: dict[str, Any] | None = None,
+            reason: str | None = None, output: Any = None, exc: BaseException | None = None,
+            duration_s: float | None = None, invoked: bool = False) -> ActionRecord:
+    return ActionRecord(
+        index=req.index, function=req.function, raw_arguments=raw, arguments=arguments, decision=decision,
+        reason=reason, output=output, error_type=type(exc).__name__ if exc is not None else None,
+        duration_s=duration_s, call_id=req.call_id, invoked=invoked,
+    )
+
+
+def _hook_payload(branch: Branch, rec: ActionRecord, **extra: Any) -> dict[str, Any]:
+    """A TOOL_POST / TOOL_ERROR payload, from the record (summaries cut at 200 characters)."""
+    payload = {
+        "function": rec.function, "arguments": summarize(rec.arguments), "index": rec.index,
+        "decision": rec.decision, "duration_s": rec.duration_s, "call_id": rec.call_id, "branch": branch.id,
+    }
+    if rec.error_type is not None:
+        payload["type"] = rec.error_type
+    payload.update(extra)
+    return payload
+
+
+def _failed(batch: _Batch, req: _Request, raw: Any, decision: Decision, exc: BaseException, *,
+            arguments: dict[str, Any] | None = None, duration_s: float | None = None,
+            invoked: bool = False) -> ActionRecord:
+    """Record a failed request (its error payload); re-raise unless errors are suppressed."""
+    rec = batch.keep(_record(req, raw, decision, arguments=arguments, reason=safe_str(exc),
+                             output=_error_payload(req.function, exc), exc=exc,
+                             duration_s=duration_s, invoked=invoked), exc)
+    if not batch.param.suppress_errors:
+        raise exc
+    if batch.param.verbose_action:
+        logger.error("Action %s failed: %s", req.function, safe_str(exc))
+    return rec
+
+
+def _interrupted(batch: _Batch, req: _Request, raw: Any, exc: BaseException, what: str, *,
+                 arguments: dict[str, Any] | None, started: float | None, invoked: bool) -> None:
+    """Record a request cut short by a BaseException (then re-raised by the caller)."""
+    how = "cancelled" if is_cancellation(exc) else f"raised {type(exc).__name__}"
+    duration = time.perf_counter() - started if started is not None else None
+    batch.keep(_record(req, raw, "error", arguments=arguments, reason=f"{what} {how}",
+                       output=_error_payload(req.function, exc), exc=exc,
+                       duration_s=duration, invoked=invoked), exc)
+
+
+async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> ActionRecord:
+    branch, param = batch.branch, batch.param
     function = req.function
-    raw_args = req.arguments
+    raw: Any = req.arguments
     # 1. content of the request: never invoke what cannot be invoked.
     try:
         if req.invalid:
             raise InvalidActionRequest(req.invalid)
         if not isinstance(function, str) or not function:
             raise InvalidActionRequest(f"function must be a non-empty string, got {function!r}")
-        arguments = decode_arguments(raw_args)
+        raw = decode_arguments(raw)
     except ValueError as exc:
         err = exc if isinstance(exc, InvalidActionRequest) else InvalidActionRequest(str(exc))
-        return _failed(branch, req, function, raw_args, err, param, stage="invalid")
+        return _failed(batch, req, raw, "invalid", err)
+    # 2. the offered tools are the allowed tools.
     tool = branch.acts.get(function)
+    if tool is None:
+        return _failed(batch, req, raw, "rejected", UnknownToolError(function, batch.offered))
+    if function not in batch.offered:
+        return _failed(batch, req, raw, "not_offered", ToolNotOfferedError(function, batch.offered))
     try:
-        if tool is None:
-            raise UnknownToolError(function, branch.acts.names)
-        kwargs = tool.validate_arguments(arguments)
-    except (UnknownToolError, ValueError) as exc:
-        return _failed(branch, req, function, arguments, exc, param, stage="rejected")
+        kwargs = tool.validate_arguments(raw)
+    except ValueError as exc:
+        return _failed(batch, req, raw, "rejected", exc)
 
-    # 3. governance: fail closed.
-    invocation = ToolInvocation(function, arguments, tool, branch.id, req.index)
-    if not await branch.authorize(invocation):
+    # 3. governance, on exactly what the tool will receive: fail closed.
+    invocation = ToolInvocation(function, FrozenArguments(kwargs), tool, branch.id, req.index,
+                                batch.offered, raw, req.call_id)
+    try:
+        verdict, reason = await branch._authorize(invocation)
+    except BaseException as exc:
+        _interrupted(batch, req, raw, exc, "gate", arguments=kwargs, started=None, invoked=False)
+        raise
+    if verdict != "allowed":
         output = {"error": DENIAL_ERROR, "function": function}
-        branch.logs.log("denied", {"function": function, "arguments": arguments, "index": req.index, "branch": branch.id})
-        branch.messages.add("action_request", _request_content(function, arguments), sender=branch.id, recipient=function)
-        branch.messages.add(
-            "action_response", {"function": function, "arguments": arguments, "output": output},
-            sender=function, recipient=branch.id,
-        )
-        return ActionResponseModel(function=function, arguments=arguments, output=output)
+        if verdict == "timed_out":
+            output["reason"] = reason
+        return batch.keep(_record(req, raw, verdict, arguments=kwargs, reason=reason, output=output))  # type: ignore[arg-type]
 
     # 4. invocation with hooks.
     if param.verbose_action:
-        logger.debug("Invoking action %s with %s.", function, summarize(arguments, VERBOSE_ARGS_LIMIT))
-    if _hooked(branch, HookPoint.TOOL_PRE):
-        await branch.emit(HookPoint.TOOL_PRE, {
-            "function": function, "arguments": summarize(arguments), "index": req.index, "branch": branch.id,
-        })
-    started = time.perf_counter()
+        logger.debug("Invoking action %s with %s.", function, summarize(kwargs, VERBOSE_ARGS_LIMIT))
+    started: float | None = None
+    timed_out = False
     try:
+        if _hooked(branch, HookPoint.TOOL_PRE):
+            await branch.emit(HookPoint.TOOL_PRE, {
+                "function": function, "arguments": summarize(kwargs), "index": req.index,
+                "call_id": req.call_id, "branch": branch.id,
+            })
+        started = time.perf_counter()
         if timeout is None:
-            output = await tool._call(kwargs)
+            output = await tool._call(dict(kwargs))
         else:
-            with anyio.fail_after(timeout):
-                output = await tool._call(kwargs)
+            with anyio.move_on_after(timeout) as scope:
+                output = await tool._call(dict(kwargs))
+            if scope.cancelled_caught:
+                timed_out = True
+                raise TimeoutError(f"{function!r} did not return within {timeout}s")
         _check_output(function, output)
     except Exception as exc:
+        elapsed = time.perf_counter() - started if started is not None else None
+        decision: Decision = "timed_out" if timed_out else "error"
+        rec = _record(req, raw, decision, arguments=kwargs, reason=safe_str(exc),
+                      output=_error_payload(function, exc), exc=exc, duration_s=elapsed, invoked=started is not None)
+        batch.keep(rec, exc)
         if _hooked(branch, HookPoint.TOOL_ERROR):
-            await branch.emit(HookPoint.TOOL_ERROR, {
-                "function": function, "arguments": summarize(arguments), "index": req.index,
-                "error": summarize(exc), "type": type(exc).__name__, "branch": branch.id,
-            })
-        return _failed(branch, req, function, arguments, exc, param, stage="error")
+            await branch.emit(HookPoint.TOOL_ERROR, _hook_payload(branch, rec, error=summarize(exc)))
+        if not param.suppress_errors:
+            raise
+        if param.verbose_action:
+            logger.error("Action %s failed: %s", function, safe_str(exc))
+        return rec
+    except BaseException as exc:
+        what = "tool" if started is not None else "TOOL_PRE hook"
+        _interrupted(batch, req, raw, exc, what, arguments=kwargs, started=started, invoked=started is not None)
+        raise
     elapsed = time.perf_counter() - started
+    rec = batch.keep(_record(req, raw, "allowed", arguments=kwargs, output=output, duration_s=elapsed, invoked=True))
     if _hooked(branch, HookPoint.TOOL_POST):
-        await branch.emit(HookPoint.TOOL_POST, {
-            "function": function, "arguments": summarize(arguments), "index": req.index,
-            "output": summarize(output), "duration_s": elapsed, "branch": branch.id,
-        })
-    branch.logs.log("action", {
-        "function": function, "arguments": arguments, "output": output,
-        "index": req.index, "duration_s": elapsed, "branch": branch.id,
-    })
-    branch.messages.add("action_request", _request_content(function, arguments), sender=branch.id, recipient=function)
-    branch.messages.add(
-        "action_response", {"function": function, "arguments": arguments, "output": output},
-        sender=function, recipient=branch.id,
-    )
+        await branch.emit(HookPoint.TOOL_POST, _hook_payload(branch, rec, output=summarize(output)))
     if param.verbose_action:
         logger.debug("Action %s invoked in %.3fs.", function, elapsed)
-    return ActionResponseModel(function=function, arguments=arguments, output=output)
-
-
-def _failed(
-    branch: Branch,
-    req: _Request,
-    function: Any,
-    arguments: Any,
-    exc: Exception,
-    param: ActionParam,
-    *,
-    stage: str,
-) -> ActionResponseModel:
-    """Log and record a failed request; return its error payload or re-raise."""
-    branch.logs.log("action_error", {
-        "stage": stage, "error": safe_str(exc), "type": type(exc).__name__, "function": function,
-        "arguments": arguments, "index": req.index, "branch": branch.id,
-    })
-    if not param.suppress_errors:
-        raise exc
-    if param.verbose_action:
-        logger.error("Action %s failed: %s", function, safe_str(exc))
-    output = _error_payload(function, exc)
-    args_dict = arguments if isinstance(arguments, dict) else {}
-    branch.messages.add("action_request", _request_content(function, arguments), sender=branch.id, recipient=str(function))
-    branch.messages.add(
-        "action_response", {"function": function, "arguments": arguments, "output": output},
-        sender=str(function), recipient=branch.id,
-    )
-    return ActionResponseModel(
-        function=function if isinstance(function, str) else str(function or "unknown"),
-        arguments=args_dict,
-        output=output,
-    )
+    return rec
 
 
 async def act(
     branch: Branch,
     action_request: Any,
     action_param: ActionParam,
+    *,
+    offered: frozenset[str] | None = None,
+    records: list[ActionRecord] | None = None,
 ) -> list[ActionResponseModel]:
     """Run action requests through governance and tools (ADR-0022 D4).
 
     Args:
-        branch: the branch whose tools, authorizer, hooks, log and messages apply.
+        branch: the branch whose tools, authorizer, hooks, log, messages and
+            limits (``max_requests``, ``gate_timeout``, ``observer_timeout``) apply.
         action_request: a list of requests, or one request: an
             ``ActionRequestModel``, a pydantic model with ``function`` and
             ``arguments`` fields, or a mapping with those keys (aliases
             ``name``/``parameters``/``args``/``input`` are normalized).
-        action_param: strategy, suppression and AlcallParams.
+        action_param: strategy, suppression, AlcallParams and the ``tools``
+            selector.
+        offered: the names of the tools offered in this call; only these can
+            run. Default: the tools ``action_param.tools`` selects (all
+            registered when it is ``None``). ``operate()`` passes the tools
+            whose schemas it published.
+        records: when given, the :class:`ActionRecord` of every request that
+            was decided is appended here in request order, also when this raises.
 
     Returns:
         One ``ActionResponseModel`` per request, in request order (``None``
-        results are dropped when the AlcallParams say ``output_dropna``).
+        results are dropped when the AlcallParams say ``output_dropna``);
+        each carries its ``record``.
 
     Raises:
         ValueError: a request has no valid shape (nothing was invoked).
         ConfigurationError: the strategy is neither sequential nor concurrent.
+        RequestLimitError: more requests than ``branch.max_requests`` and
+            ``suppress_errors`` is false (nothing was invoked).
         Exception: the first tool failure in request order when
             ``suppress_errors`` is false (the others are cancelled).
+        BaseException: a non-``Exception`` raised by a tool, gate or hook
+            (the others are cancelled), re-raised as itself after the
+            records were written; cancellation propagates unchanged.
     """
     items = action_request if isinstance(action_request, list) else [action_request]
     requests = [_normalize(i, item) for i, item in enumerate(items)]
+    check = BEFORE_DISPATCH.get()
+    if check is not None:
+        check([(r.index, r.function, r.arguments, r.invalid) for r in requests])
     strategy = action_param.strategy
-    if strategy == "sequential":
-        call_params = action_param.action_call_params or DEFAULT_ACTION_CALL_PARAMS
-        out = []
-        for req in requests:
-            out.append(await _act_one(branch, req, action_param, call_params.retry_timeout))
-        return out
-    if strategy == "concurrent":
-        call_params = action_param.action_call_params or DEFAULT_ACTION_CALL_PARAMS
-        timeout = call_params.retry_timeout
-        outer: AlcallParams = (
-            call_params if timeout is None else dataclasses.replace(call_params, retry_timeout=None)
+    if strategy not in ("sequential", "concurrent"):
+        raise ConfigurationError(
+            f"Invalid action strategy {strategy!r}. Choose 'concurrent' or 'sequential'."
         )
+    if offered is None:
+        offered = frozenset(t.name for t in branch.acts.select(action_param.tools))
+    batch = _Batch(branch, action_param, frozenset(offered))
+    cap = branch.max_requests
+    results: list[ActionRecord | None] = []
+    over: list[ActionRecord] = []
+    try:
+        if cap is not None and len(requests) > cap:
+            for req in requests[cap:]:
+                exc = RequestLimitError(
+                    f"request {req.index} is past the cap of {cap} action requests per call; not run")
+                over.append(batch.keep(_record(req, req.arguments, "rejected", reason=str(exc),
+                                               output=_error_payload(req.function, exc), exc=exc), exc))
+            if not action_param.suppress_errors:
+                raise batch.errors[cap]
+            requests = requests[:cap]
+        call_params = action_param.action_call_params or DEFAULT_ACTION_CALL_PARAMS
+        if strategy == "sequential":
+            for req in requests:
+                results.append(await observe.tool_call(branch, req, _act_one(batch, req, call_params.retry_timeout)))
+        else:
+            timeout = call_params.retry_timeout
+            outer: AlcallParams = (
+                call_params if timeout is None else dataclasses.replace(call_params, retry_timeout=None)
+            )
 
-        async def run(req: _Request) -> ActionResponseModel:
-            return await _act_one(branch, req, action_param, timeout)
+            async def run(req: _Request) -> ActionRecord:
+                return await observe.tool_call(branch, req, _act_one(batch, req, timeout))
 
-        return await outer(requests, run)
-    raise ConfigurationError(
-        f"Invalid action strategy {strategy!r}. Choose 'concurrent' or 'sequential'."
-    )
+            results = await outer(requests, run)
+    finally:
+        ordered = batch.write_messages()
+        if records is not None:
+            records.extend(ordered)
+    # What the strategy returned, in its order (an AlcallParams may drop or
+    # blank results: the ADR drops None responses), then the over-cap ones.
+    return [rec.response() if rec is not None else None for rec in [*results, *over]]  # type: ignore[misc]

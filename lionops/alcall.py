@@ -7,6 +7,12 @@ each waiting ``retry_initial_delay * retry_backoff ** n`` seconds;
 ``retry_timeout`` bounds each attempt (seconds); ``output_dropna`` drops
 ``None`` results. Cancellation is never retried. Every wait goes through
 :mod:`lionops.clock`.
+
+A call that raises a ``BaseException`` that is not a cancellation of its own
+task (``KeyboardInterrupt``, or on asyncio a stray ``CancelledError`` from
+awaiting a future someone else cancelled) is a failure like any other: it is
+kept, the other calls are cancelled, and it is re-raised as itself instead of
+being mistaken by the task group for a cancellation and swallowed.
 """
 
 from __future__ import annotations
@@ -21,10 +27,33 @@ from tenacity.wait import wait_base
 
 from . import clock
 
-__all__ = ["AlcallParams", "alcall"]
+__all__ = ["AlcallParams", "alcall", "is_cancellation"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+def is_cancellation(exc: BaseException) -> bool:
+    """Whether ``exc`` is a real cancellation of the running task (an anyio
+    cancel scope, or ``task.cancel()`` on asyncio), not a stray one.
+
+    On asyncio a ``CancelledError`` counts only while the current task has a
+    pending cancellation request (``Task.cancelling()``); one raised from a
+    future that someone else cancelled does not. On trio only
+    ``trio.Cancelled`` counts.
+    """
+    if not isinstance(exc, anyio.get_cancelled_exc_class()):
+        return False
+    try:
+        import asyncio
+
+        task = asyncio.current_task()
+    except RuntimeError:  # not on asyncio
+        return True
+    if task is None:
+        return True
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is None or cancelling() > 0
 
 
 class _BackoffWait(wait_base):
@@ -147,7 +176,9 @@ async def alcall(
     async def run_one(i: int, scope: anyio.CancelScope) -> None:
         try:
             results[i] = await _call_with_retries(func, items[i], params)
-        except Exception as exc:  # noqa: BLE001 - re-raised below in input order
+        except BaseException as exc:  # noqa: BLE001 - re-raised below in input order
+            if is_cancellation(exc):
+                raise
             errors[i] = exc
             scope.cancel()
         finally:

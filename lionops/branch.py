@@ -7,17 +7,25 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
+import anyio
 
-
-from ._defaults import DEFAULT_ACTION_CALL_PARAMS
+from . import observe
+from ._defaults import (
+    DEFAULT_ACTION_CALL_PARAMS,
+    DEFAULT_GATE_TIMEOUT,
+    DEFAULT_MAX_REQUESTS,
+    DEFAULT_OBSERVER_TIMEOUT,
+)
 from .act import act as act_fn
 from .alcall import AlcallParams
 from .engine.context import OperationContext
@@ -25,7 +33,7 @@ from .engine.engines import Engine
 from .hooks import HookPoint, safe_str
 from .messages import EventLog, MessageLog, atomic_write_text, to_jsonable
 from .models import ActionResponseModel, Instruct
-from .operate import _resolve_engine, run_context
+from .operate import _check_flags, _resolve_engine, run_context
 from .params import ActionParam
 from .tools import ActionManager, Tool, ToolInvocation
 from .trace import Trace, Traced
@@ -39,6 +47,23 @@ logger = logging.getLogger("lionops.branch")
 
 GateCheck = Callable[[ToolInvocation], "bool | Awaitable[bool]"]
 HookHandler = Callable[[dict[str, Any]], Any]
+
+
+def _bound(seconds: float | None) -> float:
+    """A ``move_on_after`` delay: ``None`` means no bound."""
+    return math.inf if seconds is None else seconds
+
+
+def _check_limit(name: str, value: Any, *, integer: bool = False) -> Any:
+    """``None`` or a positive number (an int for counts); else TypeError/ValueError."""
+    if value is None:
+        return None
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise TypeError(f"{name} must be {'an int' if integer else 'a number'} or None, got {type(value).__name__}")
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0 or None, got {value!r}")
+    return value
 
 
 class OperateKwargs(TypedDict, total=False):
@@ -90,11 +115,31 @@ class Branch:
         name: a label shown in ``repr``.
         engine: ``"compiled"`` (default, the hot path) or ``"transitions"``
             (the reference engine), or an engine object.
+        gate_timeout: seconds one gate check may take; past it the call is
+            denied (decision ``timed_out``). ``None``: no bound. Default 30.
+        observer_timeout: seconds one hook handler or context-provider
+            writeback may take; past it, it is abandoned and logged
+            (``hook_timeout``, ``writeback_timeout``). ``None``: no bound. Default 30.
+        max_requests: action requests one ``act()`` runs; the ones past it
+            get error payloads (decision ``rejected``) and never run.
+            ``None``: no cap. Default 64.
+        max_messages: keep at most this many messages besides the system
+            message: older ones are dropped after each ``operate()`` and
+            ``act()``, which bounds both what is kept and what is resent to
+            the model. ``None`` (default): keep everything.
+        max_traces: keep at most this many traces (the newest). ``None``
+            (default): keep every trace.
 
     Attributes:
-        messages: ordered :class:`~lionops.messages.Message` list.
-        logs: the event log (actions, denials, errors, hook failures).
-        traces: one :class:`Trace` per ``operate()`` call, in call order.
+        messages: ordered :class:`~lionops.messages.Message` list. It grows
+            with every call (the whole history is resent each call) unless
+            ``max_messages`` is set, and it is shared by concurrent calls on
+            this branch: a call sees the others' turns. Run independent
+            calls on :meth:`fork` copies.
+        logs: the event log (actions, denials, errors, hook failures);
+            :meth:`clear_logs` empties it.
+        traces: one :class:`Trace` per ``operate()`` call, in call order;
+            :meth:`clear_traces` empties it.
         acts: the registered tools (``acts.get_tool_schema(tools=...)``).
     """
 
@@ -108,7 +153,17 @@ class Branch:
         user: str | None = None,
         name: str | None = None,
         engine: Engine | str | None = None,
+        gate_timeout: float | None = DEFAULT_GATE_TIMEOUT,
+        observer_timeout: float | None = DEFAULT_OBSERVER_TIMEOUT,
+        max_requests: int | None = DEFAULT_MAX_REQUESTS,
+        max_messages: int | None = None,
+        max_traces: int | None = None,
     ) -> None:
+        self.gate_timeout = _check_limit("gate_timeout", gate_timeout)
+        self.observer_timeout = _check_limit("observer_timeout", observer_timeout)
+        self.max_requests = _check_limit("max_requests", max_requests, integer=True)
+        self.max_messages = _check_limit("max_messages", max_messages, integer=True)
+        self.max_traces = _check_limit("max_traces", max_traces, integer=True)
         self.id = uuid.uuid4().hex
         self.name = name
         self.user = user
@@ -148,48 +203,71 @@ class Branch:
     async def authorize(self, invocation: ToolInvocation) -> bool:
         """Ask every gate about ``invocation`` (ADR-0022 D4; safety invariant 2).
 
-        Fails closed: a check that raises, or returns anything but a bool,
-        denies (logged as ``gate_error``). This is a deliberate difference from
-        the shipped code, which let the exception escape.
+        Fails closed: a check that raises, returns anything but a bool, or
+        does not answer within ``gate_timeout`` seconds denies (logged as
+        ``gate_error`` / ``gate_timeout``). Both are deliberate differences
+        from the shipped code, which let the exception escape and waited
+        forever.
         """
+        return (await self._authorize(invocation))[0] == "allowed"
+
+    async def _authorize(self, invocation: ToolInvocation) -> tuple[str, str | None]:
+        """``(decision, reason)``: ``"allowed"``, ``"denied"`` or ``"timed_out"``."""
         for check in list(self._gates):
-            try:
-                verdict = check(invocation)
-                if inspect.isawaitable(verdict):
-                    verdict = await verdict
-            except Exception as exc:  # noqa: BLE001 - fail closed
-                self.logs.log("gate_error", {
-                    "function": invocation.function, "error": safe_str(exc), "type": type(exc).__name__,
+            name = getattr(check, "__qualname__", None) or type(check).__name__
+            with anyio.move_on_after(_bound(self.gate_timeout)) as scope:
+                try:
+                    verdict = check(invocation)
+                    if inspect.isawaitable(verdict):
+                        verdict = await verdict
+                except Exception as exc:  # noqa: BLE001 - fail closed
+                    self.logs.log("gate_error", {
+                        "function": invocation.function, "error": safe_str(exc), "type": type(exc).__name__,
+                    })
+                    return "denied", f"gate {name} raised {type(exc).__name__}"
+            if scope.cancelled_caught:
+                self.logs.log("gate_timeout", {
+                    "function": invocation.function, "gate": name, "timeout_s": self.gate_timeout,
                 })
-                return False
+                return "timed_out", f"gate {name} did not answer within {self.gate_timeout}s"
             if not isinstance(verdict, bool):
                 self.logs.log("gate_error", {
                     "function": invocation.function,
                     "error": f"gate returned {type(verdict).__name__}, not bool",
                     "type": "TypeError",
                 })
-                return False
+                return "denied", f"gate {name} returned {type(verdict).__name__}, not bool"
             if not verdict:
-                return False
-        return True
+                return "denied", f"denied by gate {name}"
+        return "allowed", None
 
     def on(self, point: HookPoint | str, handler: HookHandler) -> HookHandler:
         """Register a tool hook (sync or async) for ``HookPoint.TOOL_PRE``,
         ``TOOL_POST`` or ``TOOL_ERROR``; it receives the payload dict.
-        A handler that raises is logged (``hook_error``) and ignored."""
+        A handler that raises is logged (``hook_error``) and ignored; one that
+        does not return within ``observer_timeout`` seconds is abandoned and
+        logged (``hook_timeout``)."""
         self._hooks[HookPoint(point)].append(handler)
         return handler
 
     async def emit(self, point: HookPoint, payload: dict[str, Any]) -> None:
-        """Call the hooks of ``point`` with ``payload``; failures are logged, never raised."""
+        """Call the hooks of ``point`` with ``payload``; failures and timeouts
+        are logged, never raised. A ``BaseException`` that is not an
+        ``Exception`` (a stray cancellation, ``KeyboardInterrupt``) propagates."""
+        if observe.observers:  # instrumentation seam
+            observe.note("hook", point=point.value, handlers=len(self._hooks[point]))
         for handler in list(self._hooks[point]):
-            try:
-                out = handler(payload)
-                if inspect.isawaitable(out):
-                    await out
-            except Exception as exc:  # noqa: BLE001 - observers never change the outcome
-                logger.warning("hook %s failed: %s", point.value, safe_str(exc))
-                self.logs.log("hook_error", {"hook": point.value, "error": safe_str(exc), "type": type(exc).__name__})
+            with anyio.move_on_after(_bound(self.observer_timeout)) as scope:
+                try:
+                    out = handler(payload)
+                    if inspect.isawaitable(out):
+                        await out
+                except Exception as exc:  # noqa: BLE001 - observers never change the outcome
+                    logger.warning("hook %s failed: %s", point.value, safe_str(exc))
+                    self.logs.log("hook_error", {"hook": point.value, "error": safe_str(exc), "type": type(exc).__name__})
+            if scope.cancelled_caught:
+                logger.warning("hook %s timed out after %ss", point.value, self.observer_timeout)
+                self.logs.log("hook_timeout", {"hook": point.value, "timeout_s": self.observer_timeout})
 
     def add_context_provider(self, provider: Any) -> Any:
         """Register a context provider; its ``writeback(ActionResponseModel)``
@@ -201,24 +279,36 @@ class Branch:
         return provider
 
     async def offer_writeback(self, responses: list[ActionResponseModel]) -> None:
-        """Offer each response to each provider; failures are logged, never raised."""
+        """Offer each response to each provider; failures are logged, never
+        raised; each writeback gets ``observer_timeout`` seconds, past which it
+        is abandoned and logged (``writeback_timeout``)."""
         for provider in list(self._providers):
             for response in responses:
-                try:
-                    out = provider.writeback(response)
-                    if inspect.isawaitable(out):
-                        await out
-                except Exception as exc:  # noqa: BLE001 - observers never change the outcome
-                    logger.warning("context provider writeback failed: %s", safe_str(exc))
-                    self.logs.log("writeback_error", {
+                with anyio.move_on_after(_bound(self.observer_timeout)) as scope:
+                    try:
+                        out = provider.writeback(response)
+                        if inspect.isawaitable(out):
+                            await out
+                    except Exception as exc:  # noqa: BLE001 - observers never change the outcome
+                        logger.warning("context provider writeback failed: %s", safe_str(exc))
+                        self.logs.log("writeback_error", {
+                            "provider": type(provider).__name__, "function": response.function,
+                            "error": safe_str(exc), "type": type(exc).__name__,
+                        })
+                if scope.cancelled_caught:
+                    logger.warning("context provider writeback timed out after %ss", self.observer_timeout)
+                    self.logs.log("writeback_timeout", {
                         "provider": type(provider).__name__, "function": response.function,
-                        "error": safe_str(exc), "type": type(exc).__name__,
+                        "timeout_s": self.observer_timeout,
                     })
 
     # ------------------------------------------------------------ operations
 
     async def _run(self, ctx: OperationContext, engine: Engine | str | None = None) -> Traced:
-        return await run_context(ctx, _resolve_engine(engine, self.engine), self.traces)
+        try:
+            return await run_context(ctx, _resolve_engine(engine, self.engine), self.traces)
+        finally:
+            self._trim()
 
     async def operate_traced(self, **kw: Unpack[OperateKwargs]) -> Traced:
         """``operate()`` returning ``Traced(result, trace)`` ."""
@@ -245,6 +335,8 @@ class Branch:
         Raises:
             ValueError: mismatch under ``handle_validation="raise"`` (D3), or
                 malformed action requests (D4).
+            TypeError: a boolean keyword (``actions``, ``invoke_actions``,
+                ...) that is not a bool.
             ConfigurationError: bad strategy or no endpoint.
             Exception: adapter errors and unsuppressed tool errors, unchanged.
         """
@@ -258,22 +350,77 @@ class Branch:
         suppress_errors: bool = True,
         verbose_action: bool = False,
         call_params: AlcallParams | None = None,
+        tools: Any = None,
     ) -> list[ActionResponseModel]:
         """Run action requests through :func:`lionops.act` with an ActionParam
-        built from these keywords (ADR-0022 D4)."""
+        built from these keywords (ADR-0022 D4).
+
+        ``tools`` is the offered set, as ``operate(tools=...)``: ``None`` (the
+        default) offers every registered tool; a name, Tool or list of them
+        offers only those, and a request for any other registered tool gets
+        a ``not_offered`` error payload. Each response's ``.record`` is the
+        typed :class:`~lionops.models.ActionRecord` of its decision.
+        """
+        _check_flags({"suppress_errors": suppress_errors, "verbose_action": verbose_action})
         param = ActionParam(
             action_call_params=call_params or DEFAULT_ACTION_CALL_PARAMS,
+            tools=tools,
             strategy=strategy,
             suppress_errors=suppress_errors,
             verbose_action=verbose_action,
         )
-        return await act_fn(self, action_request, param)
+        try:
+            return await act_fn(self, action_request, param)
+        finally:
+            self._trim()
 
     # ------------------------------------------------------------ history
 
     def clear_messages(self) -> None:
         """Remove all messages but the system message."""
         self.messages.clear(keep_system=True)
+
+    def clear_logs(self) -> None:
+        """Remove every event-log entry (log subscribers stay subscribed)."""
+        self.logs.clear()
+
+    def clear_traces(self) -> None:
+        """Remove every kept trace."""
+        self.traces.clear()
+
+    def _trim(self) -> None:
+        """Apply ``max_messages`` and ``max_traces`` (oldest first out)."""
+        if self.max_messages is not None:
+            self.messages.keep_last(self.max_messages)
+        if self.max_traces is not None and len(self.traces) > self.max_traces:
+            del self.traces[: len(self.traces) - self.max_traces]
+
+    def fork(self, *, messages: bool = False, name: str | None = None) -> Branch:
+        """A new branch with this one's models, tools, gates, hooks, context
+        providers, limits and system message, and its own empty logs and
+        traces: calls on forks never see each other's turns.
+
+        ``messages=True`` copies the current history too (copies of the
+        messages: later changes on either side stay apart). Tools, gates,
+        hooks and providers are the same objects, registered anew, so
+        registering one later on either branch does not change the other.
+        """
+        new = Branch(
+            chat_model=self.chat_model, parse_model=self.parse_model, user=self.user,
+            name=self.name if name is None else name, engine=self.engine,
+            gate_timeout=self.gate_timeout, observer_timeout=self.observer_timeout,
+            max_requests=self.max_requests, max_messages=self.max_messages, max_traces=self.max_traces,
+        )
+        for msg in self.messages:
+            if messages or msg.role == "system":
+                new.messages.add(msg.role, copy.deepcopy(msg.content), sender=msg.sender,
+                                 recipient=new.id if msg.recipient == self.id else msg.recipient,
+                                 metadata=copy.deepcopy(msg.metadata))
+        new.acts.register(list(self.acts.select()))
+        new._gates = list(self._gates)
+        new._hooks = {p: list(h) for p, h in self._hooks.items()}
+        new._providers = list(self._providers)
+        return new
 
     def dump_logs(self, path: str | Path) -> Path:
         """Write the event log as JSON to ``path`` atomically."""

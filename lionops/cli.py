@@ -9,7 +9,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main"]
+__all__ = ["main", "UsageError"]
+
+
+class UsageError(Exception):
+    """Bad input to a command (an unreadable or garbage file): exit status 2, one line on stderr."""
+
+
+def _line(text: object) -> str:
+    """``text`` on one line (a message never spreads over several)."""
+    return " ".join(str(text).split())
 
 
 def _print_trace(trace: Any) -> None:
@@ -17,21 +26,49 @@ def _print_trace(trace: Any) -> None:
     print(trace.table())
 
 
-def _cmd_trace_show(args: argparse.Namespace) -> int:
-    """A trace JSON file, a branch snapshot (``traces``) or a cassette (``operations``)."""
+def _read_json(path: str) -> Any:
+    try:
+        text = Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise UsageError(f"{path} is nested too deep to read") from None
+    except ValueError as exc:
+        raise UsageError(f"{path} is not JSON: {exc}") from None
+
+
+def _traces_of(path: str, data: Any) -> list[Any]:
+    """The traces of a trace file, a branch snapshot (``traces``) or a cassette (``operations``)."""
+    from .replay import Cassette, CassetteError
     from .trace import Trace
 
-    data = json.loads(Path(args.path).read_text())
     if isinstance(data, dict) and "operations" in data:
-        traces = [op["trace"] for op in data["operations"]]
-    elif isinstance(data, dict) and "traces" in data:
-        traces = data["traces"]
-    else:
-        traces = [data]
-    for i, item in enumerate(traces):
+        try:
+            return [op.trace_obj() for op in Cassette.loads(json.dumps(data), source=path).operations]
+        except CassetteError as exc:
+            raise UsageError(str(exc)) from None
+    items = data.get("traces") if isinstance(data, dict) and "traces" in data else [data]
+    if not isinstance(items, list):
+        raise UsageError(f"{path}: 'traces' is not a list")
+    out = []
+    for i, item in enumerate(items):
+        try:
+            out.append(Trace.from_dict(item))
+        except ValueError as exc:
+            where = f" (trace {i})" if len(items) > 1 else ""
+            raise UsageError(f"{path}{where}: {exc}") from None
+    return out
+
+
+def _cmd_trace_show(args: argparse.Namespace) -> int:
+    """A trace JSON file, a branch snapshot (``traces``) or a cassette (``operations``)."""
+    traces = _traces_of(args.path, _read_json(args.path))
+    for i, trace in enumerate(traces):
         if len(traces) > 1:
             print(f"{'' if i == 0 else chr(10)}trace {i}:")
-        _print_trace(Trace.from_dict(item))
+        _print_trace(trace)
     return 0
 
 
@@ -39,7 +76,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     """Replay a cassette's operations, rebuilt from the cassette alone; print each trace.
 
     Exit status 0 when every operation took its recorded path, 1 on a
-    ``ReplayDivergence``, 2 when the cassette is invalid or cannot be rebuilt.
+    ``ReplayDivergence``, 2 when the cassette is unreadable, invalid, has no
+    such operation or cannot be rebuilt.
     """
     import anyio
 
@@ -49,8 +87,11 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     try:
         cassette = Cassette.load(args.cassette)
     except CassetteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
+    if not cassette.operations:
+        raise UsageError(f"{args.cassette} holds no operations")
+    if args.operation is not None and not 0 <= args.operation < len(cassette.operations):
+        raise UsageError(f"{args.cassette} has {len(cassette.operations)} operation(s); no operation {args.operation}")
     numbers = [args.operation] if args.operation is not None else range(len(cassette.operations))
     status = 0
     for n in numbers:
@@ -58,20 +99,18 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         try:
             traced = anyio.run(functools.partial(replay, cassette, operation=n, run_tools=False))
         except ReplayDivergence as exc:
-            print(f"DIVERGED: {exc}", file=sys.stderr)
+            print(f"DIVERGED: {_line(exc)}", file=sys.stderr)
             if exc.trace is not None:
                 _print_trace(exc.trace)
             status = 1
             continue
         except CassetteError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            raise UsageError(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - reported, never a traceback
             recorded = cassette.operations[n].outcome.error
             if recorded is None or recorded.type != type(exc).__name__:
-                print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-                return 2
-            print(f"raised, as recorded: {type(exc).__name__}: {exc}")
+                raise UsageError(f"{type(exc).__name__}: {exc}") from None
+            print(f"raised, as recorded: {type(exc).__name__}: {_line(exc)}")
             continue
         _print_trace(traced.trace)
         print("result:", json.dumps(to_jsonable(traced.result), indent=2, ensure_ascii=False))
@@ -98,8 +137,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns its exit status (argparse exits 2 on bad arguments).
+
+    Exit status 2 with one ``error: ...`` line on stderr (no traceback) when
+    the input is unusable; 1 when a replay diverged or a check failed.
+    """
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as exc:
+        print(f"error: {_line(exc)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -459,7 +459,11 @@ def render_trace_files(d: MachineDefinition, trace: Trace, name: str) -> dict[st
 
 
 def _run(args: argparse.Namespace) -> int:
-    d = load_definition(args.definition)
+    try:
+        d = load_definition(args.definition)
+    except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
+        print(f"error: cannot read the machine definition: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     if args.check:
         stale = stale_files(args.check, render_all(d, _invariants_for(args.definition)))
         if stale:
@@ -471,9 +475,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.trace:
         path = Path(args.trace)
         try:
-            files = render_trace_files(d, Trace.from_json(path.read_text(encoding="utf-8")), path.name)
+            files = render_trace_files(d, Trace.from_json(path.read_bytes(), d), path.name)
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            print(f"cannot draw trace {path}: {exc}", file=sys.stderr)
+            print(f"error: cannot draw trace {path}: {' '.join(str(exc).split())}", file=sys.stderr)
             return 2
     else:
         files = render_all(d, _invariants_for(args.definition))

@@ -13,6 +13,7 @@ __all__ = [
     "LionopsError",
     "ConfigurationError",
     "RemovedKeywordError",
+    "MisspelledKeywordError",
     "MismatchError",
     "RefusalError",
     "TruncatedOutputError",
@@ -45,6 +46,25 @@ class RemovedKeywordError(TypeError, LionopsError):
         self.replacement = replacement
         super().__init__(
             f"'{keyword}' was removed from operate(); pass {replacement} instead"
+        )
+
+
+class MisspelledKeywordError(TypeError, LionopsError):
+    """A leftover keyword is a near miss of a real one (``handle_validaton``).
+
+    ADR-0022 D1 sends remaining ``operate()`` keywords to the provider as
+    request options, and an API ``iModel`` sends its unknown options with
+    every request; a near miss would be sent instead of taking effect, so it
+    is refused before any request. The message names the keyword and the
+    suggestion, never the value (which may be a key).
+    """
+
+    def __init__(self, keyword: str, suggestion: str, where: str = "operate()") -> None:
+        self.keyword = keyword
+        self.suggestion = suggestion
+        super().__init__(
+            f"{where} got an unexpected keyword {keyword!r}; did you mean {suggestion!r}? "
+            "(other unknown keywords are sent to the model as request options)"
         )
 
 
@@ -128,11 +148,21 @@ class EndpointError(LionopsError):
     Attributes:
         provider: the provider name (``"openai"``, ``"vllm"``, ...).
         url: the request URL without credentials or query string.
+        attempts: HTTP requests made for this call (retries included).
+        retries: one ``{"status", "delay_s"}`` per retry made before the
+            failure, in order (``status`` is ``None`` for a refused connection).
+
+    The exception chain (``__cause__``, ``__context__``) is always empty: the
+    HTTP library's own exceptions hold the request and its headers, so they
+    are described in the message (secrets removed) and never attached.
     """
+
+    attempts: int = 1
 
     def __init__(self, message: str, *, provider: str | None = None, url: str | None = None) -> None:
         self.provider = provider
         self.url = url
+        self.retries: list[dict[str, Any]] = []
         super().__init__(message)
 
 
@@ -178,4 +208,18 @@ class EndpointConnectionError(EndpointError):
 
 
 class EndpointTimeoutError(EndpointConnectionError, TimeoutError):
-    """No complete answer within the configured timeout (also a ``TimeoutError``)."""
+    """A time bound ran out (also a ``TimeoutError``).
+
+    Attributes:
+        limit: which bound: ``"timeout"`` (one read, write or connect waited
+            longer than the endpoint's ``timeout``) or ``"deadline"`` (the
+            whole call, retries and waits included, would outlast the
+            endpoint's ``deadline``).
+        seconds: that bound, in seconds.
+    """
+
+    def __init__(self, message: str, *, limit: str = "timeout", seconds: float | None = None,
+                 provider: str | None = None, url: str | None = None) -> None:
+        self.limit = limit
+        self.seconds = seconds
+        super().__init__(message, provider=provider, url=url)

@@ -47,7 +47,10 @@ class iModel:  # noqa: N801 - the ADR's name
         model: the provider's model name.
         endpoint: an already-built endpoint (anything with ``is_cli``).
         **options: passed to the endpoint class (``base_url``, ``api_key``,
-            ``cli_command``, ``timeout``, default request options, ...).
+            ``cli_command``, ``timeout``, ``deadline``, default request
+            options, ...). For API models ``timeout`` bounds one socket
+            operation and ``deadline`` the whole call, retries included
+            (docs/api.md, "What bounds what").
 
     Raises:
         ConfigurationError: unknown provider.

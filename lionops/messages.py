@@ -163,6 +163,13 @@ class MessageLog:
         """Remove messages; the system message stays unless ``keep_system`` is false."""
         self._items = [m for m in self._items if keep_system and m.role == "system"]
 
+    def keep_last(self, n: int) -> None:
+        """Keep the system message(s) and the last ``n`` other messages."""
+        others = [i for i, m in enumerate(self._items) if m.role != "system"]
+        if len(others) > n:
+            drop = set(others[: len(others) - n])
+            self._items = [m for i, m in enumerate(self._items) if i not in drop]
+
     def by_role(self, role: Role) -> list[Message]:
         return [m for m in self._items if m.role == role]
 
@@ -242,6 +249,10 @@ class EventLog:
                     "sink": getattr(sink, "__qualname__", type(sink).__name__),
                     "kind": entry.kind, "error": safe_str(exc), "type": type(exc).__name__,
                 }))
+
+    def clear(self) -> None:
+        """Remove every entry; subscribers stay subscribed."""
+        self._items.clear()
 
     def of_kind(self, kind: str) -> list[LogEntry]:
         return [e for e in self._items if e.kind == kind]

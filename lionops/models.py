@@ -8,12 +8,14 @@ returns when the model output must not be coerced (cut-off or refusal).
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from .hooks import summarize
+from .messages import to_jsonable
 
 __all__ = [
     "HashableModel",
@@ -21,6 +23,9 @@ __all__ = [
     "Reason",
     "ActionRequestModel",
     "ActionResponseModel",
+    "ActionRecord",
+    "Decision",
+    "DECISIONS",
     "RawOutput",
     "REQUEST_KEY_ALIASES",
     "normalize_request_keys",
@@ -126,8 +131,10 @@ class ActionRequestModel(HashableModel):
 
     ``invalid`` is set only by adapters for a native tool call whose
     arguments could not be decoded: ``act()`` answers such a request with an
-    error payload and never invokes the tool. It is not part of the schema
-    shown to the model.
+    error payload and never invokes the tool. ``call_id`` is the provider's
+    id of a native tool call (``tool_calls[].id``): ``act()`` puts it on the
+    request's messages, so the next turn can pair each result with its call.
+    Neither is part of the schema shown to the model, nor of dumps.
     """
 
     model_config = _schema_description(
@@ -137,6 +144,7 @@ class ActionRequestModel(HashableModel):
     function: str | None = None
     arguments: dict[str, Any] | None = None
     invalid: SkipJsonSchema[str | None] = Field(default=None, repr=False, exclude=True)
+    call_id: SkipJsonSchema[str | None] = Field(default=None, repr=False, exclude=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -153,13 +161,109 @@ class ActionRequestModel(HashableModel):
         return decode_arguments(value)
 
 
+#: What ``act()`` decided for one action request (see :class:`ActionRecord`).
+Decision: TypeAlias = Literal["allowed", "denied", "invalid", "rejected", "not_offered", "error", "timed_out"]
+DECISIONS: tuple[str, ...] = ("allowed", "denied", "invalid", "rejected", "not_offered", "error", "timed_out")
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRecord:
+    """The one typed fact ``act()`` makes per action request (ADR-0022 D4).
+
+    Messages, the event log, hook payloads, the trace (``Trace.actions``) and
+    replay recordings are all derived from it; nothing reads a decision back
+    from an output's shape.
+
+    Attributes:
+        index: position of the request in the call's request list.
+        function: the requested name, as the model wrote it.
+        raw_arguments: the arguments as the model wrote them, decoded from
+            JSON text when they decode to an object (``"false"`` stays the
+            string ``"false"``); otherwise the value as given.
+        arguments: the validated keyword arguments the tool was (or would have
+            been) called with; ``None`` when they never validated.
+        decision: ``"allowed"`` (the tool ran and returned), ``"denied"`` (a
+            gate said no, raised or returned a non-bool), ``"invalid"`` (no
+            usable name or arguments), ``"rejected"`` (unknown tool, arguments
+            that do not fit, or over the per-call request cap),
+            ``"not_offered"`` (a registered tool not offered in this call),
+            ``"error"`` (the tool, or a hook around it, raised),
+            ``"timed_out"`` (the gate or the tool exceeded its bound).
+        reason: why, in words, for every decision but ``"allowed"``.
+        output: the tool's return value, or the error payload the model sees.
+        error_type: the exception class name when something raised.
+        duration_s: seconds the tool ran (``None`` when it was not invoked).
+        call_id: the provider's id of a native tool call, when known.
+        invoked: whether the tool function was called.
+    """
+
+    index: int
+    function: Any
+    raw_arguments: Any
+    arguments: dict[str, Any] | None
+    decision: Decision
+    reason: str | None = None
+    output: Any = None
+    error_type: str | None = None
+    duration_s: float | None = None
+    call_id: str | None = None
+    invoked: bool = False
+
+    @property
+    def is_error(self) -> bool:
+        """Every decision but ``"allowed"`` is an error (from the decision, never the output)."""
+        return self.decision != "allowed"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-compatible dict of every field."""
+        return {
+            "index": self.index, "function": to_jsonable(self.function),
+            "raw_arguments": to_jsonable(self.raw_arguments), "arguments": to_jsonable(self.arguments),
+            "decision": self.decision, "reason": self.reason, "output": to_jsonable(self.output),
+            "error_type": self.error_type, "duration_s": self.duration_s, "call_id": self.call_id,
+            "invoked": self.invoked,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> ActionRecord:
+        """The inverse of :meth:`to_dict`. Raises ``ValueError`` on a malformed record."""
+        index = d.get("index") if isinstance(d, dict) else None
+        if type(index) is not int or d.get("decision") not in DECISIONS:
+            raise ValueError(f"not an action record: {summarize(d, use_repr=True)}")
+        args = d.get("arguments")
+        duration = d.get("duration_s")
+        return cls(
+            index=d["index"], function=d.get("function"), raw_arguments=d.get("raw_arguments"),
+            arguments=args if isinstance(args, dict) else None, decision=d["decision"],
+            reason=d.get("reason") if isinstance(d.get("reason"), str) else None, output=d.get("output"),
+            error_type=d.get("error_type") if isinstance(d.get("error_type"), str) else None,
+            duration_s=float(duration) if isinstance(duration, (int, float)) else None,
+            call_id=d.get("call_id") if isinstance(d.get("call_id"), str) else None,
+            invoked=d.get("invoked") is True,
+        )
+
+    def response(self) -> ActionResponseModel:
+        """The ADR's ``ActionResponseModel`` of this record, carrying it as ``.record``."""
+        function = self.function if isinstance(self.function, str) else str(self.function or "unknown")
+        arguments = self.raw_arguments if isinstance(self.raw_arguments, dict) else {}
+        out = ActionResponseModel(function=function, arguments=arguments, output=self.output)
+        out._record = self
+        return out
+
+    def __repr__(self) -> str:
+        return (f"ActionRecord(#{self.index} {self.function!r} {self.decision}"
+                + (f", reason={self.reason!r}" if self.reason else "") + ")")
+
+
 class ActionResponseModel(HashableModel):
     """One observed tool outcome, produced only by ``act()`` (ADR-0022 D2/D4).
 
     ``output`` is the tool's return value, or an error payload:
     ``{"error": "denied by governance gate", "function": ...}`` for a
     denial, ``{"error": str(exc), "type": ExcName, "message": ...}`` for a
-    suppressed tool error.
+    suppressed tool error. ``record`` is the :class:`ActionRecord` ``act()``
+    made for it (``None`` for a response built by hand); equality and hash
+    use the three fields only.
     """
 
     model_config = ConfigDict(
@@ -171,11 +275,34 @@ class ActionResponseModel(HashableModel):
     function: str = Field(default_factory=str)
     arguments: dict[str, Any] = Field(default_factory=dict)
     output: Any = None
+    _record: ActionRecord | None = PrivateAttr(default=None)
+
+    @property
+    def record(self) -> ActionRecord | None:
+        """The typed decision ``act()`` recorded for this response."""
+        return self._record
+
+    @property
+    def decision(self) -> str | None:
+        """``record.decision``, or ``None`` for a response built by hand."""
+        return self._record.decision if self._record is not None else None
 
     @property
     def is_error(self) -> bool:
-        """True when ``output`` is an error payload (denial, bad request, tool error)."""
-        return isinstance(self.output, dict) and "error" in self.output
+        """True unless ``act()`` recorded the call as ``"allowed"`` (a tool that
+        returned). Read from the record, never from the output's shape: a tool
+        returning ``{"error": None}`` is not an error. A response built by hand
+        (no record) counts as an error only when ``output["error"]`` is set."""
+        if self._record is not None:
+            return self._record.is_error
+        return isinstance(self.output, dict) and self.output.get("error") is not None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ActionResponseModel):
+            return NotImplemented
+        return (self.function, self.arguments, self.output) == (other.function, other.arguments, other.output)
+
+    __hash__ = HashableModel.__hash__
 
 
 class RawOutput(str):

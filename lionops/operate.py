@@ -6,18 +6,22 @@ The coordinator is run as the machine in ``states/operate.toml``; see
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
 from ._defaults import DEFAULT_ACTION_CALL_PARAMS, DEFAULT_PARSE_CALL_PARAMS
+from ._names import PROVIDER_OPTIONS, near_miss
 from .alcall import AlcallParams
 from .engine.context import OperationContext
 from .engine.driver import drive, new_trace
 from .engine.engines import Engine, get_engine
-from .errors import ConfigurationError, RemovedKeywordError
+from .errors import ConfigurationError, MisspelledKeywordError, RemovedKeywordError
 from .fields import to_fields_dict
 from .models import Instruct
+from .operative import field_clashes
 from .params import ActionParam, ChatParam, FuzzyMatchKeysParams, ParseParam, RunParam
 from .trace import Trace, Traced
 
@@ -26,7 +30,10 @@ if TYPE_CHECKING:
     from .imodel import iModel
     from .operative import Operative
 
-__all__ = ["prepare_operate_kw", "operate", "REMOVED_KEYWORDS", "HANDLE_VALIDATION_VALUES"]
+__all__ = [
+    "prepare_operate_kw", "operate", "REMOVED_KEYWORDS", "HANDLE_VALIDATION_VALUES",
+    "PROVIDER_OPTIONS", "misspelled_keyword",
+]
 
 #: ADR-0022 D1: removed names and their replacements.
 REMOVED_KEYWORDS: dict[str, str] = {
@@ -36,6 +43,35 @@ REMOVED_KEYWORDS: dict[str, str] = {
 }
 
 HANDLE_VALIDATION_VALUES = ("raise", "return_value", "return_none")
+
+
+@functools.cache
+def _operate_keywords() -> tuple[str, ...]:
+    params = inspect.signature(prepare_operate_kw).parameters
+    names = [n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    return (*names, "engine")
+
+
+def misspelled_keyword(name: str) -> str | None:
+    """The ``operate()`` keyword ``name`` is probably a misspelling of, or ``None``.
+
+    A pure check (:func:`lionops._names.near_miss`): a name within one edit
+    (two for names of eight characters or more) of an ``operate()`` keyword,
+    that is not itself a keyword, a removed keyword or a known provider
+    option (:data:`PROVIDER_OPTIONS`). Names shorter than four characters are
+    never flagged.
+    """
+    return near_miss(name, _operate_keywords(), REMOVED_KEYWORDS)
+
+
+def _check_flags(flags: dict[str, Any]) -> None:
+    """Raise TypeError for a boolean keyword that is not a bool (``"false"``
+    is truthy: it would run tools). A deliberate difference from the shipped
+    code, which tested truthiness."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+
 
 #: FuzzyMatchKeysParams is frozen: one default instance serves every call.
 _FUZZY_DEFAULT = FuzzyMatchKeysParams()
@@ -96,7 +132,17 @@ def prepare_operate_kw(
     Raises:
         RemovedKeywordError (a TypeError): ``request_model``,
             ``operative_model`` or ``imodel`` was passed.
-        TypeError: a ``field_models`` entry is neither FieldModel nor Spec.
+        MisspelledKeywordError (a TypeError): a remaining keyword is a
+            near miss of an ``operate()`` keyword (``handle_validaton``), see
+            :func:`misspelled_keyword`; nothing is sent. Other remaining
+            keywords are request options (ADR-0022 D1).
+        ConfigurationError: ``reason=True``, ``actions=True`` or a
+            ``field_models`` entry would replace a field of the caller's
+            ``response_format`` of another type (``reason: str`` with
+            ``reason=True``), see :func:`lionops.operative.field_clashes`.
+        TypeError: a ``field_models`` entry is neither FieldModel nor Spec,
+            or a boolean keyword (``invoke_actions``, ``actions``,
+            ``skip_validation``, ``reason``, ...) is not a bool.
         ConfigurationError (a ValueError): ``handle_validation`` is not one of
             ``"raise"``, ``"return_value"``, ``"return_none"`` (a deliberate
             difference: the shipped code let an unknown policy fall through to
@@ -106,12 +152,26 @@ def prepare_operate_kw(
     for name, replacement in REMOVED_KEYWORDS.items():
         if name in kwargs:
             raise RemovedKeywordError(name, replacement)
+    for name in kwargs:
+        suggestion = misspelled_keyword(name)
+        if suggestion is not None:
+            raise MisspelledKeywordError(name, suggestion)
+    for name in instruct if isinstance(instruct, dict) else ():  # an Instruct ignores unknown keys
+        suggestion = near_miss(str(name), Instruct.model_fields)
+        if suggestion is not None:
+            raise MisspelledKeywordError(str(name), suggestion, where="Instruct")
     if handle_validation not in HANDLE_VALIDATION_VALUES:
         raise ConfigurationError(
             f"handle_validation must be one of {HANDLE_VALIDATION_VALUES}, got {handle_validation!r}"
         )
     # field_models entries are checked here so a bad entry fails in prepare.
     to_fields_dict(field_models)
+    _check_flags({
+        "invoke_actions": invoke_actions, "skip_validation": skip_validation, "actions": actions,
+        "reason": reason, "verbose_action": verbose_action,
+        "include_token_usage_to_model": include_token_usage_to_model,
+        "clear_messages": clear_messages, "stream_persist": stream_persist,
+    })
 
     chat_model = chat_model or branch.chat_model
     parse_model = parse_model or chat_model
@@ -130,6 +190,14 @@ def prepare_operate_kw(
         instruct.actions = True
         if action_strategy:
             instruct.action_strategy = action_strategy  # type: ignore[assignment]
+
+    clashes = field_clashes(
+        type(response_format) if isinstance(response_format, BaseModel) else response_format,
+        reason=bool(instruct.reason), actions=bool(invoke_actions and (instruct.actions or actions)),
+        fields=to_fields_dict(field_models),
+    )
+    if clashes:
+        raise ConfigurationError("; ".join(clashes))
 
     use_run_param = (
         bool(getattr(chat_model, "is_cli", False))

@@ -18,9 +18,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, create_model
 
+from .errors import ConfigurationError
 from .fields import Spec, default_field, to_fields_dict
 
-__all__ = ["Operative", "Step", "request_type_of", "request_exclude_of", "operative_for"]
+__all__ = ["Operative", "Step", "request_type_of", "request_exclude_of", "operative_for", "field_clashes"]
+
+#: The fields ``reason=True`` and ``actions=True`` add to the caller's model.
+GENERATED_FIELDS: dict[str, tuple[str, ...]] = {
+    "reason": ("reason",),
+    "actions": ("action_required", "action_requests", "action_responses"),
+}
 
 _TYPE_CACHE: dict[tuple[Any, ...], tuple[type[BaseModel], type[BaseModel]]] = {}
 _TYPE_LOCK = threading.Lock()
@@ -46,6 +53,57 @@ def request_exclude_of(response_format: Any) -> frozenset[str]:
     if isinstance(response_format, type):
         return getattr(response_format, _REQUEST_EXCLUDE_ATTR, frozenset())
     return frozenset()
+
+
+def field_clashes(
+    base_type: Any,
+    *,
+    reason: bool = False,
+    actions: bool = False,
+    fields: dict[str, Spec] | None = None,
+) -> list[str]:
+    """Where a generated model would silently replace a field.
+
+    ``reason=True`` adds ``reason``; ``actions=True`` adds ``action_required``,
+    ``action_requests`` and ``action_responses``; each named field spec adds
+    its name. A clash is a field so added where one of that name (or alias)
+    already exists with another type: one of ``base_type`` (the generated
+    subclass would replace the caller's field), or a generated one that a
+    named spec would replace. A field of the very type the added one has (a
+    generated model passed back in) replaces nothing.
+
+    Returns one sentence per clash, empty when there is none (a pure check).
+    """
+    own: dict[str, Any] = {}
+    model_fields = getattr(base_type, "model_fields", None) if isinstance(base_type, type) else None
+    for fname, info in (model_fields or {}).items():
+        for key in (fname, info.alias, info.validation_alias):
+            if isinstance(key, str):
+                own.setdefault(key, (fname, info.annotation))
+    generated: list[tuple[str, Spec, str]] = []
+    if reason:
+        generated += [(n, default_field(n), "reason=True") for n in GENERATED_FIELDS["reason"]]
+    if actions:
+        generated += [(n, default_field(n), "actions=True") for n in GENERATED_FIELDS["actions"]]
+    named = [(spec.name or key, spec, "field_models") for key, spec in (fields or {}).items()]
+    out = []
+    owner = getattr(base_type, "__name__", "the model")
+    for name, spec, source in generated + named:
+        if name in own and own[name][1] != spec.annotation:
+            fname, annotation = own[name]
+            shown = getattr(annotation, "__name__", None) or repr(annotation)
+            out.append(
+                f"{source} adds the field {name!r}, but {owner} already has a field {fname!r} ({shown}); "
+                f"the generated field would replace it. Rename the field, or leave out {source}"
+            )
+    by_name = {name: (spec, source) for name, spec, source in generated}
+    for name, spec, _ in named:
+        if name in by_name and by_name[name][0].annotation != spec.annotation:
+            out.append(
+                f"field_models adds the field {name!r}, which {by_name[name][1]} also adds with another "
+                f"type; the field spec would replace it. Rename the field, or leave out {by_name[name][1]}"
+            )
+    return out
 
 
 def _materialize(
@@ -196,14 +254,20 @@ class Step:
         """Build an Operative: ``reason`` adds ``reason``; ``actions`` adds
         ``action_required``, ``action_requests``, ``action_responses`` and sets
         ``request_exclude={"action_responses"}``; named ``fields`` are added by
-        name (overriding generated ones of the same name).
+        name. A named field may stand in for a generated one of the same type;
+        any field that would replace one of another type is refused.
 
         Raises:
             TypeError: an entry of ``field_models`` is neither FieldModel nor Spec.
+            ConfigurationError: a generated or named field would replace a
+                field of ``base_type`` of another type (:func:`field_clashes`).
         """
         name = name or operative_name
         if field_models and not fields:
             fields = to_fields_dict(field_models)
+        clashes = field_clashes(base_type, reason=reason, actions=actions, fields=fields)
+        if clashes:
+            raise ConfigurationError("; ".join(clashes))
         specs: dict[str, Spec] = {}
         if reason:
             specs["reason"] = default_field("reason")

@@ -8,7 +8,10 @@ and runs its operations through it::
         result, trace = await lionops_cassette.operate_traced(branch, instruction="...", actions=True)
 
 The first run records (a live endpoint is needed then); later runs replay
-offline and fail with ``ReplayDivergence`` when the path changes. The
+offline and fail with ``ReplayDivergence`` when the path changes. A
+recording that fails before the model answers (the server is down, 5xx or
+429 after the retries, a timeout, a CLI that cannot start) fails the test
+and is not saved, so the next run records afresh. The
 record mode (``none``, ``once``, ``new_episodes``, ``all``) comes from, in
 order: ``--lionops-record-mode``, the marker
 ``@pytest.mark.lionops_cassette(record_mode=...)``, the ini option

@@ -16,7 +16,10 @@ from typing import Any
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-__all__ = ["Tool", "ToolInvocation", "ActionManager", "ToolArgumentsError", "UnknownToolError", "TOOL_RUNNER"]
+__all__ = [
+    "Tool", "ToolInvocation", "ActionManager", "ToolArgumentsError", "UnknownToolError",
+    "ToolNotOfferedError", "FrozenArguments", "TOOL_RUNNER",
+]
 
 #: Record/replay seam: when set, :meth:`Tool.invoke` awaits ``runner(tool, kwargs)``
 #: with the validated keyword arguments instead of calling the function
@@ -33,6 +36,15 @@ class UnknownToolError(LookupError):
         self.name = name
         self.known = sorted(known)
         super().__init__(f"unknown function {name!r}; registered tools: {self.known}")
+
+
+class ToolNotOfferedError(LookupError):
+    """A registered tool that was not offered in this call (only offered tools run)."""
+
+    def __init__(self, name: str, offered: Iterable[str]) -> None:
+        self.name = name
+        self.offered = sorted(offered)
+        super().__init__(f"{name!r} is not offered in this call; offered tools: {self.offered}")
 
 
 class ToolArgumentsError(ValueError):
@@ -213,20 +225,51 @@ class Tool:
         return f"Tool(name={self.name!r})"
 
 
+class FrozenArguments(dict):  # type: ignore[type-arg]
+    """A ``dict`` that refuses changes: the arguments a gate is shown.
+
+    It is a real dict (``json.dumps``, ``==``, ``isinstance(..., dict)`` work),
+    but every mutating method raises ``TypeError``, so a gate cannot change
+    what the tool will receive (and a gate that tries, raises, and denies).
+    """
+
+    __slots__ = ()
+
+    def _refuse(self, *_: Any, **__: Any) -> None:
+        raise TypeError("the arguments of a ToolInvocation are read-only")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+
+    def __reduce_ex__(self, protocol: Any) -> Any:  # copy, deepcopy, pickle: rebuilt whole
+        return (FrozenArguments, (dict(self),))
+
+    def __repr__(self) -> str:
+        return f"FrozenArguments({dict.__repr__(self)})"
+
+
 @dataclass(frozen=True, slots=True)
 class ToolInvocation:
     """What ``branch.authorize`` is asked about before any invocation (ADR-0022 D4).
 
-    ``function``: the requested name; ``arguments``: the decoded arguments
-    object; ``tool``: the registered Tool or ``None`` when unknown;
-    ``branch_id``: the asking branch; ``index``: position in the request list.
+    ``function``: the requested name; ``arguments``: the *validated* keyword
+    arguments the tool will be called with if every gate allows (after
+    pydantic's conversion, e.g. ``"false"`` -> ``False``; read-only);
+    ``tool``: the registered Tool; ``branch_id``: the asking branch;
+    ``index``: position in the request list; ``offered``: the names of the
+    tools offered in this call (only those can run); ``raw_arguments``: the
+    arguments object as the model wrote it (decoded from JSON text, before
+    validation: ``"false"`` is still a string), for auditing only; ``call_id``: the provider's id of a native tool call, when known.
     """
 
     function: str
-    arguments: dict[str, Any]
+    arguments: FrozenArguments | dict[str, Any]
     tool: Tool | None = None
     branch_id: str | None = None
     index: int | None = None
+    offered: frozenset[str] = frozenset()
+    raw_arguments: Any = None
+    call_id: str | None = None
 
 
 class ActionManager:
@@ -267,24 +310,27 @@ class ActionManager:
     def __len__(self) -> int:
         return len(self._tools)
 
-    def get_tool_schema(self, tools: Any = True) -> dict[str, list[dict[str, Any]]]:
-        """Schemas of the selected tools as ``{"tools": [...]}`` (ADR-0022 D2).
+    def select(self, tools: Any = True) -> list[Tool]:
+        """The registered tools a ``tools=`` selector names (ADR-0022 D2).
 
         ``tools``: ``True``/``None`` for all; a name, Tool or callable; or a
         list of those. Raises ``ValueError`` for a name that is not registered.
         """
         if tools is True or tools is None:
-            selected = list(self._tools.values())
-        else:
-            items = tools if isinstance(tools, (list, tuple)) else [tools]
-            selected = []
-            for item in items:
-                name = item if isinstance(item, str) else getattr(item, "name", None) or getattr(item, "__name__", None)
-                tool = self._tools.get(name) if isinstance(name, str) else None
-                if tool is None:
-                    raise ValueError(f"tool {name!r} is not registered")
-                selected.append(tool)
-        return {"tools": [t.schema for t in selected]}
+            return list(self._tools.values())
+        items = tools if isinstance(tools, (list, tuple)) else [tools]
+        selected = []
+        for item in items:
+            name = item if isinstance(item, str) else getattr(item, "name", None) or getattr(item, "__name__", None)
+            tool = self._tools.get(name) if isinstance(name, str) else None
+            if tool is None:
+                raise ValueError(f"tool {name!r} is not registered")
+            selected.append(tool)
+        return selected
+
+    def get_tool_schema(self, tools: Any = True) -> dict[str, list[dict[str, Any]]]:
+        """Schemas of the selected tools (see :meth:`select`) as ``{"tools": [...]}``."""
+        return {"tools": [t.schema for t in self.select(tools)]}
 
     def __repr__(self) -> str:
         return f"ActionManager(tools={list(self._tools)})"

@@ -8,11 +8,16 @@ them (also when the call raises) and ``operate_traced`` returns
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .messages import to_jsonable
+from .models import ActionRecord
+
+if TYPE_CHECKING:
+    from .engine.definition import MachineDefinition
 
 __all__ = ["TransitionRecord", "Trace", "Traced", "TRACE_FORMAT", "annotate", "current_meta"]
 
@@ -73,6 +78,9 @@ class TransitionRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TransitionRecord:
+        """Build a record from :meth:`to_dict`'s output. Raises ``ValueError``
+        when a field is missing or of the wrong type."""
+        _check_record(d)
         return cls(
             trigger=d["trigger"], source=d["source"], dest=d["dest"],
             guards={str(k): bool(v) for k, v in d.get("guards", {}).items()},
@@ -91,13 +99,16 @@ class Trace:
         initial: the state the run started in (``"prepare"``).
         transitions: the fired transitions in order (:class:`TransitionRecord`).
         meta: adapter facts (middle name, token usage, latency), JSON-compatible.
+        actions: the :class:`~lionops.models.ActionRecord` of every action
+            request ``act()`` decided in this call, in request order (empty
+            when no tool phase ran); in JSON under ``"actions"``.
 
     The driver records each transition as a plain row; rows become
     :class:`TransitionRecord` objects the first time ``transitions`` is read,
     so recording stays cheap on the hot path.
     """
 
-    __slots__ = ("machine", "engine", "started_at", "initial", "meta", "_records", "_rows")
+    __slots__ = ("machine", "engine", "started_at", "initial", "meta", "actions", "_records", "_rows")
 
     def __init__(
         self,
@@ -107,12 +118,14 @@ class Trace:
         initial: str = "prepare",
         transitions: list[TransitionRecord] | None = None,
         meta: dict[str, Any] | None = None,
+        actions: list[ActionRecord] | None = None,
     ) -> None:
         self.machine = machine
         self.engine = engine
         self.started_at = started_at
         self.initial = initial
         self.meta: dict[str, Any] = {} if meta is None else meta
+        self.actions: list[ActionRecord] = [] if actions is None else actions
         self._records: list[TransitionRecord] = list(transitions) if transitions else []
         #: rows ``(trigger, source, dest, guards, at_ns, phase_ns, error)`` not yet materialized
         self._rows: list[tuple[Any, ...]] = []
@@ -132,8 +145,9 @@ class Trace:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Trace):
             return NotImplemented
-        return (self.machine, self.engine, self.started_at, self.initial, self.transitions, self.meta) == (
-            other.machine, other.engine, other.started_at, other.initial, other.transitions, other.meta)
+        return (self.machine, self.engine, self.started_at, self.initial, self.transitions, self.meta,
+                self.actions) == (other.machine, other.engine, other.started_at, other.initial,
+                                  other.transitions, other.meta, other.actions)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -173,32 +187,56 @@ class Trace:
         return tuple((t.source, t.trigger, t.dest) for t in self.transitions)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "format": TRACE_FORMAT, "machine": self.machine, "engine": self.engine,
             "started_at": self.started_at, "initial": self.initial,
             "states": self.states, "exit": self.exit,
             "transitions": [t.to_dict() for t in self.transitions],
             "meta": to_jsonable(self.meta),
         }
+        if self.actions:
+            d["actions"] = [a.to_dict() for a in self.actions]
+        return d
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Trace:
-        if d.get("format", TRACE_FORMAT) != TRACE_FORMAT:
-            raise ValueError(f"unsupported trace format {d.get('format')!r}")
+    def from_dict(cls, d: dict[str, Any], definition: MachineDefinition | None = None) -> Trace:
+        """Build a trace from :meth:`to_dict`'s output, checked against its
+        machine (``definition``, default: the shipped ``operate`` machine).
+
+        Raises:
+            ValueError: not an object, an unsupported format, a missing or
+                mistyped field, an unknown machine, state or trigger, a step
+                that is not a declared edge or does not start where the
+                previous one ended, or ``states``/``exit`` that disagree with
+                the transitions.
+        """
+        _check_trace(d, definition)
         return cls(
             machine=d.get("machine", "operate"), engine=d.get("engine", "compiled"),
             started_at=float(d.get("started_at", 0.0)), initial=d.get("initial", "prepare"),
             transitions=[TransitionRecord.from_dict(t) for t in d.get("transitions", [])],
             meta=dict(d.get("meta", {})),
+            actions=_actions(d.get("actions")),
         )
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> Trace:
-        """Parse the output of :meth:`to_json`. Raises ``ValueError`` on bad input."""
-        return cls.from_dict(json.loads(text))
+    def from_json(cls, text: str | bytes, definition: MachineDefinition | None = None) -> Trace:
+        """Parse the output of :meth:`to_json` (checked as :meth:`from_dict` says).
+
+        Raises:
+            ValueError: not JSON (or nested too deep to read), or not a trace
+                of the machine (see :meth:`from_dict`).
+        """
+        try:
+            data = json.loads(text)
+        except RecursionError:
+            raise ValueError("trace JSON is nested too deep to read") from None
+        except ValueError as exc:
+            raise ValueError(f"trace is not JSON: {exc}") from None
+        return cls.from_dict(data, definition)
 
     def table(self) -> str:
         """A readable table: one row per transition."""
@@ -216,6 +254,101 @@ class Trace:
 
     def __repr__(self) -> str:
         return f"Trace({' -> '.join(self.states)}, exit={self.exit!r})"
+
+
+def _fail(where: str, problem: str) -> ValueError:
+    return ValueError(f"not a valid trace: {where}{': ' if where else ''}{problem}")
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _field(d: dict[str, Any], key: str, types: type | tuple[type, ...], where: str, *, required: bool) -> Any:
+    if key not in d:
+        if required:
+            raise _fail(where, f"missing {key!r}")
+        return None
+    value = d[key]
+    # bool is an int to Python, never to a trace
+    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)) \
+            or not isinstance(value, types):
+        raise _fail(where, f"{key!r} is {_kind(value)}")
+    return value
+
+
+def _check_record(d: Any, where: str = "transition") -> None:
+    """Types of one transition's JSON (:meth:`TransitionRecord.to_dict`)."""
+    if not isinstance(d, dict):
+        raise _fail(where, f"a transition is a JSON object, got {_kind(d)}")
+    for key in ("trigger", "source", "dest"):
+        _field(d, key, str, where, required=True)
+    guards = _field(d, "guards", dict, where, required=False) or {}
+    for name, value in guards.items():
+        if not isinstance(value, bool):
+            raise _fail(where, f"guard {name!r} is {_kind(value)}, not a boolean")
+    for key in ("at_ns", "phase_ns"):
+        value = _field(d, key, int, where, required=False)
+        if value is not None and value < 0:
+            raise _fail(where, f"{key!r} is negative")
+    _field(d, "error", (str, type(None)), where, required=False)
+
+
+def _check_trace(d: Any, definition: MachineDefinition | None) -> None:
+    """The JSON of a trace (:meth:`Trace.to_dict`), checked against its machine."""
+    if not isinstance(d, dict):
+        raise _fail("", f"a trace is a JSON object, got {_kind(d)}")
+    if d.get("format", TRACE_FORMAT) != TRACE_FORMAT:
+        raise ValueError(f"unsupported trace format {d.get('format')!r}")
+    machine = _field(d, "machine", str, "", required=True)
+    initial = _field(d, "initial", str, "", required=True)
+    rows = _field(d, "transitions", list, "", required=True)
+    _field(d, "engine", str, "", required=False)
+    _field(d, "started_at", (int, float), "", required=False)
+    _field(d, "meta", dict, "", required=False)
+    if definition is None:
+        from .engine.definition import default_definition
+
+        definition = default_definition()
+    if machine != definition.name:
+        raise _fail("", f"machine {machine!r} is not {definition.name!r}")
+    if initial != definition.initial:
+        raise _fail("", f"it starts at {initial!r}, the machine at {definition.initial!r}")
+    declared = _declared_edges(definition)
+    at = initial
+    for n, row in enumerate(rows, 1):
+        where = f"step {n}"
+        _check_record(row, where)
+        source, trigger, dest = row["source"], row["trigger"], row["dest"]
+        if source != at:
+            raise _fail(where, f"it leaves {source!r}, but the previous step ended in {at!r}")
+        if (source, trigger, dest) not in declared:
+            unknown = [f"state {name!r}" for name in (source, dest) if name not in definition.state_names]
+            if trigger not in definition.triggers:
+                unknown.append(f"trigger {trigger!r}")
+            why = f" (unknown {', '.join(dict.fromkeys(unknown))})" if unknown else ""
+            raise _fail(where, f"{source} --{trigger}--> {dest} is not a declared edge of machine {machine!r}{why}")
+        at = dest
+    states = [initial, *(row["dest"] for row in rows)]
+    if "states" in d and d["states"] != states:
+        raise _fail("", "'states' disagrees with the transitions")
+    if "exit" in d and d["exit"] != (rows[-1]["trigger"] if rows else None):
+        raise _fail("", "'exit' disagrees with the transitions")
+
+
+@functools.cache
+def _declared_edges(definition: MachineDefinition) -> frozenset[tuple[str, str, str]]:
+    """``(source, trigger, dest)`` of every edge, the wildcard ones expanded."""
+    return frozenset((src, t.trigger, t.dest) for t in definition.transitions for src in definition.sources(t))
+
+
+def _actions(value: Any) -> list[ActionRecord]:
+    """The ``"actions"`` of a trace's JSON form; raises ``ValueError`` unless a list of records."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"trace actions must be a list, got {type(value).__name__}")
+    return [ActionRecord.from_dict(a) for a in value]
 
 
 class Traced(NamedTuple):

@@ -255,14 +255,17 @@ async def test_enrichment_of_generated_model_and_mapping():
     assert out is raw and raw["keep"] == 1 and isinstance(raw["action_responses"][0], ActionResponseModel)
 
 
-async def test_foreign_model_result_is_revalidated_into_the_response_type():
-    """D4: a model result that is not the generated type is merged into the
-    generated response type with its fields kept."""
+async def test_foreign_model_result_runs_no_tool():
+    """D4: a model result that is not the generated response type has no slot
+    for action_responses, so the gate runs no tool for it (exit
+    ``no_response_slot``) and the result comes back unchanged."""
 
     class Foreign(BaseModel):
         action_requests: list[dict] | None = None
         note: str = "kept"
 
-    b, _ = branch_with_box()
-    out = await b.operate(instruction="x", actions=True, middle=ScriptedMiddle(Foreign(action_requests=[W])))
-    assert out.action_responses[0].function == "get_weather"
+    b, box = branch_with_box()
+    original = Foreign(action_requests=[W])
+    out, trace = await b.operate_traced(instruction="x", actions=True, middle=ScriptedMiddle(original))
+    assert out is original and trace.exit == "no_response_slot"
+    assert box.total == 0 and trace.actions == []

@@ -346,10 +346,10 @@ async def test_history_and_tool_results_reach_the_next_turn(server, model):
     await branch.operate(instruction="Weather in Lima?", actions=True)
     await branch.operate(instruction="Summarize.")
     roles = [m["role"] for m in sent(server)["messages"]]
-    assert roles == ["system", "user", "assistant", "user", "user"]
+    assert roles == ["system", "user", "assistant", "tool", "user"]  # a native call goes back paired
     msgs = sent(server)["messages"]
-    assert "get_weather" in msgs[2]["content"]
-    assert "Action results" in msgs[3]["content"] and '"temp_c": 20' in msgs[3]["content"]
+    assert msgs[2]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert msgs[3]["tool_call_id"] == msgs[2]["tool_calls"][0]["id"] and '"temp_c": 20' in msgs[3]["content"]
     assert "tools" not in sent(server)  # actions off on the second call
 
 

@@ -31,6 +31,7 @@ DESIGN_ROWS = [  # (source, trigger, dest): the machine's published transition t
     ("gate", "no_action_param", "returned"),
     ("gate", "no_requests", "returned"),
     ("gate", "requests_found", "act"),
+    ("gate", "no_response_slot", "returned"),
     ("act", "acted", "enrich"),
     ("enrich", "no_responses", "returned"),
     ("enrich", "enriched", "returned"),

@@ -366,6 +366,7 @@ async def test_ten_thousand_tool_calls_one_response_each(server):
     server.push(completion(None, tool_calls=calls))
     m = make_model(server, timeout=30)
     g = governed(m)
+    g.branch.max_requests = 10_000  # above the default cap of requests per call
     result = await g.operate()
     await m.aclose()
     out = result.action_responses

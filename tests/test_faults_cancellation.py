@@ -138,7 +138,10 @@ async def test_cancelled_during_act_cancels_running_tools_and_starts_none(strate
         await anyio.sleep(0)
     assert len(probe.started) == n  # and none started afterwards
     check_trace_failed_by_cancellation(b, "act")
-    assert not b.messages.by_role("action_response")  # nothing reported as done
+    # nothing reported as done: each started call is recorded as cancelled
+    done = b.messages.by_role("action_response")
+    assert len(done) == n and all(m.metadata["decision"] == "error" for m in done)
+    assert all(a.reason == "tool cancelled" and a.invoked for a in b.traces[-1].actions)
 
 
 async def test_cancelled_while_worker_threads_run_waits_for_them():

@@ -199,7 +199,7 @@ async def test_ten_thousand_requests_all_answered_in_order():
         live["now"] -= 1
         return text
 
-    b = Branch(tools=[slow_echo])
+    b = Branch(tools=[slow_echo], max_requests=10_000)  # the default cap is lower
     reqs: list[Any] = []
     for i in range(10_000):
         if i % 10 == 3:

@@ -5,12 +5,20 @@ sampled): skip_validation, response format kind, reasoning, actions,
 invoke_actions, handle_validation, and the kind of value the Middle returns
 (or raises). Each run is compared with a straight-line oracle written from
 ADR-0022 D3/D4, on both engines, and the two engines' traces must be equal.
+
+The governance property adds the inputs at the machine's edges: offered
+subsets of the registered tools, arguments pydantic converts, results enrich
+cannot attach to, and tools that raise a stray cancellation or another
+BaseException in the middle of a batch.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections import Counter
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import anyio
@@ -40,6 +48,7 @@ REQ = {"function": "probe", "arguments": {"x": 1}}
 RESULT_KINDS = [
     "model_with_requests", "model_requests_none", "model_requests_empty",
     "mapping_with_requests", "mapping_without", "text", "none", "other_model", "raises",
+    "readonly_mapping",
 ]
 FORMATS = ["none", "model", "dict_schema"]
 POLICIES = ["return_value", "return_none", "raise"]
@@ -88,6 +97,8 @@ def build_result(kind: str, parse_param: Any) -> Any:
         return None
     if kind == "other_model":
         return Other(action_requests=[REQ])
+    if kind == "readonly_mapping":
+        return MappingProxyType({"answer": 1, "action_requests": [REQ]})
     raise AssertionError(kind)
 
 
@@ -108,12 +119,15 @@ def oracle(skip: bool, fmt: str, actions: bool, invoke: bool, policy: str, resul
         return "no_action_param"
     if isinstance(result, BaseModel):
         requests = getattr(result, "action_requests", None)
-    elif isinstance(result, dict):
+    elif isinstance(result, Mapping):
         requests = result.get("action_requests")
     else:
         requests = None
     if requests is None:
         return "no_requests"
+    # enrich attaches to a plain dict or the generated response type only
+    if not (isinstance(result, dict) or type(result).__name__.endswith("Response")):
+        return "no_response_slot"
     return "enriched" if requests else "no_responses"
 
 
@@ -200,7 +214,7 @@ def test_invariant_1_exhaustive(backend):
         return exits
 
     exits = anyio.run(main, backend=backend)
-    assert sum(exits.values()) == len(combos) == 1296
+    assert sum(exits.values()) == len(combos) == 1440
     # every exit of the machine is reached by the enumeration
     assert set(exits) == {t.trigger for t in D.transitions} - {"prepared", "schema_ready",
                                                                "adapter_returned", "validated",
@@ -291,6 +305,146 @@ def test_invariant_1_property(config, value):
             assert getattr(out, "action_responses", None) is None
 
     anyio.run(main)
+
+
+# ---------------------------------------------------------------- governance at the edges
+
+
+class Abort(BaseException):
+    """A BaseException that is not a cancellation."""
+
+
+class FrozenAnswer(BaseModel):
+    model_config = {"frozen": True}
+    answer: int
+
+
+TOOL_NAMES = ["probe", "flip", "stray", "abort"]
+
+gov_request_st = st.one_of(
+    st.fixed_dictionaries({"function": st.just("probe"),
+                           "arguments": st.fixed_dictionaries({"x": st.sampled_from([1, "2", "x", 3.0, True])})}),
+    st.fixed_dictionaries({"function": st.just("flip"),
+                           "arguments": st.fixed_dictionaries({"on": st.sampled_from(
+                               [True, False, "false", "true", "no", 0, 1, "maybe"])})}),
+    st.fixed_dictionaries({"function": st.sampled_from(["stray", "abort", "unknown"]), "arguments": st.just({})}),
+)
+
+gov_st = st.fixed_dictionaries({
+    "offered": st.one_of(st.none(), st.lists(st.sampled_from(TOOL_NAMES), min_size=1, max_size=4, unique=True)),
+    "requests": st.lists(gov_request_st, max_size=5),
+    "container": st.sampled_from(["dict", "model", "readonly_mapping", "dict_subclass", "frozen_model"]),
+    "strategy": st.sampled_from(["concurrent", "sequential"]),
+    "deny_flip_off": st.booleans(),
+})
+
+
+class _NoSetItem(dict):
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise TypeError("read-only")
+
+
+@given(case=gov_st)
+def test_governance_property(case):
+    """Only offered tools run; the gate is asked about exactly the arguments
+    the tool receives; nothing runs for a result enrich cannot attach to;
+    whatever ran is recorded (trace, messages in request order, log), also
+    when a tool raises a stray cancellation or another BaseException, which
+    then surfaces as itself."""
+
+    async def main() -> None:
+        asked: list[tuple[int, str, dict[str, Any]]] = []
+        got: list[tuple[str, dict[str, Any]]] = []
+        branch = Branch()
+
+        def probe(x: int) -> int:
+            """Probe."""
+            got.append(("probe", {"x": x}))
+            return x
+
+        def flip(on: bool) -> bool:
+            """Flip."""
+            got.append(("flip", {"on": on}))
+            return on
+
+        async def stray() -> None:
+            """A stray cancellation (not from a cancel scope)."""
+            got.append(("stray", {}))
+            raise asyncio.CancelledError("stray")
+
+        async def abort() -> None:
+            """A BaseException."""
+            got.append(("abort", {}))
+            raise Abort("stop")
+
+        branch.register_tools([probe, flip, stray, abort])
+
+        def gate(inv) -> bool:
+            asked.append((inv.index, inv.function, dict(inv.arguments)))
+            return not (case["deny_flip_off"] and inv.function == "flip" and inv.arguments["on"] is False)
+
+        branch.gate(gate)
+        data = {"answer": 1, "action_requests": case["requests"]}
+        container = case["container"]
+
+        async def middle(branch, instruction, chat_param, parse_param=None, clear_messages=False,
+                         skip_validation=False):
+            if container == "model":
+                return parse_param.response_format.model_validate(data)
+            if container == "frozen_model":
+                return parse_param.response_format.model_validate(data)
+            if container == "readonly_mapping":
+                return MappingProxyType(data)
+            if container == "dict_subclass":
+                return _NoSetItem(data)
+            return dict(data)
+
+        kw: dict[str, Any] = {"instruction": "q", "middle": middle, "actions": True,
+                              "action_strategy": case["strategy"]}
+        if container == "model":
+            kw["response_format"] = Answer
+        elif container == "frozen_model":
+            kw["response_format"] = FrozenAnswer
+        if case["offered"] is not None:
+            kw["tools"] = case["offered"]
+        offered = set(case["offered"] or TOOL_NAMES)
+        error: BaseException | None = None
+        try:
+            await branch.operate(**kw)
+        except (asyncio.CancelledError, Abort) as exc:
+            error = exc
+        trace = branch.traces[-1]
+        check_invariant_6(trace)
+        attachable = container in ("dict", "model")
+        if not attachable:
+            assert trace.exit == "no_response_slot" and got == [] and asked == [] and not trace.actions
+            return
+        # only offered tools run, each after the gate saw exactly its arguments
+        assert {name for name, _ in got} <= offered
+        assert all(inv_fn in offered for _, inv_fn, _ in asked)
+        by_index = {a.index: a for a in trace.actions}
+        for name, args in got:
+            assert any(fn == name and a == args for _, fn, a in asked)
+        for a in trace.actions:
+            if a.invoked:
+                assert (a.index, a.function, a.arguments) in asked
+                assert (a.function, a.arguments) in got
+            if a.decision == "not_offered":
+                assert a.function not in offered and not a.invoked
+        # whatever ran is recorded, and messages are in request order
+        assert sum(a.invoked for a in trace.actions) == len(got)
+        indices = [m.metadata["index"] for m in branch.messages.by_role("action_response")]
+        assert indices == sorted(by_index)
+        logged = {e.content["index"] for e in branch.logs if "decision" in e.content}
+        assert logged == set(by_index)
+        if error is not None:
+            assert trace.exit == "failed"
+            assert any(a.error_type == type(error).__name__ for a in trace.actions)
+        else:
+            assert len(trace.actions) == len(case["requests"])
+
+    for backend in ("asyncio", "trio"):
+        anyio.run(main, backend=backend)
 
 
 def test_invariant_2_authorization():

@@ -128,3 +128,54 @@ def test_a_cli_agent_records_once_then_replays_without_it(pytester):
     second = pytester.runpytest("-s")
     second.assert_outcomes(passed=1)
     second.stdout.fnmatch_lines(["*replayed: Paris is the capital of France.*"])
+
+
+#: The project's test file when the server may be down: the same imports
+#: and backend fixture as TEST_FILE, whose header it reuses.
+DOWN_TEST_FILE = TEST_FILE[: TEST_FILE.index("async def ask")] + '''import os
+
+async def test_ask(lionops_cassette):
+    live = lionops_cassette.recording
+    with OpenAIServer([completion(json.dumps({"answer": "up"}))]) as server:
+        url = server.base_url
+        if os.environ.get("LIONOPS_TEST_SERVER_DOWN"):
+            server.stop()
+        model = iModel(provider="openai", model="m", base_url=url, api_key="sk-plugin-test-key", max_retries=0)
+        result = await lionops_cassette.operate(Branch(chat_model=model), instruction="q")
+    print(f"{'recorded' if live else 'replayed'} {result}")
+'''
+
+
+def test_a_recording_made_while_the_server_was_down_is_not_kept(pytester, monkeypatch):
+    pytester.makepyfile(test_down=DOWN_TEST_FILE)
+    path = pytester.path / "cassettes" / "test_down" / "test_ask.json"
+    monkeypatch.setenv("LIONOPS_TEST_SERVER_DOWN", "1")
+    down = pytester.runpytest()
+    down.assert_outcomes(failed=1)
+    down.stdout.fnmatch_lines(["*EndpointConnectionError*", "*was not saved*"])
+    assert not path.exists()
+    monkeypatch.delenv("LIONOPS_TEST_SERVER_DOWN")
+    up = pytester.runpytest("-s")  # the server is up: records afresh
+    up.assert_outcomes(passed=1)
+    up.stdout.fnmatch_lines(['*recorded {"answer": "up"}*'])
+    monkeypatch.setenv("LIONOPS_TEST_SERVER_DOWN", "1")
+    again = pytester.runpytest("-s")  # down again: replayed from the good recording
+    again.assert_outcomes(passed=1)
+    again.stdout.fnmatch_lines(['*replayed {"answer": "up"}*'])
+
+
+def test_a_cli_agent_that_could_not_start_is_not_recorded(pytester):
+    from .cli_support import FAKE_CLI, fixture
+
+    fake = pytester.path / "fake_cli.py"
+    pytester.makepyfile(test_cli_app=CLI_TEST_FILE.replace("[sys.executable, \"FAKE_CLI\"", f"[\"{fake}\"").replace(
+        "SESSION", str(fixture("plain_answer.jsonl"))))
+    path = pytester.path / "cassettes" / "test_cli_app" / "test_cli_agent.json"
+    missing = pytester.runpytest()  # no such executable yet
+    missing.assert_outcomes(failed=1)
+    missing.stdout.fnmatch_lines(["*CLIProcessError*"])
+    assert not path.exists()
+    fake.write_bytes(FAKE_CLI.read_bytes())
+    fake.chmod(0o755)
+    pytester.runpytest("-s").assert_outcomes(passed=1)
+    assert path.exists()

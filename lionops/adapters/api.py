@@ -24,10 +24,12 @@ It never executes tools.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from typing import Any
 
-from ..errors import ConfigurationError
+from ..endpoints.openai import call_deadline
+from ..errors import ConfigurationError, EndpointError
 from ..messages import Message, to_jsonable
 from ..models import ActionRequestModel, RawOutput, _preview, decode_arguments
 from ..trace import annotate
@@ -83,18 +85,61 @@ def _assistant_text(msg: Message) -> str:
     return text
 
 
+def _native_calls(msg: Message, answered: dict[str, Message]) -> list[dict[str, Any]]:
+    """The assistant's native tool calls (from its metadata) that a result
+    answers, in call order; a call without an id or a name stays text."""
+    out: dict[str, dict[str, Any]] = {}
+    for call in msg.metadata.get("tool_calls") or []:
+        if (isinstance(call, dict) and isinstance(call.get("id"), str) and call["id"] in answered
+                and isinstance(call.get("function"), str) and call["function"]):
+            out.setdefault(call["id"], call)  # a repeated id is paired once; the rest stays text
+    return list(out.values())
+
+
+def _answers_after(history: list[Message], index: int) -> dict[str, Message]:
+    """The lionops-run results recorded right after ``history[index]``, by ``call_id``."""
+    answered: dict[str, Message] = {}
+    for msg in history[index + 1:]:
+        if msg.role not in ("action_request", "action_response"):
+            break
+        call_id = msg.metadata.get("call_id")
+        if msg.role == "action_response" and isinstance(call_id, str) and msg.metadata.get("executed_by") != "cli":
+            answered.setdefault(call_id, msg)
+    return answered
+
+
+def _tool_call_entry(call: dict[str, Any]) -> dict[str, Any]:
+    """A ``tool_calls`` entry as the provider sent it: arguments as JSON text
+    (the raw text of arguments that did not decode)."""
+    arguments = call.get("arguments")
+    text = json.dumps(to_jsonable(arguments)) if isinstance(arguments, dict) else call.get("raw_arguments")
+    if not isinstance(text, str):
+        text = "{}"
+    return {"id": call["id"], "type": "function", "function": {"name": call["function"], "arguments": text}}
+
+
 def provider_messages(branch: Any, progression: Any = None) -> list[dict[str, Any]]:
     """The branch history as Chat Completions messages.
 
     ``system``, ``user`` and ``assistant`` map to their roles (a user message
-    with ``metadata["images"]`` becomes text + ``image_url`` parts). Tool
-    traffic is shown as text: each run of ``action_response`` messages
-    becomes one user message ``Action results (from the runtime): [...]``
-    (``action_request`` messages are implied by it), so no provider-specific
-    tool-message pairing can break a later turn. With ``progression`` (an
-    iterable of message ids), only those messages are sent.
+    with ``metadata["images"]`` becomes text + ``image_url`` parts). With
+    ``progression`` (an iterable of message ids), only those messages are sent.
+
+    Tool traffic: where the model made native tool calls (an assistant
+    message whose ``metadata["tool_calls"]`` carry ids) and ``act()``
+    answered them (``action_response`` messages whose ``metadata["call_id"]``
+    is that id), the assistant message carries those ``tool_calls`` and is
+    followed by one ``tool`` message per call, in call order, with its
+    ``tool_call_id`` and the output as JSON. Every other result (requests
+    from the JSON body, calls without an id, a CLI's own tool traffic) is
+    text: each run of such ``action_response`` messages becomes one user
+    message ``Action results (from the runtime): [...]``, in the order the
+    messages were recorded (request order). ``action_request`` messages are
+    implied by their results.
     """
     keep = None if progression is None else set(progression)
+    history = [m for m in branch.messages if keep is None or m.id in keep]
+    as_tool: set[int] = set()  # ids of action_response messages sent as tool messages
     out: list[dict[str, Any]] = []
     results: list[Any] = []
 
@@ -103,16 +148,29 @@ def provider_messages(branch: Any, progression: Any = None) -> list[dict[str, An
             out.append({"role": "user", "content": "Action results (from the runtime): " + json.dumps(results)})
             results.clear()
 
-    for msg in branch.messages:
-        if keep is not None and msg.id not in keep:
-            continue
+    for i, msg in enumerate(history):
         if msg.role == "action_response":
-            results.append(to_jsonable(msg.content))
+            if msg.id not in as_tool:
+                results.append(to_jsonable(msg.content))
             continue
         if msg.role == "action_request":
             continue
         flush()
+        native = []
         if msg.role == "assistant":
+            # Results pair with this message's calls only if they follow it
+            # directly (servers reuse ids such as "call_0" across turns).
+            answered = _answers_after(history, i)
+            native = _native_calls(msg, answered)
+        if native:
+            out.append({"role": "assistant", "content": _text(msg.content) or None,
+                        "tool_calls": [_tool_call_entry(c) for c in native]})
+            for call in native:
+                answer = answered[call["id"]]
+                output = answer.content.get("output") if isinstance(answer.content, dict) else answer.content
+                out.append({"role": "tool", "tool_call_id": call["id"], "content": json.dumps(to_jsonable(output))})
+                as_tool.add(answer.id)
+        elif msg.role == "assistant":
             out.append({"role": "assistant", "content": _assistant_text(msg)})
         elif msg.role == "user" and msg.metadata.get("images"):
             detail = msg.metadata.get("image_detail")
@@ -129,6 +187,7 @@ def native_requests(tool_calls: list[dict[str, Any]]) -> list[ActionRequestModel
     """``tool_calls`` as action requests, in order.
 
     ``arguments`` arrive as JSON text and are decoded (twice at most, C05).
+    Each request keeps the call's ``id`` as its hidden ``call_id``.
     A call whose arguments are not a JSON object, that has no name, or an
     entry that is not an object at all, is kept and marked ``invalid`` with
     the reason: ``act()`` answers it with an
@@ -139,18 +198,21 @@ def native_requests(tool_calls: list[dict[str, Any]]) -> list[ActionRequestModel
         if not isinstance(call, dict):
             out.append(ActionRequestModel(invalid=f"tool call entry is not an object: {_preview(call)}"))
             continue
+        call_id = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else None
         fn = call.get("function") if isinstance(call.get("function"), dict) else {}
         name = fn.get("name") if isinstance(fn.get("name"), str) and fn.get("name") else None
         raw = fn.get("arguments")
         try:
             arguments = decode_arguments(raw if raw not in ("", None) else "{}")
         except ValueError as exc:
-            out.append(ActionRequestModel(function=name, invalid=f"tool call {call.get('id')!s}: {exc}"))
+            out.append(ActionRequestModel(function=name, invalid=f"tool call {call.get('id')!s}: {exc}",
+                                          call_id=call_id))
             continue
         if name is None:
-            out.append(ActionRequestModel(arguments=arguments, invalid=f"tool call {call.get('id')!s} has no function name"))
+            out.append(ActionRequestModel(arguments=arguments, invalid=f"tool call {call.get('id')!s} has no function name",
+                                          call_id=call_id))
             continue
-        out.append(ActionRequestModel(function=name, arguments=arguments))
+        out.append(ActionRequestModel(function=name, arguments=arguments, call_id=call_id))
     return out
 
 
@@ -182,6 +244,25 @@ def usage_note(branch: Any) -> str | None:
     )
 
 
+def _within_deadline(middle: Any) -> Any:
+    """Run the Middle under the endpoint's ``deadline`` (or the call's
+    ``deadline=`` option): every ``chat()`` it makes, the parse model's
+    re-asks included, ends within that total."""
+
+    @functools.wraps(middle)
+    async def bounded(branch: Any, instruction: Any, chat_param: Any, *args: Any, **kw: Any) -> Any:
+        endpoint = getattr(getattr(chat_param, "imodel", None) or branch.chat_model, "endpoint", None)
+        seconds = (getattr(chat_param, "imodel_kw", None) or {}).get("deadline")
+        seconds = getattr(endpoint, "deadline", None) if seconds is None else seconds
+        if seconds is None:
+            return await middle(branch, instruction, chat_param, *args, **kw)
+        with call_deadline(seconds):
+            return await middle(branch, instruction, chat_param, *args, **kw)
+
+    return bounded
+
+
+@_within_deadline
 async def communicate(
     branch: Any,
     instruction: Any,
@@ -239,7 +320,11 @@ async def communicate(
         progression = [*progression, user.id]
     messages = provider_messages(branch, progression)
     call_options = {**dict(getattr(chat_param, "imodel_kw", None) or {}), **options}
-    completion = await endpoint.chat(messages, **call_options)
+    try:
+        completion = await endpoint.chat(messages, **call_options)
+    except EndpointError as exc:
+        _log_retries(branch, endpoint, getattr(exc, "retries", ()))
+        raise
 
     requests = native_requests(completion.tool_calls)
     metadata: dict[str, Any] = {
@@ -260,14 +345,14 @@ async def communicate(
     else:
         mode = fmt_option.get("type") or ("prompt" if schema_in_prompt else None)
     annotate(
-        provider=metadata["provider"], model=completion.model, finish_reason=completion.finish_reason,
+        provider=metadata["provider"], model=completion.model, response_id=completion.raw.get("id"),
+        finish_reason=completion.finish_reason,
         usage=dict(completion.usage), latency_ms=round(completion.latency_s * 1000, 3),
         http_attempts=completion.attempts, http_retries=list(completion.retries),
         tool_calls=len(completion.tool_calls),
         structured_output=mode,
     )
-    for retry in completion.retries:
-        branch.logs.log("http_retry", {"provider": metadata["provider"], **retry})
+    _log_retries(branch, endpoint, completion.retries)
 
     raw = _uncoerced(completion)
     if raw is not None:
@@ -277,6 +362,12 @@ async def communicate(
         branch, completion.text, parse_param, skip_validation,
         metadata=metadata, action_requests=requests,
     )
+
+
+def _log_retries(branch: Any, endpoint: Any, retries: Any) -> None:
+    """One ``http_retry`` log entry per retry, also for a call that failed."""
+    for retry in retries:
+        branch.logs.log("http_retry", {"provider": getattr(endpoint, "provider", None), **retry})
 
 
 def _uncoerced(completion: Any) -> RawOutput | None:

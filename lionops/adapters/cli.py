@@ -34,6 +34,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from .. import observe
 from ..endpoints.cli import CLIError, CLIRun, CLIToolEvent
 from ..errors import ConfigurationError
 from ..params import RunParam
@@ -111,6 +112,8 @@ def _recorder(branch: Any, provider: str) -> Any:
     """Record a CLI tool event as a message and a log entry (never executed here)."""
 
     def record(event: CLIToolEvent) -> None:
+        if observe.observers:  # instrumentation seam
+            observe.note("cli_tool", event=event)
         meta = {"executed_by": "cli", "provider": provider, "call_id": event.call_id}
         if event.parent is not None:
             meta["parent_call_id"] = event.parent

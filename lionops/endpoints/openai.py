@@ -8,15 +8,23 @@ number of times, and turns every failure into a typed
 :class:`~lionops.errors.EndpointError`.
 
 Every wait (``Retry-After``, backoff) goes through :func:`lionops.clock.sleep`.
+Three time bounds apply: ``timeout`` bounds each socket operation (one
+connect, one write, one read), ``deadline`` bounds the whole call (every
+attempt, every retry wait, a whole stream), and ``max_retries`` bounds the
+number of requests. The deadline is measured on :func:`lionops.clock.monotonic`.
+
 The API key is held as a :class:`pydantic.SecretStr`, sent only in the
 ``Authorization`` header, and removed from every message this module
-writes: reprs, log records and exception text (field report C26). A base
-URL's user info and query may hold credentials too: they are never shown, and
-httpx's own request log shows the URL without them.
+writes: reprs, log records and exception text, before any
+text is cut to a preview. Exceptions carry no chain (the HTTP library's
+exceptions hold the request headers). httpx's and httpcore's log records are
+scrubbed of every live endpoint's secrets. A base URL's query may hold
+credentials too: it is never shown; user info in a base URL is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import functools
 import json
@@ -25,7 +33,8 @@ import os
 import re
 import ssl
 import time
-from collections.abc import Mapping
+import weakref
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -37,15 +46,19 @@ from pydantic import SecretStr
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from .. import clock
+from .._names import near_miss
 from ..adapters.common import request_schema
+from ..trace import current_meta
 from ..errors import (
     ConfigurationError,
     EndpointAuthError,
     EndpointConnectionError,
+    EndpointError,
     EndpointRateLimitError,
     EndpointResponseError,
     EndpointStatusError,
     EndpointTimeoutError,
+    MisspelledKeywordError,
 )
 
 __all__ = [
@@ -57,6 +70,9 @@ __all__ = [
     "StreamAccumulator",
     "StructuredMode",
     "HTTP_TRANSPORT",
+    "DEFAULT_DEADLINE",
+    "call_deadline",
+    "scrubbed_preview",
 ]
 
 logger = logging.getLogger("lionops.http")
@@ -65,19 +81,44 @@ logger = logging.getLogger("lionops.http")
 _SHOWN_URLS: dict[str, str] = {}
 
 
-class _ShownURLFilter(logging.Filter):
-    """httpx logs every request URL at INFO level; a lionops endpoint's URL is
-    logged in its public form (no user info, no query), as lionops shows it."""
+#: Every live endpoint, so the HTTP libraries' log records can be scrubbed of their secrets.
+_LIVE: weakref.WeakSet[ChatCompletionsEndpoint] = weakref.WeakSet()
+
+
+class _RedactingFilter(logging.Filter):
+    """Keeps endpoint secrets out of httpx's and httpcore's log records.
+
+    httpx logs every request URL at INFO level: a lionops endpoint's URL is
+    logged in its public form (no query), as lionops shows it. httpcore's
+    DEBUG records show response headers, where an echoing server may return
+    the key: every record's text is scrubbed of every live endpoint's
+    secrets."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple) and _SHOWN_URLS:
             record.args = tuple(
                 _SHOWN_URLS.get(str(arg), arg) if isinstance(arg, httpx.URL) else arg for arg in record.args
             )
+        endpoints = list(_LIVE)
+        if endpoints:
+            try:
+                text = record.getMessage()
+            except Exception:  # noqa: BLE001 - a record that cannot format is left to logging
+                return True
+            clean = text
+            for endpoint in endpoints:
+                clean = endpoint.scrub(clean)
+            if clean != text:
+                record.msg, record.args = clean, ()
         return True
 
 
-logging.getLogger("httpx").addFilter(_ShownURLFilter())
+#: Filters on a logger do not see its children's records, so each is named.
+_HTTP_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11", "httpcore.http2",
+                 "httpcore.proxy", "httpcore.socks")
+_FILTER = _RedactingFilter()
+for _name in _HTTP_LOGGERS:
+    logging.getLogger(_name).addFilter(_FILTER)
 
 StructuredMode = Literal["json_schema", "json_object", "prompt"]
 
@@ -100,10 +141,42 @@ PROVIDER_DEFAULTS: dict[str, _ProviderDefaults] = {
     "lmstudio": _ProviderDefaults("http://127.0.0.1:1234/v1", None, None),
 }
 
+#: The endpoint's own keywords: a near miss of one is refused, not sent as a request option.
+_ENDPOINT_KEYWORDS = (
+    "provider", "model", "base_url", "api_key", "timeout", "max_retries", "deadline", "retry_after_cap",
+    "backoff_initial", "backoff_factor", "backoff_max", "structured_output", "stream", "headers", "verify",
+)
+
 #: Request keys the adapter owns; default options may not set them.
 _RESERVED = frozenset({"messages"})
 
 _BODY_PREVIEW = 300
+
+#: The default total time for one call (retries, waits and streaming included), seconds.
+DEFAULT_DEADLINE = 600.0
+
+#: When the running adapter call must end (:func:`lionops.clock.monotonic`),
+#: so every ``chat()`` inside it (a parse-model re-ask too) ends by then; ``None`` outside one.
+_CALL_ENDS_AT: ContextVar[float | None] = ContextVar("lionops_call_ends_at", default=None)
+
+
+@contextlib.contextmanager
+def call_deadline(seconds: float) -> Iterator[float]:
+    """Bound every ``chat()`` made in this context (and tasks started from it)
+    to end within ``seconds`` from now: the total of one adapter call. Nested
+    bounds keep the earlier end. Yields the end time.
+
+    Raises:
+        ConfigurationError: ``seconds`` is not a positive number.
+    """
+    ends = clock.monotonic() + _check_deadline(seconds)
+    outer = _CALL_ENDS_AT.get()
+    token = _CALL_ENDS_AT.set(ends if outer is None else min(outer, ends))
+    try:
+        yield ends
+    finally:
+        _CALL_ENDS_AT.reset(token)
+
 
 #: Record/replay seam: an httpx transport that carries the requests made in
 #: this context instead of the network (``lionops.replay``); ``None`` normally.
@@ -239,11 +312,30 @@ def _default_ssl_context() -> ssl.SSLContext:
 
 
 def _url_secrets(url: SecretStr) -> list[SecretStr]:
-    """The parts of ``url`` that may be credentials: user info, query values."""
-    parts = urlsplit(url.get_secret_value())
-    found = [parts.password, parts.username, parts.query]
-    found += [value for _, value in parse_qsl(parts.query)]
+    """The parts of ``url`` that may be credentials: the query, and each query
+    value both as written (percent-encoded) and decoded."""
+    query = urlsplit(url.get_secret_value()).query
+    found = [query]
+    found += [value for _, value in parse_qsl(query)]
+    found += [pair.partition("=")[2] for pair in query.split("&")]
     return [SecretStr(v) for v in found if v]
+
+
+def scrubbed_preview(text: str, scrub: Any, longest: int, limit: int = _BODY_PREVIEW) -> str:
+    """The first ``limit`` characters of ``scrub(text)``: scrubbed before the
+    cut, so a secret that straddles the cut is removed whole, never shown in part.
+
+    ``longest`` is the length of the longest secret. Only a prefix of ``text``
+    is scrubbed, one whose scrubbed form is ``longest`` characters longer than
+    the preview: a secret cut by the end of that prefix can then only sit in
+    those extra characters, never in the preview.
+    """
+    window = 2 * (limit + longest)
+    while True:
+        clean = scrub(text[:window])
+        if window >= len(text) or len(clean) >= limit + longest:
+            return clean[:limit]
+        window *= 4
 
 
 def _public_url(url: str) -> str:
@@ -264,9 +356,16 @@ class ChatCompletionsEndpoint:
         base_url: the API root (``.../v1``); default from the provider's
             environment variable (``OPENAI_BASE_URL`` for ``openai``) or
             :data:`PROVIDER_DEFAULTS`.
-        api_key: the bearer key; default from the provider's environment
-            variable (``OPENAI_API_KEY``). ``None`` sends no Authorization.
-        timeout: seconds for one HTTP request (connect, write, read, pool).
+        api_key: the bearer key (surrounding whitespace removed); default
+            from the provider's environment variable (``OPENAI_API_KEY``).
+            ``None`` sends no Authorization.
+        timeout: seconds one socket operation may wait (one connect, one
+            write, one read of the body, a pool slot). It does not bound the
+            call: a server that sends a byte every few seconds never trips it.
+        deadline: seconds for the whole call: every attempt, every retry wait
+            and a whole stream. A retry whose wait would pass the deadline is
+            not made. Per call: ``chat(..., deadline=...)`` (so
+            ``operate(..., deadline=...)``). Default 600.
         max_retries: retries after the first request on 429, 5xx and refused
             connections (2 → at most 3 requests).
         retry_after_cap: the longest ``Retry-After`` honoured, in seconds; a
@@ -291,7 +390,10 @@ class ChatCompletionsEndpoint:
 
     Raises:
         ConfigurationError: unknown provider, bad numbers, an unknown
-            ``structured_output``, or ``messages`` in the default options.
+            ``structured_output``, ``messages`` in the default options, or
+            user info in ``base_url``.
+        MisspelledKeywordError (a TypeError): a default option is a near
+            miss of one of these keywords (``timout``, ``api_kye``).
 
     ``is_cli`` is false. The client is created lazily inside the running
     event loop (asyncio or trio) and reused by every call made in that loop;
@@ -309,6 +411,7 @@ class ChatCompletionsEndpoint:
         timeout: float = 60.0,
         max_retries: int = 2,
         *,
+        deadline: float = DEFAULT_DEADLINE,
         retry_after_cap: float = 60.0,
         backoff_initial: float = 0.5,
         backoff_factor: float = 2.0,
@@ -324,11 +427,16 @@ class ChatCompletionsEndpoint:
             raise ConfigurationError(f"unknown provider {provider!r}; known: {sorted(PROVIDER_DEFAULTS)}")
         if max_retries < 0 or timeout <= 0 or retry_after_cap < 0:
             raise ConfigurationError("max_retries must be >= 0, timeout > 0, retry_after_cap >= 0")
+        deadline = _check_deadline(deadline)
         if structured_output not in ("json_schema", "json_object", "prompt"):
             raise ConfigurationError(f"structured_output must be json_schema, json_object or prompt, got {structured_output!r}")
         reserved = _RESERVED & set(default_options)
         if reserved:
             raise ConfigurationError(f"{sorted(reserved)} cannot be default options")
+        for name in default_options:  # ``timout=``, ``api_kye=`` would be sent in every request body
+            suggestion = near_miss(name, _ENDPOINT_KEYWORDS)
+            if suggestion is not None:
+                raise MisspelledKeywordError(name, suggestion, where=f"iModel(provider={provider!r})")
         if api_key is None and defaults.key_env:
             api_key = os.environ.get(defaults.key_env) or None
         if base_url is None and defaults.base_url_env:
@@ -336,13 +444,27 @@ class ChatCompletionsEndpoint:
         self.provider = provider
         self.model = model
         full_url = (base_url or defaults.base_url).rstrip("/")
-        # User info and query may carry credentials: only the public form is shown.
+        try:
+            has_userinfo = "@" in urlsplit(full_url).netloc
+        except ValueError:
+            raise ConfigurationError(f"{provider}: base_url is not a valid URL") from None
+        if has_userinfo:
+            # httpx would send it as Basic auth in place of the bearer key, and
+            # an echoing server would return it: refused, never shown.
+            raise ConfigurationError(
+                f"{provider}: base_url must not contain user info ('user:password@'); "
+                "pass the key as api_key= or a header in headers="
+            )
+        # The query may carry credentials (``?api-key=``): only the public form is shown.
         self._base_url = SecretStr(full_url)
         self.base_url = _public_url(full_url)
         if self.base_url != full_url:
             _SHOWN_URLS[str(httpx.URL(self._request_url()))] = self.url
-        self._api_key = api_key if isinstance(api_key, SecretStr) or api_key is None else SecretStr(api_key)
+        if isinstance(api_key, str):  # a key read from a file often ends in a newline
+            api_key = SecretStr(api_key.strip())
+        self._api_key = api_key
         self.timeout = float(timeout)
+        self.deadline = deadline
         self.max_retries = int(max_retries)
         self.retry_after_cap = float(retry_after_cap)
         self.backoff_initial = float(backoff_initial)
@@ -355,6 +477,7 @@ class ChatCompletionsEndpoint:
         self.default_options = dict(default_options)
         self._client: httpx.AsyncClient | None = None
         self._client_token: Any = None
+        _LIVE.add(self)
 
     # ------------------------------------------------------------ secrets
 
@@ -362,15 +485,30 @@ class ChatCompletionsEndpoint:
     def has_api_key(self) -> bool:
         return self._api_key is not None and bool(self._api_key.get_secret_value())
 
+    def _secrets(self) -> list[str]:
+        """Every form of every secret value, longest first (so a form holding
+        another goes whole): as given, stripped, escaped as in a ``repr``
+        (the HTTP library quotes a header it refuses), and the credential of
+        an ``<scheme> <credential>`` header value (a server may echo only it)."""
+        found = [self._api_key, *self._extra_headers.values(), *_url_secrets(self._base_url)]
+        forms: set[str] = set()
+        for secret in found:
+            value = secret.get_secret_value() if secret is not None else ""
+            forms.update((value, value.strip(), repr(value)[1:-1]))
+            forms.update(part for part in value.split()[1:] if len(part) >= 8)
+        return sorted((v for v in forms if len(v) >= 4), key=len, reverse=True)
+
     def scrub(self, text: str) -> str:
         """``text`` with the API key, extra header values and the base URL's
-        user info and query values replaced by ``***``."""
-        secrets = [self._api_key, *self._extra_headers.values(), *_url_secrets(self._base_url)]
-        for secret in secrets:
-            value = secret.get_secret_value() if secret is not None else ""
-            if len(value) >= 4:
-                text = text.replace(value, "***")
+        query values replaced by ``***``."""
+        for value in self._secrets():
+            text = text.replace(value, "***")
         return text
+
+    def preview(self, text: str) -> str:
+        """At most 300 characters of ``text``, secrets removed before the cut."""
+        secrets = self._secrets()
+        return scrubbed_preview(text, self.scrub, len(secrets[0]) if secrets else 0)
 
     # ------------------------------------------------------------ client
 
@@ -467,6 +605,8 @@ class ChatCompletionsEndpoint:
             messages: OpenAI-shaped messages (``role``, ``content``, ...).
             **options: request options (``tools``, ``response_format``,
                 ``temperature``, ...); ``None`` values are left out.
+                ``deadline`` (seconds) is not sent: it replaces the endpoint's
+                deadline for this call.
 
         Returns:
             The normalized first choice (:class:`ChatCompletion`).
@@ -476,15 +616,40 @@ class ChatCompletionsEndpoint:
             EndpointRateLimitError: 429 after the retries, or a
                 ``Retry-After`` above ``retry_after_cap``.
             EndpointStatusError: any other 4xx, or 5xx after the retries.
-            EndpointTimeoutError: the request exceeded ``timeout`` seconds.
+            EndpointTimeoutError: one socket operation waited past ``timeout``
+                (``limit="timeout"``), or the call would outlast its
+                ``deadline`` (``limit="deadline"``; a retry whose wait would
+                pass it is not made).
             EndpointConnectionError: refused/reset connection after the retries.
             EndpointResponseError: a 2xx body that is not a completion object
                 (or a stream chunk that is not JSON).
-            ConfigurationError: no model name.
+            ConfigurationError: no model name, or a bad ``deadline``.
+
+        Every error carries ``attempts`` and ``retries``, and no exception
+        chain. The trace of the running ``operate()`` gets ``http_attempts``,
+        ``http_retries`` and ``http_statuses`` (one per attempt; ``None`` for
+        an attempt without an HTTP answer), also when the call fails: those
+        of its first call (a parse model's re-ask does not replace them).
         """
+        deadline = self.deadline if options.get("deadline") is None else _check_deadline(options["deadline"])
+        options.pop("deadline", None)
         body = self.request_body(messages, **options)
         client = self._client_for_loop()
         retries: list[dict[str, Any]] = []
+        statuses: list[int | None] = []
+        ends_at = clock.monotonic() + deadline
+        inherited = _CALL_ENDS_AT.get()
+        if inherited is not None:  # inside an adapter call: its total bounds this call too
+            ends_at = min(ends_at, inherited)
+        stopped_by_deadline: list[float] = []
+
+        def past_deadline(state: Any) -> bool:
+            """tenacity stop: the next wait would end after the deadline."""
+            wait = float(state.upcoming_sleep)
+            if clock.monotonic() + wait >= ends_at:
+                stopped_by_deadline.append(wait)
+                return True
+            return False
 
         def before_sleep(state: Any) -> None:
             exc = state.outcome.exception()
@@ -493,7 +658,7 @@ class ChatCompletionsEndpoint:
             logger.info("%s: retry %d in %.2f s after %s", self.provider, state.attempt_number, delay, type(exc).__name__)
 
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.max_retries + 1),
+            stop=stop_after_attempt(self.max_retries + 1) | past_deadline,
             wait=self._wait,
             retry=retry_if_exception(lambda exc: bool(getattr(exc, "retryable", False))),
             sleep=clock.sleep,
@@ -502,14 +667,72 @@ class ChatCompletionsEndpoint:
         )
         started = time.perf_counter()
         attempts = 0
-        data: dict[str, Any] | None = None
-        async for attempt in retrying:
-            with attempt:
-                attempts = attempt.retry_state.attempt_number
-                data = await self._post_once(client, body, attempts)
-        assert data is not None
-        latency = time.perf_counter() - started
-        return self._completion(data, latency=latency, attempts=attempts, retries=retries)
+        failure: EndpointError | None = None
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    try:
+                        data = await self._attempt(client, body, attempts, ends_at, deadline)
+                    except EndpointError as exc:
+                        statuses.append(getattr(exc, "status", None))
+                        raise
+                    statuses.append(200)
+            latency = time.perf_counter() - started
+            done = self._completion(data, latency=latency, attempts=attempts, retries=retries)
+        except EndpointError as exc:
+            failure = exc
+        meta = current_meta()
+        if meta is not None and "http_statuses" not in meta:  # the adapter call's own; a parse re-ask adds none
+            meta.update(http_attempts=attempts, http_retries=list(retries), http_statuses=list(statuses))
+        if failure is None:
+            return done
+        if stopped_by_deadline:
+            failure = self._deadline_error(
+                deadline, attempts,
+                f"the retry after {type(failure).__name__} ({self._status_text(failure)}) "
+                f"would wait {stopped_by_deadline[-1]:g} s",
+            )
+        raise self._settled(failure, attempts, retries)
+
+    async def _attempt(self, client: httpx.AsyncClient, body: dict[str, Any], attempt: int,
+                       ends_at: float, deadline: float) -> dict[str, Any]:
+        """One request, cancelled when the call's deadline passes."""
+        left = ends_at - clock.monotonic()
+        if left <= 0:
+            raise self._deadline_error(deadline, attempt - 1, "no time was left for another request")
+        with anyio.CancelScope(deadline=anyio.current_time() + left) as scope:
+            return await self._post_once(client, body, attempt)
+        # Only this scope's own cancellation gets here (a caller's propagates).
+        assert scope.cancelled_caught
+        raise self._deadline_error(deadline, attempt, f"attempt {attempt} was still running")
+
+    def _deadline_error(self, deadline: float, attempts: int, what: str) -> EndpointTimeoutError:
+        err = EndpointTimeoutError(
+            f"{self.provider}: POST {self.url} ran out of its total deadline of {deadline:g} s: {what}",
+            limit="deadline", seconds=deadline, provider=self.provider, url=self.url,
+        )
+        err.attempts = attempts
+        return err
+
+    @staticmethod
+    def _status_text(err: EndpointError) -> str:
+        status = getattr(err, "status", None)
+        return f"HTTP {status}" if status is not None else "no HTTP answer"
+
+    @staticmethod
+    def _settled(err: EndpointError, attempts: int, retries: list[dict[str, Any]]) -> EndpointError:
+        """``err`` as the call's failure: attempts and retries on it, the attempt
+        count in its message, and no exception chain (the HTTP library's
+        exceptions hold the request headers)."""
+        err.attempts = max(attempts, 1)
+        err.retries = list(retries)
+        if err.attempts > 1 and err.args and f"after {err.attempts} attempts" not in str(err.args[0]):
+            err.args = (f"{err.args[0]} (after {err.attempts} attempts)", *err.args[1:])
+        err.__cause__ = None
+        err.__context__ = None
+        err.__suppress_context__ = True
+        return err
 
     def _wait(self, state: Any) -> float:
         """tenacity wait: the server's ``Retry-After`` when given, else backoff."""
@@ -538,16 +761,22 @@ class ChatCompletionsEndpoint:
             response = await client.post(self._request_url(), json=body, headers=self._headers())
         except httpx.TimeoutException as exc:
             raise EndpointTimeoutError(
-                f"{self.provider}: no answer from POST {url} within {self.timeout:g} s ({type(exc).__name__})",
-                provider=self.provider, url=url,
+                f"{self.provider}: POST {url}: one {_TIMEOUT_KINDS.get(type(exc).__name__, 'socket operation')} "
+                f"waited longer than the timeout of {self.timeout:g} s ({type(exc).__name__})",
+                limit="timeout", seconds=self.timeout, provider=self.provider, url=url,
             ) from None
         except httpx.TransportError as exc:
             err = EndpointConnectionError(
-                f"{self.provider}: cannot reach POST {url}: {self.scrub(str(exc)) or type(exc).__name__}",
+                f"{self.provider}: cannot reach POST {url}: {self.preview(str(exc)) or type(exc).__name__}",
                 provider=self.provider, url=url,
             )
             err.retryable = isinstance(exc, httpx.ConnectError)  # type: ignore[attr-defined]
             raise err from None
+        except httpx.HTTPError as exc:  # a body that cannot be decoded, too many redirects, ...
+            raise EndpointResponseError(
+                f"{self.provider}: POST {url}: {type(exc).__name__}: {self.preview(str(exc))}",
+                provider=self.provider, url=url,
+            ) from None
         logger.debug("%s: %s %d", self.provider, url, response.status_code)
         if not response.is_success:
             raise self._status_error(response, url, attempt)
@@ -587,14 +816,14 @@ class ChatCompletionsEndpoint:
 
     def _response_error(self, what: str, status: int, text: str) -> EndpointResponseError:
         return EndpointResponseError(
-            f"{self.provider}: POST {self.url} answered {status} with {what}: {self.scrub(text[:_BODY_PREVIEW])!r}",
+            f"{self.provider}: POST {self.url} answered {status} with {what}: {self.preview(text)!r}",
             provider=self.provider, url=self.url,
         )
 
     def _status_error(self, response: httpx.Response, url: str, attempt: int) -> EndpointStatusError:
         status = response.status_code
-        body = self.scrub(response.text[:_BODY_PREVIEW])
-        detail = self.scrub(_error_message(response)) or response.reason_phrase
+        body = self.preview(response.text)
+        detail = self.preview(_error_message(response).strip()) or response.reason_phrase
         retry_after = parse_retry_after(response.headers)
         kw: dict[str, Any] = dict(status=status, body=body, attempts=attempt, provider=self.provider, url=url)
         message = f"{self.provider}: HTTP {status} from POST {url}: {detail}"
@@ -646,7 +875,7 @@ class ChatCompletionsEndpoint:
         return (
             f"ChatCompletionsEndpoint(provider={self.provider!r}, model={self.model!r}, "
             f"base_url={self.base_url!r}, api_key={'set' if self.has_api_key else 'unset'}, "
-            f"timeout={self.timeout:g}, max_retries={self.max_retries}, "
+            f"timeout={self.timeout:g}, deadline={self.deadline:g}, max_retries={self.max_retries}, "
             f"structured_output={self.structured_output!r})"
         )
 
@@ -759,6 +988,18 @@ class StreamAccumulator:
         }
 
 
+#: httpx timeout exception -> the socket operation it bounds.
+_TIMEOUT_KINDS = {"ConnectTimeout": "connect", "ReadTimeout": "read", "WriteTimeout": "write",
+                  "PoolTimeout": "wait for a pooled connection"}
+
+
+def _check_deadline(value: Any) -> float:
+    """``value`` as a deadline in seconds; ``ConfigurationError`` unless a positive number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigurationError(f"deadline must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
 def _list_of(obj: dict[str, Any], key: str) -> list[Any]:
     """``obj[key]`` as a list (absent or null: empty); ``ValueError`` for another type."""
     value = obj.get(key)
@@ -780,18 +1021,19 @@ def _text_of(content: Any) -> str | None:
 
 
 def _error_message(response: httpx.Response) -> str:
-    """The ``error.message`` of an OpenAI-style error body, else a short body preview."""
+    """The ``error.message`` of an OpenAI-style error body, else the body, uncut
+    (the caller removes secrets, then cuts)."""
     try:
         data = response.json()
     except ValueError:
-        return response.text[:_BODY_PREVIEW].strip()
+        return response.text
     if isinstance(data, dict):
         err = data.get("error")
         if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return err["message"][:_BODY_PREVIEW]
+            return err["message"]
         if isinstance(err, str):
-            return err[:_BODY_PREVIEW]
+            return err
         if isinstance(data.get("message"), str):
-            return data["message"][:_BODY_PREVIEW]
-    return response.text[:_BODY_PREVIEW].strip()
+            return data["message"]
+    return response.text
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..branch import Branch
-    from ..models import ActionResponseModel
+    from ..models import ActionRecord, ActionResponseModel
     from ..operative import Operative
     from ..params import ActionParam, ChatParam, ParseParam
 
@@ -46,6 +46,7 @@ class OperationContext:
     # schema (D2)
     model_class: type | None = None
     tool_schemas_published: bool = False
+    offered: frozenset[str] | None = None
     schema_done: bool = False
     # adapter (D3)
     middle_name: str | None = None
@@ -57,6 +58,8 @@ class OperationContext:
     responses: list[ActionResponseModel | None] | None = None
     kept_responses: list[ActionResponseModel] | None = None
     enriched: bool = False
+    #: the typed decision of every request act() handled, in request order
+    actions: list[ActionRecord] = field(default_factory=list)
     # failure
     error: BaseException | None = None
     meta: dict[str, Any] = field(default_factory=dict)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from .. import observe
 from ..errors import InternalInvariantError
 from ..trace import Trace, _meta
 from .context import OperationContext
@@ -30,7 +31,8 @@ def new_trace(engine: Engine, meta: dict[str, Any] | None = None) -> Trace:
     return Trace(definition.name, engine.name, time.time(), definition.initial, None, meta)
 
 
-async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trace | None = None) -> Any:
+async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trace | None = None,
+                *, _observed: bool = False) -> Any:
     """Run the machine on ``ctx``; return the outcome value or raise it.
 
     ``trace`` (created when ``None``) is filled in place, so a caller holding
@@ -39,6 +41,9 @@ async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trac
     engine = engine or get_engine()
     if trace is None:
         trace = new_trace(engine, ctx.meta)
+    trace.actions = ctx.actions  # the same list: act() appends its records to it
+    if observe.observers and not _observed:  # instrumentation seam: one check when nothing observes
+        return await observe.observe_operation(ctx, engine, trace, _observed_drive)
     handlers = engine.handlers
     terminals = engine.terminals
     failure_trigger = engine.failure_trigger
@@ -87,3 +92,8 @@ async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trac
         if rec.error is None:
             rec.error = _describe(exc)
         raise
+
+
+async def _observed_drive(ctx: OperationContext, engine: Engine, trace: Trace) -> Any:
+    """:func:`drive` inside an observed operation (the observers already know of it)."""
+    return await drive(ctx, engine, trace, _observed=True)

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from .context import OperationContext
 
-__all__ = ["GUARDS", "read_requests", "is_mismatch"]
+__all__ = ["GUARDS", "read_requests", "is_mismatch", "can_attach_responses"]
 
 Guard = Callable[[OperationContext], bool]
 
@@ -27,6 +27,32 @@ def read_requests(result: Any) -> Any:
     if isinstance(result, Mapping):
         return result.get("action_requests")
     return None
+
+
+def can_attach_responses(result: Any, operative: Any) -> bool:
+    """Whether ``action_responses`` can be set on ``result`` in place (D4).
+
+    The one predicate both the gate (``requests_present`` /
+    ``responses_unattachable``) and the ``enrich`` phase use, so tools run
+    exactly for results enrich can attach to: a ``dict`` whose item
+    assignment is ``dict``'s own, or an instance of the call's generated
+    response type (it declares ``action_responses``) that is not frozen and
+    keeps pydantic's own attribute assignment. A Mapping that is not a dict,
+    a dict class with its own ``__setitem__``, a foreign model, a frozen
+    model, a model class with its own ``__setattr__``: no slot.
+    """
+    if isinstance(result, dict):
+        return getattr(type(result), "__setitem__", None) is dict.__setitem__
+    if not isinstance(result, BaseModel) or operative is None:
+        return False
+    rtype = operative.response_type
+    cls = type(result)
+    return (
+        isinstance(rtype, type) and isinstance(result, rtype)
+        and "action_responses" in cls.model_fields
+        and not cls.model_config.get("frozen", False)
+        and getattr(cls, "__setattr__", None) is BaseModel.__setattr__
+    )
 
 
 def is_mismatch(ctx: OperationContext) -> bool:
@@ -82,8 +108,14 @@ def requests_absent(ctx: OperationContext) -> bool:
     return read_requests(ctx.result) is None
 
 
+def responses_unattachable(ctx: OperationContext) -> bool:
+    return (ctx.action_param is not None and read_requests(ctx.result) is not None
+            and not can_attach_responses(ctx.result, ctx.operative))
+
+
 def requests_present(ctx: OperationContext) -> bool:
-    return ctx.action_param is not None and read_requests(ctx.result) is not None
+    return (ctx.action_param is not None and read_requests(ctx.result) is not None
+            and can_attach_responses(ctx.result, ctx.operative))
 
 
 def all_requests_acted(ctx: OperationContext) -> bool:
@@ -105,6 +137,6 @@ GUARDS: dict[str, Guard] = {
         phase_raised, preparation_succeeded, schema_published, adapter_awaited_once,
         skip_validation_set, mismatch_policy_return_value, mismatch_policy_return_none,
         mismatch_policy_raise, validation_passed, invoke_actions_false, action_param_absent,
-        requests_absent, requests_present, all_requests_acted, responses_empty, result_enriched,
+        requests_absent, responses_unattachable, requests_present, all_requests_acted, responses_empty, result_enriched,
     )
 }

@@ -16,11 +16,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .. import observe
 from ..fields import to_fields_dict
 from ..operative import operative_for
 from ..params import ParseParam, RunParam
 from .context import OperationContext
-from .guards import read_requests
+from .guards import can_attach_responses, read_requests
 
 __all__ = ["PHASES", "select_middle", "model_class_of"]
 
@@ -86,8 +87,10 @@ async def schema(ctx: OperationContext) -> None:
     # Each parameter is copied once, with all of its changes.
     cp_changes: dict[str, Any] = {}
     if ctx.action_param is not None:
-        selector = ctx.action_param.tools or True
-        cp_changes["tool_schemas"] = branch.acts.get_tool_schema(tools=selector)["tools"]
+        selected = branch.acts.select(ctx.action_param.tools or True)
+        cp_changes["tool_schemas"] = [t.schema for t in selected]
+        # The offered tools are the allowed tools: act() runs only these.
+        ctx.offered = frozenset(t.name for t in selected)
         ctx.tool_schemas_published = True
 
     model_class = model_class_of(cp.response_format)
@@ -121,7 +124,7 @@ async def adapter(ctx: OperationContext) -> None:
     ctx.middle_name = getattr(middle, "__qualname__", None) or type(middle).__name__
     ctx.meta["middle"] = ctx.middle_name
     ctx.adapter_calls += 1
-    ctx.result = await middle(
+    call = middle(
         ctx.branch,
         ctx.instruction,
         ctx.chat_param,
@@ -129,13 +132,16 @@ async def adapter(ctx: OperationContext) -> None:
         ctx.clear_messages,
         skip_validation=ctx.skip_validation,
     )
+    ctx.result = await (observe.observe_adapter(ctx, call) if observe.observers else call)
 
 
 async def act(ctx: OperationContext) -> None:
     """D4: every request through act()."""
     assert ctx.action_param is not None
     ctx.requests = read_requests(ctx.result)
-    ctx.responses = await _module(".act").act(ctx.branch, ctx.requests, ctx.action_param)
+    ctx.responses = await _module(".act").act(
+        ctx.branch, ctx.requests, ctx.action_param, offered=ctx.offered, records=ctx.actions,
+    )
     ctx.acted = True
 
 
@@ -145,18 +151,22 @@ async def enrich(ctx: OperationContext) -> None:
     ctx.kept_responses = kept
     if not kept:
         return
-    await ctx.branch.offer_writeback(kept)
+    offer = ctx.branch.offer_writeback(kept)
+    await (observe.observe_step("writeback", offer, responses=len(kept)) if observe.observers else offer)
     result = ctx.result
-    if isinstance(result, BaseModel) and ctx.operative is not None:
+    # The gate admitted the result only if this same predicate held, so a
+    # result without a slot never reaches here; if one did, `enriched` stays
+    # false, no guard of `enrich` holds, and the machine fails with an
+    # InternalInvariantError instead of claiming an enrichment it did not do.
+    if not can_attach_responses(result, ctx.operative):
+        return
+    if isinstance(result, BaseModel):
+        assert ctx.operative is not None
         ctx.operative.response_model = result
         ctx.result = ctx.operative.update_response_model({"action_responses": kept})
-        ctx.enriched = True
-    elif isinstance(result, dict):
+    else:
         result["action_responses"] = kept
-        ctx.enriched = True
-    # Anything else has no slot for action_responses: `enriched` stays false,
-    # no guard of `enrich` holds, and the machine fails with an
-    # InternalInvariantError instead of claiming an enrichment it did not do.
+    ctx.enriched = True
 
 
 #: handler name (as in states/operate.toml) -> coroutine function.

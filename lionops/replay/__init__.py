@@ -20,12 +20,12 @@ session per test. See docs/replay.md.
 from .cassette import CASSETTE_VERSION, Cassette, CassetteError, CassetteNotFoundError, Operation
 from .cli import CliRecorder, CliReplay
 from .divergence import ReplayDivergence
-from .redact import DEFAULT_PATTERNS, Redactor
+from .redact import DEFAULT_PATTERNS, Redactor, pattern_problem
 from .session import RECORD_MODES, CassetteSession, RecordMode, record, replay
 from .transport import RecordingTransport, ReplayTransport
 
 __all__ = [
     "Cassette", "Operation", "CassetteError", "CassetteNotFoundError", "CASSETTE_VERSION",
-    "ReplayDivergence", "Redactor", "DEFAULT_PATTERNS", "CassetteSession", "RecordMode",
+    "ReplayDivergence", "Redactor", "DEFAULT_PATTERNS", "pattern_problem", "CassetteSession", "RecordMode",
     "RECORD_MODES", "record", "replay", "RecordingTransport", "ReplayTransport", "CliRecorder", "CliReplay",
 ]

@@ -26,29 +26,48 @@ See docs/replay.md.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from ..errors import LionopsError
 from ..messages import atomic_write_text
 from ..trace import Trace
-from .redact import REPLACEMENT, Redactor
+from .redact import MAX_PATTERNS, REPLACEMENT, Redactor, pattern_problem
 
 __all__ = [
     "CASSETTE_FORMAT", "CASSETTE_VERSION", "Cassette", "Operation", "CallRecord", "HttpExchange",
     "CliExchange", "Exchange", "HttpRequestRecord", "HttpResponseRecord", "ToolCallRecord",
     "ErrorRecord", "OutcomeRecord", "RedactionRecord", "CassetteError", "CassetteNotFoundError",
+    "MAX_CASSETTE_DEPTH",
 ]
 
 CASSETTE_FORMAT = "lionops-cassette"
 #: Version of the cassette JSON; a cassette of another version is refused.
 CASSETTE_VERSION = 1
+#: A cassette nested deeper than this (objects and lists) is refused.
+MAX_CASSETTE_DEPTH = 256
+#: Integers in a cassette (indices, exit statuses) stay within 64 bits.
+_INT64 = 2**63
 
 
 class CassetteError(LionopsError, ValueError):
-    """A cassette file is missing, not JSON, or not a valid cassette."""
+    """A cassette is missing, unreadable, not JSON, or not a valid cassette
+    (see docs/replay.md, "What is validated").
+
+    Every malformed cassette raises this, never ``RecursionError``,
+    ``KeyError`` or ``TypeError``. The message is one line: the source and
+    the first problem found.
+
+    Attributes:
+        problems: every problem found, one line each (``loc: message``).
+    """
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems: list[str] = problems if problems is not None else [message]
 
 
 class CassetteNotFoundError(CassetteError, FileNotFoundError):
@@ -83,7 +102,7 @@ class HttpRequestRecord(_Record):
 class HttpResponseRecord(_Record):
     """A response: ``body`` when it was JSON, else ``text`` (a server-sent-event stream)."""
 
-    status: int
+    status: int = Field(ge=100, le=599)
     headers: dict[str, str] = {}
     body: Any = None
     text: str | None = None
@@ -114,7 +133,7 @@ class CliExchange(_Record):
     command: list[str]
     input: str | None = None
     lines: list[str] = []
-    returncode: int | None = None
+    returncode: int | None = Field(default=None, ge=-_INT64, lt=_INT64)
     stderr: str | None = None
     timed_out: bool = False
     error: ErrorRecord | None = None
@@ -132,7 +151,7 @@ class ToolCallRecord(_Record):
     arguments); only ``allowed`` calls reached the tool.
     """
 
-    index: int
+    index: int = Field(ge=-1, lt=_INT64)
     function: str | None = None
     arguments: Any = None
     decision: Literal["allowed", "denied", "invalid", "rejected"]
@@ -175,8 +194,15 @@ class Operation(_Record):
     @field_validator("trace")
     @classmethod
     def _trace_is_a_trace(cls, value: dict[str, Any]) -> dict[str, Any]:
-        Trace.from_dict(value)  # raises ValueError/KeyError on a malformed trace
+        Trace.from_dict(value)  # ValueError, reported as a validation error
         return value
+
+    @model_validator(mode="after")
+    def _one_record_per_request(self) -> Operation:
+        indices = [c.index for c in self.tool_calls if c.index >= 0]
+        if len(set(indices)) != len(indices):
+            raise ValueError("tool_calls: two records of one request index")
+        return self
 
     def trace_obj(self) -> Trace:
         return Trace.from_dict(self.trace)
@@ -190,8 +216,24 @@ class Operation(_Record):
 class RedactionRecord(_Record):
     """The caller's extra secret patterns (applied again on replay) and the mark used."""
 
-    patterns: list[str] = []
+    patterns: list[str] = Field(default=[], max_length=MAX_PATTERNS)
     replacement: str = REPLACEMENT
+
+    @field_validator("patterns")
+    @classmethod
+    def _bounded_patterns(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        """Patterns read from a file (:meth:`Cassette.loads`) must pass
+        :func:`~lionops.replay.redact.pattern_problem`, unless the caller
+        vouches for them in code (``trusted_patterns``)."""
+        context = info.context
+        if context is None:  # built in code: the caller's own patterns
+            return value
+        trusted = context.get("trusted_patterns", ())
+        for i, pattern in enumerate(value):
+            problem = None if pattern in trusted else pattern_problem(pattern)
+            if problem is not None:
+                raise ValueError(f"redaction pattern {i} {pattern[:60]!r} is refused: {problem}")
+        return value
 
 
 class Cassette(_Record):
@@ -203,6 +245,16 @@ class Cassette(_Record):
     redaction: RedactionRecord = RedactionRecord()
     operations: list[Operation] = []
 
+    @model_validator(mode="before")
+    @classmethod
+    def _says_what_it_is(cls, data: Any, info: ValidationInfo) -> Any:
+        """A file must say it is a cassette, and of which version."""
+        if info.context is not None and isinstance(data, dict):
+            missing = [key for key in ("format", "version") if key not in data]
+            if missing:
+                raise ValueError(f"no {' and no '.join(repr(k) for k in missing)}: not a lionops cassette")
+        return data
+
     @field_validator("version")
     @classmethod
     def _known_version(cls, value: int) -> int:
@@ -211,35 +263,53 @@ class Cassette(_Record):
         return value
 
     @classmethod
-    def loads(cls, text: str | bytes, *, source: str = "cassette") -> Cassette:
+    def loads(cls, text: str | bytes, *, source: str = "cassette", trusted_patterns: Iterable[str] = ()) -> Cassette:
         """Parse and validate cassette JSON.
 
+        Redaction patterns in it are untrusted: each must pass
+        :func:`~lionops.replay.redact.pattern_problem`, except those in
+        ``trusted_patterns`` (the caller's own, given in code).
+
         Raises:
-            CassetteError: not JSON, or not a valid cassette of this version.
+            CassetteError: not JSON, nested deeper than
+                :data:`MAX_CASSETTE_DEPTH`, or not a valid cassette of this version.
         """
         try:
             data = json.loads(text)
-        except ValueError as exc:
+        except RecursionError:
+            raise CassetteError(f"{source} is not a valid lionops cassette: nested too deep to read") from None
+        except ValueError as exc:  # also UnicodeDecodeError, and integers past the digit limit
             raise CassetteError(f"{source} is not JSON: {exc}") from None
+        depth = _depth(data)
+        if depth > MAX_CASSETTE_DEPTH:
+            raise CassetteError(f"{source} is not a valid lionops cassette: nested {depth} levels deep "
+                                f"(at most {MAX_CASSETTE_DEPTH})")
+        context = {"trusted_patterns": frozenset(p for p in trusted_patterns if isinstance(p, str))}
         try:
-            return cls.model_validate(data)
+            return cls.model_validate(data, context=context)
         except ValidationError as exc:
-            raise CassetteError(f"{source} is not a valid lionops cassette:\n{exc}") from None
+            problems = [_problem(e) for e in exc.errors(include_url=False, include_input=False)]
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise CassetteError(f"{source} is not a valid lionops cassette: {problems[0]}{more}", problems) from None
+        except RecursionError:
+            raise CassetteError(f"{source} is not a valid lionops cassette: nested too deep to validate") from None
 
     @classmethod
-    def load(cls, path: str | Path) -> Cassette:
-        """Read and validate the cassette at ``path``.
+    def load(cls, path: str | Path, *, trusted_patterns: Iterable[str] = ()) -> Cassette:
+        """Read and validate the cassette at ``path`` (see :meth:`loads`).
 
         Raises:
             CassetteNotFoundError: no file at ``path``.
-            CassetteError: the file is not a valid cassette.
+            CassetteError: the file cannot be read or is not a valid cassette.
         """
         p = Path(path)
         try:
-            text = p.read_text(encoding="utf-8")
+            text = p.read_bytes()
         except FileNotFoundError:
             raise CassetteNotFoundError(f"no cassette at {p}") from None
-        return cls.loads(text, source=str(p))
+        except OSError as exc:
+            raise CassetteError(f"cannot read cassette {p}: {exc.strerror or type(exc).__name__}") from None
+        return cls.loads(text, source=str(p), trusted_patterns=trusted_patterns)
 
     def dumps(self, redactor: Redactor | None = None) -> str:
         """The cassette as indented JSON, passed once more through ``redactor``
@@ -254,3 +324,29 @@ class Cassette(_Record):
 
     def __repr__(self) -> str:
         return f"Cassette(version={self.version}, operations={len(self.operations)})"
+
+
+def _depth(data: Any) -> int:
+    """How deep objects and lists nest in parsed JSON (iterative: never recurses)."""
+    deepest = 0
+    stack = [(data, 1)]
+    while stack:
+        value, level = stack.pop()
+        if isinstance(value, dict):
+            children: Iterable[Any] = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_CASSETTE_DEPTH:
+            return deepest
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _problem(error: Any) -> str:
+    """One pydantic error as ``loc: message``, on one line."""
+    loc = ".".join(str(part) for part in error.get("loc", ())) or "cassette"
+    message = " ".join(str(error.get("msg", "")).split()).removeprefix("Value error, ")
+    return f"{loc}: {message[:300]}"

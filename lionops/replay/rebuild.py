@@ -17,6 +17,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ..branch import Branch
+from ..hooks import summarize
 from ..imodel import PROVIDERS, iModel
 from ..tools import Tool, ToolInvocation
 from .cassette import CassetteError, CliExchange, Operation
@@ -29,8 +30,10 @@ _SCALARS: dict[str, Any] = {"string": str, "integer": int, "number": float, "boo
 
 class _Builder:
     def __init__(self, root: dict[str, Any]) -> None:
-        self.defs: dict[str, Any] = root.get("$defs", {})
+        defs = root.get("$defs", {})
+        self.defs: dict[str, Any] = defs if isinstance(defs, dict) else {}
         self.built: dict[str, type[BaseModel]] = {}
+        self.building: set[str] = set()
 
     def model(self, name: str, node: dict[str, Any], extra: str | None = None) -> type[BaseModel]:
         required = set(node.get("required", []))
@@ -44,9 +47,17 @@ class _Builder:
                             __config__=config, **fields)
 
     def type(self, prop: dict[str, Any]) -> Any:
+        if not isinstance(prop, dict):
+            raise CassetteError(f"a schema is a JSON object, got {type(prop).__name__}")
         if "$ref" in prop:
-            name = prop["$ref"].rsplit("/", 1)[-1]
+            ref = prop["$ref"]
+            name = ref.rsplit("/", 1)[-1] if isinstance(ref, str) else None
+            if name not in self.defs:
+                raise CassetteError(f"schema reference {summarize(ref, 80)!r} names no definition")
             if name not in self.built:
+                if name in self.building:
+                    raise CassetteError(f"schema definition {name!r} refers to itself; it cannot be rebuilt")
+                self.building.add(name)
                 self.built[name] = self.model(name, self.defs[name])
             return self.built[name]
         if "anyOf" in prop:
@@ -94,7 +105,10 @@ class RecordedTool(Tool):
 
     @classmethod
     def of(cls, schema: dict[str, Any]) -> RecordedTool:
-        fn = schema.get("function") or {}
+        fn = schema.get("function")
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if not isinstance(name, str) or not name.isidentifier():
+            raise CassetteError(f"a recorded tool needs a name that is an identifier, got {summarize(name, 80)!r}")
         tool = cls(_stub, name=fn.get("name", ""), description=fn.get("description", ""), recorded_schema=schema)
         params = fn.get("parameters") or {}
         extra = "forbid" if params.get("additionalProperties") is False else "allow"
@@ -141,13 +155,28 @@ def _model(op: Operation) -> iModel:
     return iModel(provider=call.provider, model=call.model, base_url=call.base_url, api_key=None, **options)
 
 
-def rebuild(op: Operation) -> tuple[Branch, dict[str, Any]]:
+def rebuild(op: Operation, *, operation: int = 0) -> tuple[Branch, dict[str, Any]]:
     """A branch and ``operate`` keywords reproducing the recorded call of ``op``.
 
     Raises:
-        CassetteError: the operation used a custom middle, or its response
-            model cannot be rebuilt exactly.
+        CassetteError: the operation used a custom middle, its response
+            model cannot be rebuilt exactly, or what it records cannot make a
+            branch (a tool name that is not an identifier, a schema that
+            refers to itself or to nothing, history or settings of the wrong
+            shape).
     """
+    try:
+        return _rebuild(op)
+    except CassetteError as exc:
+        raise CassetteError(f"operation {operation} cannot be rebuilt from the cassette: {exc}") from None
+    except RecursionError:
+        raise CassetteError(f"operation {operation} cannot be rebuilt: its schemas nest too deep") from None
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, LookupError) as exc:
+        raise CassetteError(f"operation {operation} cannot be rebuilt from the cassette: "
+                            f"{type(exc).__name__}: {summarize(exc, 200)}") from None
+
+
+def _rebuild(op: Operation) -> tuple[Branch, dict[str, Any]]:
     call = op.call
     if call.middle not in ("communicate", "run_and_collect", None):
         raise CassetteError(f"the operation used a custom middle {call.middle!r}; replay it from code")

@@ -14,18 +14,26 @@ A :class:`Redactor` replaces secrets in text and in JSON-compatible values:
 
 The same redactor normalizes a live request before it is compared with a
 recorded one, so a secret in the request never makes replay diverge.
+
+Patterns given in code are trusted as written. Patterns read from a cassette
+file are not: :func:`pattern_problem` accepts only those whose work per text
+position is bounded, so a cassette cannot make redaction (and so replay)
+run for ever (catastrophic backtracking, e.g. ``(a|aa)+$``).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import re._constants as _sre
+import re._parser as _sre_parse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-__all__ = ["Redactor", "DEFAULT_PATTERNS", "REPLACEMENT"]
+__all__ = ["Redactor", "DEFAULT_PATTERNS", "REPLACEMENT", "pattern_problem", "MAX_PATTERN_LENGTH",
+           "MAX_PATTERNS", "MAX_QUANTIFIER", "MAX_WORK"]
 
 #: What a secret is replaced with (the same mark the endpoint's ``scrub`` uses).
 REPLACEMENT = "***"
@@ -46,6 +54,101 @@ _SECRET_NAME = re.compile(
 )
 _SECRET_ENV = re.compile(r"(?i)(api[-_]?key|token|secret|password|passwd)")
 _MIN_SECRET = 4
+
+
+#: A pattern read from a cassette is at most this many characters long.
+MAX_PATTERN_LENGTH = 200
+#: A cassette holds at most this many redaction patterns.
+MAX_PATTERNS = 32
+#: The largest upper bound of a quantifier in a pattern read from a cassette.
+MAX_QUANTIFIER = 256
+#: The most character steps a pattern read from a cassette may take at one
+#: text position: its backtracking choices (the product of the ranges
+#: ``max - min + 1`` of the quantifiers a match can go back into) times the
+#: longest text it examines (an unbounded tail counted at its minimum).
+MAX_WORK = 256
+
+_SINGLE = frozenset({_sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN})
+_REPEATS = frozenset({_sre.MAX_REPEAT, _sre.MIN_REPEAT})
+
+
+class _Refused(Exception):
+    pass
+
+
+def _work(items: Any, final: bool) -> tuple[int, int]:
+    """``(choices, span)`` of a parsed sequence: backtracking choices and the
+    longest text examined from one position. A quantifier at the very end of
+    the pattern never backtracks (nothing after it can fail), so it adds no
+    choices and may be unbounded; it examines at most its minimum before it
+    can fail."""
+    seq = list(items)
+    choices, span = 1, 0
+    for i, (op, arg) in enumerate(seq):
+        last = final and i == len(seq) - 1
+        if op in _SINGLE:
+            c, w = 1, 1
+        elif op is _sre.AT:
+            c, w = 1, 0
+        elif op is _sre.SUBPATTERN:
+            c, w = _work(arg[-1], last)
+        elif op is _sre.BRANCH:
+            parts = [_work(branch, last) for branch in arg[1]]
+            c, w = sum(p[0] for p in parts), max(p[1] for p in parts)
+        elif op in _REPEATS:
+            low, high, body = arg
+            body = list(body)
+            if not (len(body) == 1 and body[0][0] in _SINGLE):
+                raise _Refused("a quantifier may repeat only one character, class or '.', not a group")
+            if high is _sre.MAXREPEAT:
+                if not last:
+                    raise _Refused("only the pattern's last element may repeat without an upper bound")
+                c, w = 1, max(low, 1)
+            elif high > MAX_QUANTIFIER:
+                raise _Refused(f"a quantifier's upper bound is at most {MAX_QUANTIFIER}")
+            else:
+                c, w = (1 if last else high - low + 1), high
+        else:
+            raise _Refused(f"{str(op).lower()} (backreferences, lookarounds, conditionals, atomic "
+                           "groups, possessive quantifiers) is not allowed")
+        choices, span = choices * c, span + w
+        if choices * max(span, 1) > MAX_WORK:
+            raise _Refused(f"it may take more than {MAX_WORK} steps at one text position "
+                           "(backtracking choices times the text it examines)")
+    return choices, span
+
+
+def pattern_problem(pattern: Any) -> str | None:
+    """Why ``pattern`` (read from a file, so untrusted) is refused, or ``None``.
+
+    Accepted: a string of at most :data:`MAX_PATTERN_LENGTH` characters that
+    compiles, cannot match the empty text, and whose quantifiers each repeat
+    one character, class or ``.``; only the last element may be unbounded
+    (``{8,}``, ``+``), the others have upper bounds of at most
+    :data:`MAX_QUANTIFIER`; backreferences, lookarounds, conditionals,
+    atomic groups and possessive quantifiers are refused; and it takes at
+    most :data:`MAX_WORK` steps at one text position (backtracking choices
+    times the text it examines). Applying such a pattern takes time linear in
+    the text. ``sk-[A-Za-z0-9]{20,}``, ``tok_\\d{6}`` and
+    ``(?:sk|pk)_live_[0-9a-z]{24}`` pass; ``(a|aa)+$``, ``(a+)+``, ``a*a*b``,
+    ``(\\w+\\s?)*`` and ``.{0,256}a{200,}`` do not.
+    """
+    if not isinstance(pattern, str):
+        return f"a pattern is a string, got {type(pattern).__name__}"
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        return f"it is {len(pattern)} characters long (at most {MAX_PATTERN_LENGTH})"
+    try:
+        parsed = _sre_parse.parse(pattern)
+        re.compile(pattern)
+    except (re.error, OverflowError, RecursionError) as exc:
+        return f"it does not compile: {exc}"
+    if parsed.getwidth()[0] == 0:
+        return "it can match the empty text"
+    try:
+        _work(parsed, True)
+    except _Refused as exc:
+        return str(exc)
+    return None
 
 
 def is_secret_name(name: str) -> bool:

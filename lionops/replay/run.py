@@ -15,15 +15,18 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..act import BEFORE_DISPATCH
 from ..branch import OperateKwargs
 from ..clock import RecordingClock, use_clock
-from ..endpoints.cli import CLI_TRANSPORT
+from ..endpoints.cli import CLI_TRANSPORT, CLITimeoutError
+from ..errors import EndpointConnectionError, EndpointStatusError
 from ..endpoints.openai import HTTP_TRANSPORT
 from ..messages import to_jsonable
-from ..models import Instruct
+from ..models import Instruct, decode_arguments
+from ..hooks import summarize
 from ..tools import TOOL_RUNNER, Tool
 from ..trace import Trace, Traced
-from .cassette import CallRecord, ErrorRecord, Operation, OutcomeRecord, ToolCallRecord
+from .cassette import CallRecord, CliExchange, ErrorRecord, HttpExchange, Operation, OutcomeRecord, ToolCallRecord
 from .cli import CliRecorder, CliReplay
 from .divergence import ReplayDivergence, compare_traces, first_difference
 from .redact import Redactor
@@ -32,7 +35,7 @@ from .transport import RecordedExchanges, RecordingTransport, ReplayTransport
 if TYPE_CHECKING:
     from ..branch import Branch
 
-__all__ = ["describe_call", "record_operation", "replay_operation", "tool_calls_since"]
+__all__ = ["describe_call", "record_operation", "replay_operation", "tool_calls_since", "failed_to_reach"]
 
 #: Keywords that hold objects, described in the call record by their effect
 #: (model, schemas) rather than copied.
@@ -126,26 +129,30 @@ def describe_call(branch: Branch, kw: dict[str, Any], redactor: Redactor) -> Cal
     }))
 
 
+#: cassette decision of each act() decision whose tool was not invoked
+#: (an invoked tool is ``allowed``, with its error when it did not return).
+_CASSETTE_DECISION = {"denied": "denied", "timed_out": "denied", "invalid": "invalid",
+                      "rejected": "rejected", "not_offered": "rejected", "error": "rejected"}
+
+
 def tool_calls_since(branch: Branch, start: int, redactor: Redactor) -> list[ToolCallRecord]:
-    """What ``act()`` did with each action request, read from the branch's
-    event log entries from ``start`` on (``action``, ``denied``, ``action_error``)."""
+    """What ``act()`` did with each action request: the decision field of the
+    branch's event log entries from ``start`` on, which ``act()`` copies from
+    its typed :class:`~lionops.models.ActionRecord`."""
     out: list[ToolCallRecord] = []
     for entry in list(branch.logs)[start:]:
         c = entry.content
+        decision = c.get("decision")
+        if entry.kind not in ("action", "denied", "action_error") or decision is None:
+            continue
         fields: dict[str, Any] = {"index": c.get("index", -1), "function": to_jsonable(c.get("function")),
                                   "arguments": to_jsonable(c.get("arguments"))}
-        if entry.kind == "action":
+        if decision == "allowed":
             fields.update(decision="allowed", output=to_jsonable(c.get("output")))
-        elif entry.kind == "denied":
-            fields.update(decision="denied")
-        elif entry.kind == "action_error":
-            stage = c.get("stage")
-            if stage == "error":
-                fields.update(decision="allowed", error={"type": c.get("type", "Exception"), "message": c.get("error", "")})
-            else:
-                fields.update(decision="invalid" if stage == "invalid" else "rejected")
+        elif c.get("invoked"):
+            fields.update(decision="allowed", error={"type": c.get("type") or "Exception", "message": c.get("error", "")})
         else:
-            continue
+            fields.update(decision=_CASSETTE_DECISION[decision])
         out.append(ToolCallRecord.model_validate(redactor.value(fields)))
     out.sort(key=lambda r: r.index)
     return out
@@ -199,6 +206,24 @@ async def record_operation(branch: Branch, kw: dict[str, Any], redactor: Redacto
     return op, traced, error
 
 
+def failed_to_reach(op: Operation, error: BaseException | None) -> bool:
+    """Whether a recorded run failed before the model answered, so its
+    recording must not become the truth: the endpoint could not be reached
+    (refused, reset, DNS) or timed out, answered 5xx or 429 until the retries
+    ran out, or a CLI agent could not start or ran past its timeout. A run
+    that got an answer (a 4xx such as 400 or 401 included) is a recording."""
+    if error is None:
+        return False
+    if isinstance(error, (EndpointConnectionError, CLITimeoutError)):  # EndpointTimeoutError too
+        return True
+    if isinstance(error, EndpointStatusError):
+        return error.status >= 500 or error.status == 429
+    last = op.exchanges[-1] if op.exchanges else None
+    if isinstance(last, CliExchange):
+        return last.error is not None or last.timed_out
+    return isinstance(last, HttpExchange) and last.error is not None
+
+
 _recorded_errors: dict[str, type[Exception]] = {}
 
 
@@ -250,10 +275,78 @@ class ToolServer:
         return [c for c, u in zip(self.calls, self.used) if not u]
 
 
+class RequestCheck:
+    """The :data:`~lionops.act.BEFORE_DISPATCH` check of a replay: before
+    ``act()`` authorizes or invokes anything, each action request must be the
+    recorded one of its index (same function, same arguments once decoded and
+    validated), and no recorded request may be missing. So a cassette edited
+    to inject a call, or to change one's arguments, diverges (kind
+    ``tool_call``) before the gate, a hook or a context provider sees it.
+
+    ``cut_short``: the recorded ``act()`` raised, so requests after the
+    failure may have no record (they were cancelled or never reached).
+    """
+
+    def __init__(self, branch: Branch, calls: list[ToolCallRecord], redactor: Redactor,
+                 on_divergence: Callable[[ReplayDivergence], None], *, operation: int, cut_short: bool) -> None:
+        self.branch = branch
+        self.calls = {c.index: c for c in calls if c.index >= 0}
+        self.redactor = redactor
+        self.on_divergence = on_divergence
+        self.operation = operation
+        self.cut_short = cut_short
+
+    def _arguments(self, function: Any, arguments: Any) -> Any:
+        """``arguments`` as compared: decoded and validated by the tool where
+        they can be (so the raw and the validated form compare equal), redacted."""
+        value = arguments
+        try:
+            value = decode_arguments(arguments)
+            tool = self.branch.acts.get(function) if isinstance(function, str) else None
+            if tool is not None:
+                value = tool.validate_arguments(value)
+        except (ValueError, TypeError):
+            pass
+        return self.redactor.value(to_jsonable(value))
+
+    def _diverge(self, message: str, index: int, expected: str | None, actual: str | None) -> ReplayDivergence:
+        err = ReplayDivergence(message, kind="tool_call", index=index, expected=expected, actual=actual,
+                               operation=self.operation)
+        self.on_divergence(err)
+        return err
+
+    def __call__(self, requests: list[tuple[int, Any, Any, str | None]]) -> None:
+        seen = set()
+        for index, function, arguments, _ in requests:
+            seen.add(index)
+            live_function = self.redactor.value(to_jsonable(function))
+            live = self._arguments(function, arguments)
+            actual = f"#{index} {summarize(live_function, 80)}({summarize(live, 120)})"
+            rec = self.calls.get(index)
+            if rec is None:
+                if self.cut_short:
+                    continue
+                raise self._diverge(f"action request {actual} is not in the recording; nothing was dispatched",
+                                    index, None, actual)
+            if rec.function != live_function or self._arguments(rec.function, rec.arguments) != live:
+                expected = _call_line(rec)
+                raise self._diverge(f"action request {index} differs from the recording: expected {expected}, "
+                                    f"actual {actual}; nothing was dispatched", index, expected, actual)
+        missing = sorted(i for i in self.calls if i not in seen)
+        if missing:
+            expected = _call_line(self.calls[missing[0]])
+            raise self._diverge(f"the recording has action request {expected}, the run has none at "
+                                f"index {missing[0]}; nothing was dispatched", missing[0], expected, None)
+
+
+def _act_raised(trace: Trace) -> bool:
+    return any(t.source == "act" and t.trigger == "failed" for t in trace.transitions)
+
+
 def _call_line(rec: ToolCallRecord | None) -> str | None:
     if rec is None:
         return None
-    text = f"#{rec.index} {rec.function}({rec.arguments}) {rec.decision}"
+    text = f"#{rec.index} {summarize(rec.function, 80)}({summarize(rec.arguments, 120)}) {rec.decision}"
     return text + (f" raising {rec.error.type}" if rec.error else "")
 
 
@@ -328,7 +421,9 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
 
     Raises:
         ReplayDivergence: the first difference, checked in this order: the
-            normalized call; a request the recording lacks; the trace (first
+            normalized call; a request the recording lacks; an action
+            request that is not the recorded one (found before ``act()``
+            dispatches anything, see :class:`RequestCheck`); the trace (first
             differing transition); each action request's handling (function,
             arguments, decision); a tool call the recording lacks; recorded
             exchanges or tool outputs left unused; the outcome (error type or
@@ -342,9 +437,13 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
     transport = ReplayTransport(op.exchanges, redactor, seen.append, operation=operation)
     cli = CliReplay(op.exchanges, redactor, seen.append, operation=operation)
     server = ToolServer(op.tool_calls, redactor, seen.append, operation)
+    blocked: list[ReplayDivergence] = []
+    requests = RequestCheck(branch, op.tool_calls, redactor, blocked.append, operation=operation,
+                            cut_short=_act_raised(op.trace_obj()))
     start = len(branch.logs)
     http_token = HTTP_TRANSPORT.set(transport)
     cli_token = CLI_TRANSPORT.set(cli)
+    check_token = BEFORE_DISPATCH.set(requests)
     tool_token = None if run_tools else TOOL_RUNNER.set(server)
     try:
         with use_clock(RecordingClock()):
@@ -352,6 +451,7 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
     finally:
         if tool_token is not None:
             TOOL_RUNNER.reset(tool_token)
+        BEFORE_DISPATCH.reset(check_token)
         CLI_TRANSPORT.reset(cli_token)
         HTTP_TRANSPORT.reset(http_token)
     outputs = not run_tools
@@ -360,6 +460,7 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
 
     checks: list[Callable[[], ReplayDivergence | None]] = [
         lambda: first_seen("exchange"),
+        lambda: blocked[0] if blocked else None,
         lambda: compare_traces(op.trace_obj(), trace, operation=operation) if trace else None,
         lambda: compare_tool_calls(op.tool_calls, tool_calls_since(branch, start, redactor),
                                    operation=operation, outputs=outputs),
@@ -373,7 +474,7 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
         found = check()
         if found is not None:
             found.traced, found.trace = traced, trace
-            raise found from error
+            raise found from (None if found is error else error)
     if error is not None:
         raise error
     assert traced is not None

@@ -9,6 +9,18 @@ to the n-th operation of its cassette. Record modes (the idea of vcrpy's):
 - ``"new_episodes"``: replay recorded operations, record those beyond them
   and append them;
 - ``"all"``: record every operation, overwriting the cassette.
+
+A failed recording does not become the truth in ``once`` and
+``new_episodes`` (see :func:`~lionops.replay.run.failed_to_reach`): when a
+recorded run could not reach the model (connection refused or reset, a
+timeout, 5xx or 429 after the retries, a CLI agent that could not start or
+timed out), its operation is not saved and the session saves nothing more.
+In ``once`` the cassette file this session wrote is removed, so the next run
+records afresh; in ``new_episodes`` the file keeps the operations recorded
+before the failure, and the next run records from there. The caller gets the
+run's own error, with a note saying the recording was not saved. ``all``
+(and :func:`record`) saves what happened, a failure included: that is how a
+test of a failing endpoint is recorded on purpose.
 """
 
 from __future__ import annotations
@@ -22,7 +34,7 @@ from ..trace import Traced
 from .cassette import Cassette, CassetteError, CassetteNotFoundError, Operation, RedactionRecord
 from .divergence import ReplayDivergence
 from .redact import Redactor
-from .run import record_operation, replay_operation
+from .run import failed_to_reach, record_operation, replay_operation
 
 if TYPE_CHECKING:
     from ..branch import Branch, OperateKwargs
@@ -48,6 +60,14 @@ class CassetteSession:
         run_tools: on replay, run the real tools instead of serving their
             recorded outputs.
 
+    Patterns stored in the file are checked as untrusted
+    (:func:`~lionops.replay.redact.pattern_problem`), except those also
+    given here in ``patterns``.
+
+    Attributes:
+        recorded, replayed: operations recorded (and saved) and replayed so far.
+        failed: the error of the recording that was not saved, if one failed.
+
     Raises:
         ValueError: an unknown record mode.
         CassetteError: the existing file is not a valid cassette.
@@ -61,8 +81,10 @@ class CassetteSession:
         self.record_mode: RecordMode = record_mode
         self.run_tools = run_tools
         self._recorded: Cassette | None = None
+        patterns = list(patterns)
         if record_mode != "all" and self.path.exists():
-            self._recorded = Cassette.load(self.path)
+            self._recorded = Cassette.load(self.path, trusted_patterns=patterns)
+        self.failed: BaseException | None = None
         stored = list(self._recorded.redaction.patterns) if self._recorded else []
         self.patterns = [*stored, *(p for p in patterns if p not in stored)]
         self.redactor = Redactor(patterns=tuple(self.patterns), secrets=tuple(secrets), defaults=redact, env=redact)
@@ -114,7 +136,10 @@ class CassetteSession:
                 kind="operation", index=index, expected=None, actual=f"operation {index}", operation=index,
             )
         op, traced, error = await record_operation(branch, dict(kw), self.redactor)
-        if op is not None:
+        if op is not None and self.record_mode != "all" and failed_to_reach(op, error):
+            assert error is not None
+            self._discard(error)
+        elif op is not None and self.failed is None:
             self._operations.append(op)
             self.recorded += 1
             self.save()
@@ -130,6 +155,17 @@ class CassetteSession:
     def save(self) -> Path:
         """Write the cassette (redacted, atomically)."""
         return self.cassette.save(self.path, self.redactor)
+
+    def _discard(self, error: BaseException) -> None:
+        """A recording failed before the model answered: save nothing more;
+        in ``once`` remove the file this session wrote."""
+        first = self.failed is None
+        self.failed = error
+        if first and self.record_mode == "once":
+            self.path.unlink(missing_ok=True)  # once records only when there was no file
+        kept = "removed" if self.record_mode == "once" else "keeps the operations recorded before it"
+        error.add_note(f"lionops: this recording failed before the model answered and was not saved "
+                       f"({self.path} {kept}); the next run records afresh")
 
     def finish(self) -> None:
         """End the session: in replay, every recorded operation must have run.
@@ -161,7 +197,7 @@ async def record(path: str | Path, branch: Branch, /, *, patterns: Iterable[str]
 
 
 async def replay(source: str | Path | Cassette, branch: Branch | None = None, /, *, operation: int = 0,
-                 run_tools: bool = False, **kw: Any) -> Traced:
+                 run_tools: bool = False, patterns: Iterable[str] = (), **kw: Any) -> Traced:
     """Replay one recorded operation.
 
     With a ``branch`` (and the keywords of the recorded call) the caller's
@@ -170,14 +206,20 @@ async def replay(source: str | Path | Cassette, branch: Branch | None = None, /,
     stand-in tools serving recorded outputs, a gate repeating the recorded
     decisions, the response model from its JSON schema.
 
+    ``patterns``: the caller's own redaction patterns (trusted; a pattern
+    stored in the file is accepted only when it passes
+    :func:`~lionops.replay.redact.pattern_problem` or is one of these).
+
     Returns the replay's ``Traced``.
 
     Raises:
         ReplayDivergence: the first difference from the recording.
         CassetteError: the cassette is invalid, the operation does not
-            exist, or it cannot be rebuilt (a custom middle).
+            exist, or it cannot be rebuilt (a custom middle, a schema that
+            cannot be made into a model).
     """
-    cassette = source if isinstance(source, Cassette) else Cassette.load(source)
+    patterns = list(patterns)
+    cassette = source if isinstance(source, Cassette) else Cassette.load(source, trusted_patterns=patterns)
     if not 0 <= operation < len(cassette.operations):
         raise CassetteError(f"the cassette has {len(cassette.operations)} operation(s); no operation {operation}")
     op = cassette.operations[operation]
@@ -186,6 +228,7 @@ async def replay(source: str | Path | Cassette, branch: Branch | None = None, /,
             raise TypeError("replay without a branch rebuilds the call from the cassette; pass no keywords")
         from .rebuild import rebuild
 
-        branch, kw = rebuild(op)
-    redactor = Redactor(patterns=tuple(cassette.redaction.patterns))
+        branch, kw = rebuild(op, operation=operation)
+    stored = list(cassette.redaction.patterns)
+    redactor = Redactor(patterns=(*stored, *(p for p in patterns if p not in stored)))
     return await replay_operation(branch, op, kw, redactor, operation=operation, run_tools=run_tools)

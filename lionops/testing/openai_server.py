@@ -140,6 +140,11 @@ class Reply:
         hang_s: the longest a hanging handler waits, in seconds.
         stream: ``chat.completion.chunk`` objects sent as server-sent events
             (``data: {...}`` lines, then ``data: [DONE]``) instead of ``body``.
+        drip_s: send the body one byte at a time, this many seconds apart
+            (a server that is slow but never silent for long).
+        echo: send every request header back unredacted (a careless
+            gateway): as an ``x-echo-<name>`` response header, and in place of
+            the text ``{request_headers}`` in the body.
     """
 
     body: Any = None
@@ -148,6 +153,8 @@ class Reply:
     hang: bool = False
     hang_s: float = 30.0
     stream: list[dict[str, Any]] | None = None
+    drip_s: float | None = None
+    echo: bool = False
 
 
 @dataclass(slots=True)
@@ -348,13 +355,32 @@ class _Handler(BaseHTTPRequestHandler):
             data, ctype = body, "application/octet-stream"
         else:
             data, ctype = str(body or "").encode(), "text/plain; charset=utf-8"
+        if reply.echo:
+            data = self._echo(data)
         self.send_response(reply.status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
         for key, value in reply.headers.items():
             self.send_header(key, value)
+        if reply.echo:
+            for key, value in self.headers.items():
+                self.send_header(f"x-echo-{key.lower()}", value)
         self.end_headers()
-        self.wfile.write(data)
+        if reply.drip_s is None:
+            self.wfile.write(data)
+            return
+        for i in range(len(data)):
+            if self.owner._closing.wait(reply.drip_s):
+                self.close_connection = True
+                return
+            self.wfile.write(data[i:i + 1])
+            self.wfile.flush()
+
+    def _echo(self, data: bytes) -> bytes:
+        """``data`` with ``{request_headers}`` replaced by the raw request headers
+        (JSON-escaped, so a JSON body stays JSON)."""
+        raw = json.dumps(json.dumps(dict(self.headers.items())))[1:-1]
+        return data.replace(b"{request_headers}", raw.encode())
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         self._record(None)

@@ -1,0 +1,74 @@
+"""``lionops.instrument()`` / ``lionops.uninstrument()``: OpenTelemetry export
+as a layer over the core.
+
+This module imports no OpenTelemetry code: ``instrument()`` imports
+:mod:`lionops.otel` (which needs the optional ``opentelemetry-api``,
+``pip install 'lionops[otel]'``) and registers its observer on the core's
+seam (:mod:`lionops.observe`). Until then, and after ``uninstrument()``,
+``operate()`` pays one truthiness check per seam. See docs/observability.md.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from . import observe
+from .errors import LionopsError
+
+__all__ = ["instrument", "uninstrument", "InstrumentationError", "OTEL_EXTRA"]
+
+#: The extra that installs what ``instrument()`` needs.
+OTEL_EXTRA = "lionops[otel]"
+
+_lock = threading.Lock()
+_active: Any = None
+
+
+class InstrumentationError(LionopsError, ImportError):
+    """``instrument()`` cannot run: the OpenTelemetry API is not installed."""
+
+
+def instrument(tracer_provider: Any = None, *, meter_provider: Any = None, capture_content: bool = False) -> Any:
+    """Export every ``operate()`` in this process as OpenTelemetry spans and metrics.
+
+    Args:
+        tracer_provider: the ``TracerProvider`` to use; the global one when ``None``.
+        meter_provider: the ``MeterProvider`` of the metrics; the global one when ``None``.
+        capture_content: also record instructions, answers, tool arguments and
+            outputs (redacted of secrets). Off by default: spans then carry
+            names, decisions, counts and timings only.
+
+    Returns:
+        The active instrumentation (its ``repr`` says what it exports to).
+        Calling ``instrument()`` again replaces it.
+
+    Raises:
+        InstrumentationError: ``opentelemetry-api`` is not installed
+            (``pip install 'lionops[otel]'``).
+    """
+    global _active
+    try:
+        from .otel import OpenTelemetryObserver
+    except ImportError as exc:
+        raise InstrumentationError(
+            f"lionops.instrument() needs the OpenTelemetry API: pip install '{OTEL_EXTRA}' "
+            f"(missing: {exc.name or exc})"
+        ) from None
+    observer = OpenTelemetryObserver(tracer_provider, meter_provider=meter_provider,
+                                     capture_content=bool(capture_content))
+    with _lock:
+        if _active is not None:
+            observe.remove_observer(_active)
+        observe.add_observer(observer)
+        _active = observer
+    return observer
+
+
+def uninstrument() -> None:
+    """Stop exporting; spans of operations still running are ended normally."""
+    global _active
+    with _lock:
+        if _active is not None:
+            observe.remove_observer(_active)
+            _active = None
