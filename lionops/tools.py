@@ -8,6 +8,7 @@ against that schema (unknown keys rejected) before the call.
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -116,6 +117,55 @@ def _arguments_model(func: Callable[..., Any], name: str) -> type[BaseModel]:
     )
 
 
+#: callable -> (the attributes its argument model is derived from, name ->
+#: (argument model, docstring description, is_async)). A Tool made again from
+#: the same function (``Branch(tools=[f])`` per request) reuses what was
+#: derived; a function whose code, defaults, annotations, signature or
+#: docstring were replaced since is derived anew.
+_DERIVED: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], dict[str, tuple[Any, str, bool]]]] = (
+    weakref.WeakKeyDictionary()
+)
+#: argument model -> its JSON schema as the ``parameters`` of a tool schema.
+_PARAMETERS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _derivation_inputs(func: Any) -> tuple[Any, ...]:
+    return tuple(getattr(func, attr, None) for attr in (
+        "__code__", "__defaults__", "__kwdefaults__", "__annotations__", "__signature__", "__doc__", "__wrapped__"))
+
+
+def _derive(func: Any, name: str) -> tuple[Any, str, bool]:
+    """(argument model, docstring description, is_async) of ``func`` under ``name``, built once per function."""
+    inputs = _derivation_inputs(func)
+    try:
+        entry = _DERIVED.get(func)
+        if entry is None or any(a is not b for a, b in zip(entry[0], inputs)):
+            entry = _DERIVED[func] = (inputs, {})
+    except TypeError:  # neither hashable nor weakly referable: derived for this Tool only
+        entry = (inputs, {})
+    derived = entry[1].get(name)
+    if derived is None:
+        derived = entry[1][name] = (
+            _arguments_model(func, name),
+            _first_paragraph(func.__doc__),
+            inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None)),
+        )
+    return derived
+
+
+def _parameters_of(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of an argument model without titles, generated once per model."""
+    params = _PARAMETERS.get(model)
+    if params is None:
+        params = model.model_json_schema()
+        params.pop("title", None)
+        for prop in params.get("properties", {}).values():
+            if isinstance(prop, dict):
+                prop.pop("title", None)
+        _PARAMETERS[model] = params
+    return params
+
+
 def _copy_json(value: Any) -> Any:
     """A deep copy of JSON-shaped data (dicts, lists, scalars)."""
     if isinstance(value, dict):
@@ -144,9 +194,6 @@ class Tool:
     blocking: bool = False
     arguments_model: type[BaseModel] = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
-    _parameters: tuple[type[BaseModel], dict[str, Any]] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
 
     def __post_init__(self) -> None:
         if not callable(self.func):
@@ -154,33 +201,23 @@ class Tool:
         self.name = self.name or getattr(self.func, "__name__", "")
         if not self.name or not self.name.isidentifier():
             raise ValueError(f"tool name must be an identifier, got {self.name!r}")
-        self.description = self.description or _first_paragraph(self.func.__doc__)
-        self.arguments_model = _arguments_model(self.func, self.name)
-        self.is_async = inspect.iscoroutinefunction(self.func) or inspect.iscoroutinefunction(
-            getattr(self.func, "__call__", None)
-        )
+        self.arguments_model, description, self.is_async = _derive(self.func, self.name)
+        self.description = self.description or description
 
     @property
     def schema(self) -> dict[str, Any]:
         """OpenAI-style function schema: ``{"type": "function", "function": {...}}``.
 
-        The arguments' JSON schema is generated once per Tool; every call
-        returns a fresh copy, so callers may change what they get.
+        The arguments' JSON schema is generated once per argument model (so
+        once per function); every call returns a fresh copy, so callers may
+        change what they get.
         """
-        cached = self._parameters
-        if cached is None or cached[0] is not self.arguments_model:
-            params = self.arguments_model.model_json_schema()
-            params.pop("title", None)
-            for prop in params.get("properties", {}).values():
-                if isinstance(prop, dict):
-                    prop.pop("title", None)
-            cached = self._parameters = (self.arguments_model, params)
         return {
             "type": "function",
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": _copy_json(cached[1]),
+                "parameters": _copy_json(_parameters_of(self.arguments_model)),
             },
         }
 
