@@ -17,6 +17,8 @@ from typing import Any
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from ._frozen import FrozenDict, thaw
+
 __all__ = [
     "Tool", "ToolInvocation", "ActionManager", "ToolArgumentsError", "UnknownToolError",
     "ToolNotOfferedError", "FrozenArguments", "TOOL_RUNNER",
@@ -166,15 +168,6 @@ def _parameters_of(model: type[BaseModel]) -> dict[str, Any]:
     return params
 
 
-def _copy_json(value: Any) -> Any:
-    """A deep copy of JSON-shaped data (dicts, lists, scalars)."""
-    if isinstance(value, dict):
-        return {k: _copy_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy_json(v) for v in value]
-    return value
-
-
 @dataclass(slots=True)
 class Tool:
     """A callable the model may request by name.
@@ -217,7 +210,7 @@ class Tool:
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": _copy_json(_parameters_of(self.arguments_model)),
+                "parameters": thaw(_parameters_of(self.arguments_model)),
             },
         }
 
@@ -262,7 +255,7 @@ class Tool:
         return f"Tool(name={self.name!r})"
 
 
-class FrozenArguments(dict):  # type: ignore[type-arg]
+class FrozenArguments(FrozenDict):
     """A ``dict`` that refuses changes: the arguments a gate is shown.
 
     It is a real dict (``json.dumps``, ``==``, ``isinstance(..., dict)`` work),
@@ -271,18 +264,7 @@ class FrozenArguments(dict):  # type: ignore[type-arg]
     """
 
     __slots__ = ()
-
-    def _refuse(self, *_: Any, **__: Any) -> None:
-        raise TypeError("the arguments of a ToolInvocation are read-only")
-
-    __setitem__ = __delitem__ = __ior__ = _refuse  # type: ignore[assignment]
-    clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
-
-    def __reduce_ex__(self, protocol: Any) -> Any:  # copy, deepcopy, pickle: rebuilt whole
-        return (FrozenArguments, (dict(self),))
-
-    def __repr__(self) -> str:
-        return f"FrozenArguments({dict.__repr__(self)})"
+    _refusal = "the arguments of a ToolInvocation are read-only"
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,8 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from .. import clock
 from .._names import near_miss
-from ..adapters.common import request_schema
+from .._frozen import freeze
+from ..adapters.common import per_request_model, request_model_of, request_schema
 from ..trace import current_meta
 from ..errors import (
     ConfigurationError,
@@ -298,6 +299,13 @@ def strict_json_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
     """
     copy = json.loads(json.dumps(schema))
     return copy if _strictify(copy) else None
+
+
+def _json_schema_option(schema: dict[str, Any]) -> dict[str, Any]:
+    """The ``json_schema`` response format of ``schema``, strict when strict mode keeps its meaning."""
+    strict = strict_json_schema(schema)
+    spec = {"name": _schema_name(schema), "schema": strict or schema, "strict": strict is not None}
+    return {"type": "json_schema", "json_schema": spec}
 
 
 def _schema_name(schema: dict[str, Any]) -> str:
@@ -571,9 +579,12 @@ class ChatCompletionsEndpoint:
             return {}, True
         if self.structured_output == "json_object":
             return {"response_format": {"type": "json_object"}}, True
-        strict = strict_json_schema(schema)
-        spec = {"name": _schema_name(schema), "schema": strict or schema, "strict": strict is not None}
-        return {"response_format": {"type": "json_schema", "json_schema": spec}}, False
+        model = request_model_of(response_format)
+        if model is None:
+            return {"response_format": _json_schema_option(schema)}, False
+        # Built once per request model (the strict conversion walks and copies the schema).
+        option = per_request_model(model, "json_schema_option", lambda m: freeze(_json_schema_option(schema)))
+        return {"response_format": option}, False
 
     # ------------------------------------------------------------ calls
 
