@@ -37,6 +37,7 @@ from .errors import (
     EndpointAuthError,
     EndpointConnectionError,
     EndpointError,
+    EndpointProviderError,
     EndpointRateLimitError,
     EndpointResponseError,
     EndpointStatusError,
@@ -58,6 +59,7 @@ __all__ += [
     "EndpointError", "EndpointStatusError", "EndpointAuthError", "EndpointRateLimitError",
     "EndpointResponseError", "EndpointConnectionError", "EndpointTimeoutError",
 ]
+__all__ += ["EndpointProviderError"]
 
 from .endpoints.cli import CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError
 

@@ -2,13 +2,16 @@
 
 Without ``OPENAI_API_KEY`` the demo starts a loopback OpenAI-compatible
 server (:mod:`lionops.testing.openai_server`, stdlib only) that replays a
-recorded conversation: a structured trip plan with reasoning and two tool
-calls. ``operate_traced`` sends the request over httpx, the gate denies
-``book_flight``, ``get_weather`` runs, and the result is enriched.
+recorded conversation: a structured trip plan with reasoning and two action
+requests inside the structured answer (the tools are described in the
+prompt, ADR-0022 D2). ``operate_traced`` sends the request over httpx, the
+gate denies ``book_flight``, ``get_weather`` runs, and the result is enriched.
 
 With ``OPENAI_API_KEY`` set (and optionally ``OPENAI_BASE_URL`` and
 ``LIONOPS_MODEL``, default ``gpt-4o-mini``) the same operation runs against
-that endpoint instead.
+that endpoint instead. A model that answers with native tool calls beside
+its JSON answer runs the same tools; a reply of tool calls only (no plan) is
+printed with the reason it is not a plan, and no tool runs.
 
 The result, the trace as a table and the adapter's facts (model, tokens,
 latency) are printed; the trace JSON is written to ``out/demo-trace.json``
@@ -32,6 +35,7 @@ import anyio
 from pydantic import BaseModel
 
 from lionops import Branch, iModel
+from lionops.messages import to_jsonable
 from lionops.replay import record
 from lionops.testing.openai_server import OpenAIServer, load_recording, replay
 
@@ -106,8 +110,11 @@ async def run(out_dir: str | Path = "out") -> dict[str, Any]:
 
     print(f"endpoint: {where}")
     print("\nresult:")
-    shown = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
-    print(json.dumps(shown, indent=2, ensure_ascii=False))
+    shown = result.model_dump(mode="json") if isinstance(result, BaseModel) else to_jsonable(result)
+    print(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
+    raw = trace.meta.get("raw_output")
+    if raw:
+        print(f"not a {TripPlan.__name__}: {raw.get('reason')}: {raw.get('detail')}")
     print(f"\ntools run: {ran or 'none'}; denied by the gate: {denied or 'none'}")
     print("\ntrace:", " -> ".join(trace.states), f"(exit: {trace.exit})")
     print(trace.table())

@@ -137,6 +137,7 @@ __all__ += [
     "EndpointAuthError",
     "EndpointRateLimitError",
     "EndpointResponseError",
+    "EndpointProviderError",
     "EndpointConnectionError",
     "EndpointTimeoutError",
 ]
@@ -201,6 +202,22 @@ class EndpointRateLimitError(EndpointStatusError):
 
 class EndpointResponseError(EndpointError):
     """A 2xx answer whose body is not a Chat Completions JSON object."""
+
+
+class EndpointProviderError(EndpointResponseError):
+    """A 2xx answer that carries the provider's own error: an ``error`` object
+    in the body or in a stream chunk, or ``finish_reason: "error"``.
+
+    Attributes:
+        provider_message: the provider's error message (secrets removed), or ``None``.
+        code: the provider's error code, when it gave one.
+    """
+
+    def __init__(self, message: str, *, provider_message: str | None = None, code: Any = None,
+                 **kw: Any) -> None:
+        self.provider_message = provider_message
+        self.code = code
+        super().__init__(message, **kw)
 
 
 class EndpointConnectionError(EndpointError):

@@ -101,7 +101,7 @@ def decode_arguments(value: Any) -> dict[str, Any]:
             return current
         if isinstance(current, str):
             try:
-                current = json.loads(current)
+                current = json.loads(current, strict=False)  # raw control characters in strings are text
             except ValueError as exc:
                 raise ValueError(
                     f"arguments are not a JSON object: {_preview(value)} ({getattr(exc, 'msg', exc)})"

@@ -6,11 +6,21 @@ that the coordinator's *outer* policy decides (ADR-0022 D3).
 
 Steps, in order:
 
+0. Reasoning is never the answer: ``<think>``, ``<thinking>``,
+   ``<reasoning>``, ``<thought>`` and ``<reflection>`` blocks that open a
+   line (and an unclosed one, which runs to the end; and text before a
+   closing tag that has no opening one) are removed first
+   (:func:`split_reasoning`); nothing inside them is parsed.
 1. JSON from the text: the whole text, a fenced block (decoded from its first
    character, so a string value holding triple backticks survives, C10), or
-   the first object in prose. Only when none decodes, ``json-repair`` mends
-   slightly broken JSON; action requests found in repaired text are marked
-   invalid, so nothing recovered from broken text is ever executed (C12).
+   the first object in prose. Raw control characters inside strings are
+   tolerated. An object that fails to decode is never mined for an inner
+   object that does: extraction takes the outermost object or none. Only
+   when none decodes, ``json-repair`` mends slightly broken JSON; action
+   requests found in repaired text are marked invalid, so nothing recovered
+   from broken text is ever executed (C12). JSON nested too deep to decode
+   gives a :class:`~lionops.models.RawOutput` with ``reason="too_deep"``
+   (the mismatch policy decides), never a ``RecursionError``.
 2. Keys the model must never supply (``action_responses``) are dropped
    (DESIGN ruling, C03).
 3. Keys are matched to the model's fields: exact, then case-insensitive, then
@@ -24,7 +34,8 @@ Steps, in order:
    retries under ``parse_param.alcall_params`` (ADR-0022 D1 defaults); its
    ``action_requests`` are ignored: the parse model reformats, it never
    proposes calls. A JSON object that fails validation is returned as is:
-   asking a second model to "fix" values would invent them.
+   asking a second model to "fix" values would invent them. An answer longer
+   than :data:`PARSE_MODEL_MAX_CHARS` is never sent to the parse model.
 """
 
 from __future__ import annotations
@@ -41,13 +52,14 @@ from rapidfuzz.distance import JaroWinkler
 
 from ._defaults import DEFAULT_PARSE_CALL_PARAMS, FUZZY_KEY_THRESHOLD
 from .alcall import alcall
-from .models import ActionRequestModel, normalize_request_keys
+from .models import ActionRequestModel, RawOutput, normalize_request_keys
 from .operative import request_exclude_of, request_type_of
 from .params import FuzzyMatchKeysParams
 from .trace import annotate
 
 __all__ = [
     "extract_json",
+    "split_reasoning",
     "repair_json",
     "match_keys",
     "merge_action_requests",
@@ -55,6 +67,7 @@ __all__ = [
     "parse_response",
     "ACTION_FIELDS",
     "REPAIRED_REQUEST_ERROR",
+    "PARSE_MODEL_MAX_CHARS",
 ]
 
 logger = logging.getLogger("lionops.parse")
@@ -65,9 +78,24 @@ ACTION_FIELDS = frozenset({"action_required", "action_requests", "action_respons
 #: The ``invalid`` text of an action request recovered from repaired JSON.
 REPAIRED_REQUEST_ERROR = "action request recovered from malformed JSON; not executed"
 
+#: The longest answer (in characters) the parse model is asked to restate.
+PARSE_MODEL_MAX_CHARS = 65_536
+
 _FENCE_OPEN = re.compile(r"```[ \t]*(?:json|JSON|json5)?[ \t]*\n?")
-_DECODER = json.JSONDecoder()
+#: ``strict=False``: raw control characters (a newline, a tab) inside strings decode.
+_DECODER = json.JSONDecoder(strict=False)
 _MAX_CANDIDATES = 32
+
+_REASONING_TAGS = "think|thinking|reasoning|thought|reflection"
+_REASONING_OPEN = re.compile(rf"^[ \t]*<({_REASONING_TAGS})>", re.IGNORECASE | re.MULTILINE)
+_REASONING_CLOSE = re.compile(rf"</({_REASONING_TAGS})>", re.IGNORECASE)
+#: A channel message of the "harmony" chat format some servers pass through as text.
+_CHANNEL = re.compile(r"<\|channel\|>\s*(\w+)[^<]*<\|message\|>(.*?)(?=<\|(?:end|start|return|call|channel)\|>|$)",
+                      re.DOTALL)
+
+
+class _TooDeep(Exception):
+    """JSON nested deeper than the decoder can follow."""
 
 
 def _decode_at(text: str, index: int) -> Any:
@@ -76,7 +104,73 @@ def _decode_at(text: str, index: int) -> Any:
         value, _ = _DECODER.raw_decode(text, index)
     except ValueError:
         return None
+    except RecursionError:
+        raise _TooDeep from None
     return value
+
+
+def _span_end(text: str, start: int) -> int | None:
+    """Index just past the bracket that closes the one at ``text[start]``
+    (strings and escapes respected), or ``None`` when it never closes."""
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return None
+
+
+def split_reasoning(text: str | None) -> tuple[str | None, str | None]:
+    """``(answer, reasoning)``: ``text`` without its reasoning blocks, and their text.
+
+    A block opens with ``<think>`` (or ``<thinking>``, ``<reasoning>``,
+    ``<thought>``, ``<reflection>``) at the start of a line and ends at its
+    closing tag, or at the end of the text when unclosed. Text before a
+    closing tag that has no opening tag (a template that put the opening tag
+    in the prompt) is reasoning too. In text of channel messages
+    (``<|channel|>analysis<|message|>...``), only the ``final`` channel is the
+    answer. A text that is one JSON value as a whole has no reasoning (the
+    tags are inside its strings).
+    """
+    if not text or "<" not in text:
+        return text, None
+    try:
+        json.loads(text, strict=False)
+        return text, None
+    except (ValueError, RecursionError):
+        pass
+    if "<|channel|>" in text:
+        messages = [(m.group(1).lower(), m.group(2)) for m in _CHANNEL.finditer(text)]
+        if messages:
+            final = [body for channel, body in messages if channel == "final"]
+            other = [body.strip() for channel, body in messages if channel != "final"]
+            return "".join(final).strip(), "\n".join(other) or None
+    reasoning: list[str] = []
+    first_open, first_close = _REASONING_OPEN.search(text), _REASONING_CLOSE.search(text)
+    if first_close and (first_open is None or first_open.start() > first_close.start()):
+        reasoning.append(text[: first_close.start()])
+        text = text[first_close.end():]
+    while (opening := _REASONING_OPEN.search(text)) is not None:
+        closing = re.compile(rf"</{opening.group(1)}>", re.IGNORECASE).search(text, opening.end())
+        end = closing.end() if closing else len(text)
+        reasoning.append(text[opening.end(): closing.start() if closing else len(text)])
+        text = text[: opening.start()] + text[end:]
+    if not reasoning:
+        return text, None
+    return text.strip(), "\n".join(r.strip() for r in reasoning)
 
 
 def _fence_starts(text: str) -> list[int]:
@@ -96,23 +190,42 @@ def extract_json(text: str, *, repair: bool = False) -> Any:
 
     Tried in order: the whole text; each fenced block, decoded from its first
     character up to where the value ends (C10: inner triple backticks are
-    part of a string, not a fence); the first object found in prose. With
-    ``repair``, :func:`repair_json` is the last resort.
+    part of a string, not a fence); the first object found in prose, where an
+    object that fails to decode hides everything up to its closing brace (an
+    inner object of a broken outer one is a fragment, never the answer).
+    Raw control characters inside strings are tolerated. With ``repair``,
+    :func:`repair_json` is the last resort. JSON nested too deep to decode
+    gives ``None``.
     """
+    try:
+        return _extract(text, repair=repair)
+    except _TooDeep:
+        return None
+
+
+def _extract(text: str, *, repair: bool) -> Any:
     stripped = text.strip()
     try:
-        return json.loads(stripped)
+        return json.loads(stripped, strict=False)
     except ValueError:
         pass
+    except RecursionError:
+        raise _TooDeep from None
     for start in _fence_starts(text):
         value = _decode_at(text, start)
         if value is not None:
             return value
-    tried = 0
+    tried, hidden_until = 0, 0
     for m in re.finditer(r"\{", text):
+        if m.start() < hidden_until:
+            continue
         value = _decode_at(text, m.start())
         if isinstance(value, dict):
             return value
+        end = _span_end(text, m.start())
+        if end is None:
+            break  # never closes: all that follows is inside it
+        hidden_until = end
         tried += 1
         if tried >= _MAX_CANDIDATES:
             break
@@ -208,7 +321,7 @@ def _request_key(item: Any) -> tuple[Any, str] | None:
         return None
     try:
         return function, json.dumps(arguments, sort_keys=True, default=str)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
 
 
@@ -270,7 +383,10 @@ def local_parse(text: str | None, fmt: type[BaseModel], parse_param: Any = None,
     ``value`` is a model instance, the extracted mapping, the text or
     ``None``; ``found_json`` tells whether the text held a JSON value.
     """
-    data = extract_json(text, repair=False) if text else None
+    try:
+        data = _extract(text, repair=False) if text else None
+    except _TooDeep:
+        return RawOutput(text or "", reason="too_deep", detail="the answer's JSON is nested too deep to decode"), True
     repaired = False
     if data is None and text:
         data = repair_json(text)
@@ -287,7 +403,19 @@ def local_parse(text: str | None, fmt: type[BaseModel], parse_param: Any = None,
     value = _validate(data, fmt, parse_param)
     if not isinstance(value, BaseModel) and not found and text is not None:
         return text, False
-    return value, found
+    return _plain_requests(value), found
+
+
+def _plain_requests(value: Any) -> Any:
+    """A mapping that failed validation, with its action requests as plain
+    JSON objects (``invalid`` kept), so what the caller gets back serializes."""
+    if isinstance(value, dict) and isinstance(value.get("action_requests"), list):
+        value["action_requests"] = [
+            {"function": r.function, "arguments": r.arguments, **({"invalid": r.invalid} if r.invalid else {})}
+            if isinstance(r, ActionRequestModel) else r
+            for r in value["action_requests"]
+        ]
+    return value
 
 
 async def parse_response(
@@ -312,12 +440,17 @@ async def parse_response(
         is no text and no native tool call. Never raises on a bad value.
     """
     fmt = getattr(parse_param, "response_format", None) if parse_param is not None else None
+    text, _ = split_reasoning(text)
     if text is None and not action_requests:
         return None
     if not (isinstance(fmt, type) and issubclass(fmt, BaseModel)):
         return text
     value, found_json = local_parse(text, fmt, parse_param, action_requests)
     if isinstance(value, BaseModel) or found_json or not text:
+        return value
+    if len(text) > PARSE_MODEL_MAX_CHARS:
+        annotate(parse_model_calls=0, parse_model_skipped=f"answer of {len(text)} characters, "
+                                                          f"above {PARSE_MODEL_MAX_CHARS}")
         return value
     retried = await _parse_model_retry(text, fmt, parse_param, action_requests)
     return retried if retried is not None else value
@@ -360,7 +493,7 @@ async def _parse_model_retry(
         completion = await chat(messages, **extra, **options)
         if completion.finish_reason == "length" or completion.refusal:
             raise ValueError(f"parse model stopped: {completion.finish_reason or 'refusal'}")
-        data = extract_json(completion.text or "")
+        data = extract_json(split_reasoning(completion.text)[0] or "")
         if not isinstance(data, dict):
             raise ValueError("parse model answered without a JSON object")
         data.pop("action_requests", None)

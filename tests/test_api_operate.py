@@ -131,12 +131,15 @@ async def test_one_tool_call(server, model):
     assert result.answer == 1
     assert [r.output for r in result.action_responses] == [{"city": "Paris", "temp_c": 20}]
     body = sent(server)
-    assert [t["function"]["name"] for t in body["tools"]] == ["get_weather", "send_message", "search", "run_shell"]
+    # A caller model: the requests belong in the structured answer, the tools in the prompt.
+    assert "tools" not in body
     spec = schema_sent(body)
     assert spec["strict"] is False  # arguments: dict cannot be strict
     assert "action_responses" not in spec["schema"]["properties"]
     assert "action_requests" in spec["schema"]["properties"]
-    assert "Tools you may request" not in user_text(body)
+    assert "Tools you may request" in user_text(body)
+    assert all(name in user_text(body) for name in ("get_weather", "send_message", "search", "run_shell"))
+    assert trace.meta["tools_offered"] == "prompt"
     assert branch.messages.by_role("assistant")[0].metadata["tool_calls"][0]["function"] == "get_weather"
 
 
@@ -208,6 +211,17 @@ async def test_body_action_requests_are_honoured(server, model):
 async def test_tool_calls_with_model_mismatch_run_nothing(server, model):
     box = ToolBox()
     server.push(completion("Let me check.", tool_calls=[tool_call("send_message", {"to": "team", "body": "x"})]))
+    branch = Branch(chat_model=model, tools=box.tools())
+    result, trace = await branch.operate_traced(instruction="q", response_format=Answer, actions=True)
+    assert trace.exit == "mismatch_return_value"
+    assert result == "Let me check." and result.reason == "tool_calls_only"
+    assert box.total == 0
+    assert len(server.chat_requests) == 1  # a preamble beside tool calls is never restated
+
+
+async def test_prose_under_a_caller_model_is_restated_by_the_parse_model(server, model):
+    box = ToolBox()
+    server.push(completion("Let me check."))
     for _ in range(4):  # the parse model cannot restate prose without an answer
         server.push(completion('{"answer": null}'))
     branch = Branch(chat_model=model, tools=box.tools())
@@ -396,10 +410,10 @@ async def test_schema_in_prompt_mode(server):
     result, trace = await branch.operate_traced(instruction="q", response_format=Answer, actions=True)
     await m.aclose()
     body = sent(server)
-    assert "response_format" not in body and "tools" in body
+    assert "response_format" not in body and "tools" not in body
     text = user_text(body)
     assert "JSON schema" in text and "action_responses" not in text
-    assert "Tools you may request" not in text  # tools stay native
+    assert text.count("Tools you may request") == 1  # a caller model: the tools are described once, in the prompt
     assert result.answer == 9 and trace.meta["structured_output"] == "prompt"
 
 

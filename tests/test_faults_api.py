@@ -382,7 +382,7 @@ async def test_ten_megabytes_of_arguments_over_http(server):
     blob = "x" * 10_000_000
     server.push(completion(None, tool_calls=[tool_call("search", {"q": blob}),
                                              tool_call("search", json.dumps([blob]))]))
-    m = make_model(server, timeout=30)
+    m = make_model(server, timeout=30, max_response_bytes=64 * 1024 * 1024)  # above the 16 MiB default
     g = governed(m)
     result = await g.operate()
     await m.aclose()
@@ -452,8 +452,11 @@ BAD_CHUNKS = {
     "index-a-list": [stream_chunk({"tool_calls": [{**CALL_DELTA, "index": [0]}]})],
     "index-text": [stream_chunk({"tool_calls": [{**CALL_DELTA, "index": "0"}]})],
     "function-a-string": [stream_chunk({"tool_calls": [{**CALL_DELTA, "function": "get_weather"}]})],
-    "arguments-an-object": [stream_chunk({"tool_calls": [CALL_DELTA]}),
-                            stream_chunk({"tool_calls": [{"index": 0, "function": {"arguments": {"city": "Paris"}}}]})],
+    "arguments-a-list": [stream_chunk({"tool_calls": [CALL_DELTA]}),
+                         stream_chunk({"tool_calls": [{"index": 0, "function": {"arguments": ["Paris"]}}]})],
+    "arguments-object-then-text": [
+        stream_chunk({"tool_calls": [{**CALL_DELTA, "function": {"name": "get_weather", "arguments": {"city": "P"}}}]}),
+        stream_chunk({"tool_calls": [{"index": 0, "function": {"arguments": "aris\"}"}}]})],
 }
 
 

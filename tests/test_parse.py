@@ -156,9 +156,11 @@ async def test_native_requests_without_text():
     fmt = generated(Answer, actions=True)
     req = ActionRequestModel(function="search", arguments={"q": "x"})
     assert await parse_response(None, ParseParam(response_format=fmt)) is None
-    # the caller's required field is missing: the mapping comes back for the outer policy
+    # the caller's required field is missing: the mapping comes back for the outer policy,
+    # as plain JSON (a caller under return_value can serialize it)
     out = await parse_response(None, ParseParam(response_format=fmt), action_requests=[req])
-    assert out == {"action_requests": [req]}
+    assert out == {"action_requests": [{"function": "search", "arguments": {"q": "x"}}]}
+    assert json.loads(json.dumps(out)) == out
     only_actions = Step.respond_operative(Step.request_operative(actions=True)).response_type
     result = await parse_response(None, ParseParam(response_format=only_actions), action_requests=[req])
     assert result.action_requests == [req]
@@ -225,3 +227,52 @@ async def test_no_parse_model_for_json_that_fails_validation(server, model):
     result = await parse_response('{"answer": "high"}', ParseParam(response_format=Answer, imodel=model))
     assert result == {"answer": "high"}
     assert server.requests == []
+
+
+# ---------------------------------------------------------------- outermost object, reasoning, depth
+
+
+@pytest.mark.parametrize("text", [
+    '{"answer": "a\nb", "inner": {"k": 1}}',                       # a raw newline inside a string
+    'Sure: {"answer": "tab\there", "inner": {"k": 1}} done',
+    '```json\n{"answer": "x\ny", "inner": {"k": 1}}\n```',
+])
+def test_control_characters_keep_the_outer_object(text):
+    value = extract_json(text)
+    assert set(value) == {"answer", "inner"}
+
+
+@pytest.mark.parametrize("text", [
+    '{"answer": 1, "inner": {"k": 1}, oops}',
+    'Result: {"answer": 1, "inner": {"k": 1}',
+    '```json\n{"answer": 1 "inner": {"k": 1}}\n```',
+    '{"answer": [1, {"k": 1}, }',
+])
+def test_a_broken_outer_object_yields_no_inner_fragment(text):
+    assert extract_json(text) is None
+
+
+def test_an_object_after_a_broken_one_is_still_found():
+    assert extract_json('I think {braces} are fine; {"a": {"b": 1}}') == {"a": {"b": 1}}
+
+
+@pytest.mark.parametrize("text, answer, reasoning", [
+    ('<think>{"a": 0}</think>\n{"a": 1}', '{"a": 1}', '{"a": 0}'),
+    ('<Thinking>\n{"a": 0}\n</Thinking>{"a": 1}', '{"a": 1}', '{"a": 0}'),
+    ('draft {"a": 0}</reasoning>\n{"a": 1}', '{"a": 1}', 'draft {"a": 0}'),
+    ('<think>{"a": 0} and on', '', '{"a": 0} and on'),
+    ('{"a": "<think>kept</think>"}', '{"a": "<think>kept</think>"}', None),
+    ('Prose with an inline <think> tag, no block.', 'Prose with an inline <think> tag, no block.', None),
+])
+def test_split_reasoning(text, answer, reasoning):
+    from lionops.parse import split_reasoning
+
+    assert split_reasoning(text) == (answer, reasoning)
+
+
+@pytest.mark.anyio
+async def test_deep_nesting_is_a_raw_output_never_a_recursion_error():
+    deep = '{"answer": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    assert extract_json(deep) is None and extract_json("x " + deep, repair=True) is None
+    result = await parse_response(deep, ParseParam(response_format=Answer))
+    assert result.reason == "too_deep"

@@ -17,7 +17,7 @@ import pytest
 
 from lionops import Branch, iModel
 from lionops.endpoints.cli import CLIResultError
-from lionops.testing import OpenAIServer, Reply, completion, tool_call
+from lionops.testing import OpenAIServer, Reply, completion
 
 from .cli_support import ADAPTER_FAILED, HERE, WITH_ACTIONS, fake_model
 from .helpers import Answer, Score, ToolBox
@@ -39,10 +39,10 @@ def model_for(cassette, *replies) -> Iterator[iModel]:
 
 async def test_tools_gate_and_enrichment(lionops_cassette):
     box = ToolBox()
-    answer = completion(json.dumps({"city": "Porto", "temp_c": 19}), tool_calls=[
-        tool_call("get_weather", {"city": "Porto"}, "call_a"),
-        tool_call("send_message", {"to": "rui", "body": "19 C"}, "call_b"),
-    ])
+    answer = completion(json.dumps({"city": "Porto", "temp_c": 19, "action_requests": [
+        {"function": "get_weather", "arguments": {"city": "Porto"}},
+        {"function": "send_message", "arguments": {"to": "rui", "body": "19 C"}},
+    ]}))
     with model_for(lionops_cassette, answer) as model:
         branch = Branch(chat_model=model, system="Be brief.", tools=box.tools())
         branch.gate(lambda inv: inv.function != "send_message")

@@ -5,18 +5,30 @@ One chat turn against an OpenAI-compatible Chat Completions endpoint:
 1. clear the branch messages when ``clear_messages``; record the user turn
    (instruction, guidance, context; images and their detail go on the
    message metadata; the schema too when the endpoint cannot take it natively);
-2. send system + history + the user turn, the tool schemas natively as
-   ``tools=`` and the *request* schema as ``response_format`` (strict only
-   when the schema allows it); remaining ``operate()`` keywords
-   (``chat_param.imodel_kw``) are request options (ADR-0022 D1);
-3. record the assistant message with token usage, latency and the tool calls
-   on its metadata, and the same facts on the trace (:func:`lionops.trace.annotate`);
+2. send system + history + the user turn and the *request* schema as
+   ``response_format`` (strict only when the schema allows it). The offered
+   tools go where the answer will hold the requests: with a caller model
+   (``response_format=Model``), the prompt describes them and the model
+   lists its requests in the structured answer's ``action_requests``
+   (ADR-0022 D2, one round, one answer); without one, or with the opt-in
+   ``native_tools=True`` (an endpoint option, or an ``operate()`` invocation
+   option that is never sent), they are sent natively as ``tools=``.
+   Remaining ``operate()`` keywords (``chat_param.imodel_kw``) are request
+   options (ADR-0022 D1);
+3. record the assistant message with token usage, latency, the tool calls
+   and any reasoning on its metadata, and the same facts on the trace
+   (:func:`lionops.trace.annotate`). Reasoning (``reasoning_content``
+   fields, ``<think>`` blocks) is kept as a fact and never parsed;
 4. a ``finish_reason: "length"`` cut-off or a refusal is returned as a
    :class:`~lionops.models.RawOutput`, never parsed, repaired or turned into
    tool calls (C12, C13); otherwise the raw text under ``skip_validation``,
    else the inner parse with the native ``tool_calls`` merged into
    ``action_requests`` (a malformed ``arguments`` string becomes a request
-   marked invalid, which ``act()`` answers with an error payload, C05).
+   marked invalid, which ``act()`` answers with an error payload, C05). A
+   reply of tool calls only (beside no text, or text that holds no JSON
+   object), under a caller model whose fields it leaves out, is a
+   ``RawOutput`` with ``reason="tool_calls_only"``: the caller's
+   mismatch policy decides (ADR-0022 D3) and no tool runs.
 
 It never executes tools.
 """
@@ -28,14 +40,18 @@ import functools
 import json
 from typing import Any
 
+from pydantic import BaseModel
+
 from ..endpoints.openai import call_deadline
 from ..errors import ConfigurationError, EndpointError
 from ..messages import Message, to_jsonable
 from ..models import ActionRequestModel, RawOutput, _preview, decode_arguments
+from ..operative import request_type_of
+from ..parse import extract_json, parse_response, split_reasoning
 from ..trace import annotate
 from .common import begin_turn, finish_turn, record_assistant
 
-__all__ = ["communicate", "provider_messages", "native_requests", "usage_note"]
+__all__ = ["communicate", "provider_messages", "native_requests", "usage_note", "caller_model"]
 
 
 def _endpoint_of(imodel: Any) -> Any:
@@ -244,6 +260,34 @@ def usage_note(branch: Any) -> str | None:
     )
 
 
+def caller_model(response_format: Any) -> type[BaseModel] | None:
+    """The caller's own model class behind ``response_format``, or ``None``.
+
+    A response type generated for ``reason``/``actions`` alone (no
+    ``response_format=`` from the caller) has no caller model; a generated
+    type built on the caller's class gives that class.
+    """
+    if isinstance(response_format, BaseModel):
+        response_format = type(response_format)
+    request = request_type_of(response_format)
+    if not (isinstance(request, type) and issubclass(request, BaseModel)):
+        return None
+    if request is response_format:
+        return request  # not generated: the caller's class itself
+    base = request.__bases__[0] if request.__bases__ else BaseModel
+    return base if base is not BaseModel and issubclass(base, BaseModel) else None
+
+
+def _tools_only(caller: type[BaseModel], calls: list[Any], text: str | None) -> RawOutput:
+    names = [c.get("function", {}).get("name") if isinstance(c, dict) and isinstance(c.get("function"), dict)
+             else None for c in calls]
+    shown = ", ".join(str(n) for n in names[:5]) + (", ..." if len(names) > 5 else "")
+    return RawOutput(text or "", reason="tool_calls_only", detail=(
+        f"tool calls only, no answer fields: the reply held {len(calls)} native tool call(s) ({shown}) "
+        f"and none of the fields of {caller.__name__}; no tool was run"
+    ))
+
+
 def _within_deadline(middle: Any) -> Any:
     """Run the Middle under the endpoint's ``deadline`` (or the call's
     ``deadline=`` option): every ``chat()`` it makes, the parse model's
@@ -285,8 +329,9 @@ async def communicate(
         skip_validation: return the raw text without parsing.
 
     Returns:
-        A model instance, a mapping, the text, a ``RawOutput`` (cut-off or
-        refusal), or ``None`` when the model produced neither text nor tool calls.
+        A model instance, a mapping, the text, a ``RawOutput`` (cut-off,
+        refusal, tool calls only under a caller model, JSON nested too deep),
+        or ``None`` when the model produced neither text nor tool calls.
 
     Raises:
         ConfigurationError: the selected model is not API-backed, or a bad image.
@@ -299,14 +344,19 @@ async def communicate(
     schema_in_prompt = False
     if fmt is not None and hasattr(endpoint, "structured_options"):
         options, schema_in_prompt = endpoint.structured_options(fmt)
+    invocation = dict(getattr(chat_param, "imodel_kw", None) or {})
+    opt_in = invocation.pop("native_tools", None)
     tool_schemas = getattr(chat_param, "tool_schemas", None)
-    if tool_schemas:
-        options["tools"] = list(tool_schemas)
+    caller = caller_model(fmt)
+    native = bool(opt_in if opt_in is not None else getattr(endpoint, "native_tools", False))
+    tools_native = bool(tool_schemas) and (caller is None or native)
+    if tools_native:
+        options["tools"] = list(tool_schemas or ())
 
     note = usage_note(branch) if getattr(chat_param, "include_token_usage_to_model", False) else None
-    # Tools are offered natively, so the prompt never repeats their schemas.
-    render_param = chat_param.with_updates(tool_schemas=None) if schema_in_prompt and tool_schemas else chat_param
-    user = begin_turn(branch, instruction, render_param, clear_messages, schema_in_prompt=schema_in_prompt)
+    # Tools sent natively are not repeated in the prompt; otherwise the prompt describes them.
+    user = begin_turn(branch, instruction, chat_param, clear_messages, schema_in_prompt=schema_in_prompt,
+                      tools_in_prompt=bool(tool_schemas) and not tools_native)
     if note:
         user.content = f"{user.content}\n\n{note}" if user.content else note
     images = getattr(chat_param, "images", None)
@@ -319,12 +369,14 @@ async def communicate(
     if progression is not None:
         progression = [*progression, user.id]
     messages = provider_messages(branch, progression)
-    call_options = {**dict(getattr(chat_param, "imodel_kw", None) or {}), **options}
+    call_options = {**invocation, **options}
     try:
         completion = await endpoint.chat(messages, **call_options)
     except EndpointError as exc:
         _log_retries(branch, endpoint, getattr(exc, "retries", ()))
         raise
+    text, thought = split_reasoning(completion.text)
+    reasoning = "\n".join(r for r in (getattr(completion, "reasoning", None), thought) if r) or None
 
     requests = native_requests(completion.tool_calls)
     metadata: dict[str, Any] = {
@@ -339,6 +391,8 @@ async def communicate(
         metadata["tool_calls"] = [_call_summary(c, r) for c, r in zip(completion.tool_calls, requests)]
     if completion.refusal:
         metadata["refusal"] = completion.refusal
+    if reasoning:
+        metadata["reasoning"] = reasoning
     fmt_option = options.get("response_format") or {}
     if "json_schema" in fmt_option:
         mode: str | None = "strict" if fmt_option["json_schema"].get("strict") else "json_schema"
@@ -351,17 +405,26 @@ async def communicate(
         http_attempts=completion.attempts, http_retries=list(completion.retries),
         tool_calls=len(completion.tool_calls),
         structured_output=mode,
+        tools_offered=("native" if tools_native else "prompt") if tool_schemas else None,
+        reasoning_chars=len(reasoning) if reasoning else 0,
+        choices=getattr(completion, "choices", 1),
     )
     _log_retries(branch, endpoint, completion.retries)
 
-    raw = _uncoerced(completion)
+    raw = _uncoerced(completion, text)
     if raw is not None:
         record_assistant(branch, raw, metadata)
-        return raw
-    return await finish_turn(
-        branch, completion.text, parse_param, skip_validation,
+        return _noted(raw)
+    if caller is not None and not skip_validation and completion.tool_calls and not _holds_json(text):
+        # Tool calls beside no JSON answer (nothing, or a preamble such as "I'll check"):
+        # the calls alone are parsed; the text is never restated into the caller's fields.
+        record_assistant(branch, text, metadata)
+        result = await parse_response(None, parse_param, branch=branch, action_requests=requests)
+        return _noted(result if isinstance(result, BaseModel) else _tools_only(caller, completion.tool_calls, text))
+    return _noted(await finish_turn(
+        branch, text, parse_param, skip_validation,
         metadata=metadata, action_requests=requests,
-    )
+    ))
 
 
 def _log_retries(branch: Any, endpoint: Any, retries: Any) -> None:
@@ -370,10 +433,21 @@ def _log_retries(branch: Any, endpoint: Any, retries: Any) -> None:
         branch.logs.log("http_retry", {"provider": getattr(endpoint, "provider", None), **retry})
 
 
-def _uncoerced(completion: Any) -> RawOutput | None:
+def _holds_json(text: str | None) -> bool:
+    return bool(text and text.strip()) and isinstance(extract_json(text or ""), dict)
+
+
+def _noted(result: Any) -> Any:
+    """``result``; a ``RawOutput``'s reason and detail also go on the trace."""
+    if isinstance(result, RawOutput):
+        annotate(raw_output={"reason": result.reason, "detail": result.detail})
+    return result
+
+
+def _uncoerced(completion: Any, text: str | None) -> RawOutput | None:
     """A ``RawOutput`` for a cut-off (``length``) or a refusal (``refusal`` text
     or ``content_filter``); ``None`` for an answer that may be parsed."""
-    text = completion.text or ""
+    text = text or ""
     if completion.finish_reason == "length":
         used = completion.usage.get("completion_tokens")
         detail = "the answer was cut off at the token limit"

@@ -74,9 +74,11 @@ def request_schema(response_format: Any) -> dict[str, Any] | None:
     return None
 
 
-def render_instruction(instruction: Any, chat_param: Any, *, schema_in_prompt: bool) -> str:
+def render_instruction(instruction: Any, chat_param: Any, *, schema_in_prompt: bool,
+                       tools_in_prompt: bool | None = None) -> str:
     """The user turn as text: instruction, guidance, context; with
-    ``schema_in_prompt`` also the tool schemas and the response JSON schema."""
+    ``tools_in_prompt`` (default: ``schema_in_prompt``) the tool schemas, and
+    with ``schema_in_prompt`` the response JSON schema."""
     parts: list[str] = []
     if instruction is not None:
         parts.append(instruction if isinstance(instruction, str) else json.dumps(to_jsonable(instruction)))
@@ -84,12 +86,13 @@ def render_instruction(instruction: Any, chat_param: Any, *, schema_in_prompt: b
         parts.append(f"Guidance: {chat_param.guidance if isinstance(chat_param.guidance, str) else json.dumps(to_jsonable(chat_param.guidance))}")
     if chat_param is not None and chat_param.context is not None:
         parts.append(f"Context: {json.dumps(to_jsonable(chat_param.context))}")
-    if schema_in_prompt and chat_param is not None:
+    if (schema_in_prompt if tools_in_prompt is None else tools_in_prompt) and chat_param is not None:
         if chat_param.tool_schemas:
             parts.append(
                 "Tools you may request in action_requests (you never run them; "
                 "the runtime does):\n" + json.dumps(chat_param.tool_schemas)
             )
+    if schema_in_prompt and chat_param is not None:
         prompt = schema_prompt(chat_param.response_format)
         if prompt is not None:
             parts.append(prompt)
@@ -110,11 +113,12 @@ def schema_prompt(response_format: Any) -> str | None:
 
 
 def begin_turn(branch: Any, instruction: Any, chat_param: Any, clear_messages: bool,
-               *, schema_in_prompt: bool) -> Message:
+               *, schema_in_prompt: bool, tools_in_prompt: bool | None = None) -> Message:
     """Clear messages when asked, then record the user instruction."""
     if clear_messages:
         branch.clear_messages()
-    content = render_instruction(instruction, chat_param, schema_in_prompt=schema_in_prompt)
+    content = render_instruction(instruction, chat_param, schema_in_prompt=schema_in_prompt,
+                                 tools_in_prompt=tools_in_prompt)
     return branch.messages.add(
         "user", content,
         sender=getattr(chat_param, "sender", None), recipient=getattr(chat_param, "recipient", None),

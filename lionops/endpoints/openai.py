@@ -7,6 +7,11 @@ logical call, retries 429 and 5xx answers and refused connections a bounded
 number of times, and turns every failure into a typed
 :class:`~lionops.errors.EndpointError`.
 
+Every answer is read through httpx's streaming API, capped at
+``max_response_bytes`` counted after decompression, and normalized: a body or
+stream that is not a complete answer (the provider's ``error``, no choices, a
+stream without a finish reason) is a typed error, never a partial answer.
+
 Every wait (``Retry-After``, backoff) goes through :func:`lionops.clock.sleep`.
 Three time bounds apply: ``timeout`` bounds each socket operation (one
 connect, one write, one read), ``deadline`` bounds the whole call (every
@@ -24,6 +29,7 @@ credentials too: it is never shown; user info in a base URL is refused.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import email.utils
 import functools
@@ -34,7 +40,8 @@ import re
 import ssl
 import time
 import weakref
-from collections.abc import Iterator, Mapping
+import zlib
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -55,6 +62,7 @@ from ..errors import (
     EndpointAuthError,
     EndpointConnectionError,
     EndpointError,
+    EndpointProviderError,
     EndpointRateLimitError,
     EndpointResponseError,
     EndpointStatusError,
@@ -74,6 +82,7 @@ __all__ = [
     "DEFAULT_DEADLINE",
     "call_deadline",
     "scrubbed_preview",
+    "DEFAULT_MAX_RESPONSE_BYTES",
 ]
 
 logger = logging.getLogger("lionops.http")
@@ -146,6 +155,7 @@ PROVIDER_DEFAULTS: dict[str, _ProviderDefaults] = {
 _ENDPOINT_KEYWORDS = (
     "provider", "model", "base_url", "api_key", "timeout", "max_retries", "deadline", "retry_after_cap",
     "backoff_initial", "backoff_factor", "backoff_max", "structured_output", "stream", "headers", "verify",
+    "native_tools", "silence_timeout", "max_response_bytes",
 )
 
 #: Request keys the adapter owns; default options may not set them.
@@ -179,6 +189,9 @@ def call_deadline(seconds: float) -> Iterator[float]:
         _CALL_ENDS_AT.reset(token)
 
 
+#: The default cap on a response body, counted after decompression.
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+
 #: Record/replay seam: an httpx transport that carries the requests made in
 #: this context instead of the network (``lionops.replay``); ``None`` normally.
 HTTP_TRANSPORT: ContextVar[httpx.AsyncBaseTransport | None] = ContextVar("lionops_http_transport", default=None)
@@ -203,6 +216,10 @@ class ChatCompletion:
         attempts: HTTP requests made (1 + retries).
         retries: one ``{"status", "delay_s"}`` per retry, in order.
         raw: the decoded response body.
+        reasoning: the text of ``reasoning_content`` / ``reasoning`` fields
+            (or their stream deltas), kept as a fact; never parsed.
+        choices: how many choices the server sent (merged into this answer
+            unless the request asked for ``n > 1``).
     """
 
     text: str | None
@@ -215,6 +232,8 @@ class ChatCompletion:
     attempts: int = 1
     retries: list[dict[str, Any]] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    reasoning: str | None = field(default=None, repr=False)
+    choices: int = 1
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -390,6 +409,17 @@ class ChatCompletionsEndpoint:
             call wins); chunks are assembled into one answer, tool-call deltas
             by index, id or position (C20). A stream cuts the read timeout to
             the gap between chunks rather than the whole answer.
+        silence_timeout: the longest a stream may go without a ``data:``
+            event, in seconds; keep-alive comments (``: ping``) do not reset
+            it. Past it the call raises
+            :class:`~lionops.errors.EndpointTimeoutError`.
+        max_response_bytes: the largest response body read, counted after
+            decompression (plain and streamed); a larger one raises
+            :class:`~lionops.errors.EndpointResponseError` without reading
+            further. Default 16 MiB.
+        native_tools: send the offered tools as native ``tools`` also when a
+            caller model exists (``communicate`` otherwise asks for the
+            requests inside the structured answer, see docs/semantics.md).
         headers: extra HTTP headers for every request.
         verify: TLS verification: ``True`` (system defaults, one shared
             context), ``False``, a CA bundle path or an ``ssl.SSLContext``.
@@ -428,6 +458,9 @@ class ChatCompletionsEndpoint:
         stream: bool = False,
         headers: Mapping[str, str] | None = None,
         verify: bool | str | ssl.SSLContext = True,
+        silence_timeout: float = 60.0,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        native_tools: bool = False,
         **default_options: Any,
     ) -> None:
         defaults = PROVIDER_DEFAULTS.get(provider)
@@ -436,6 +469,8 @@ class ChatCompletionsEndpoint:
         if max_retries < 0 or timeout <= 0 or retry_after_cap < 0:
             raise ConfigurationError("max_retries must be >= 0, timeout > 0, retry_after_cap >= 0")
         deadline = _check_deadline(deadline)
+        if silence_timeout <= 0 or max_response_bytes <= 0:
+            raise ConfigurationError("silence_timeout and max_response_bytes must be > 0")
         if structured_output not in ("json_schema", "json_object", "prompt"):
             raise ConfigurationError(f"structured_output must be json_schema, json_object or prompt, got {structured_output!r}")
         reserved = _RESERVED & set(default_options)
@@ -480,6 +515,9 @@ class ChatCompletionsEndpoint:
         self.backoff_max = float(backoff_max)
         self.structured_output: StructuredMode = structured_output
         self.stream = bool(stream)
+        self.silence_timeout = float(silence_timeout)
+        self.max_response_bytes = int(max_response_bytes)
+        self.native_tools = bool(native_tools)
         self._extra_headers = {k: SecretStr(v) for k, v in (headers or {}).items()}
         self.verify = verify
         self.default_options = dict(default_options)
@@ -690,7 +728,7 @@ class ChatCompletionsEndpoint:
                         raise
                     statuses.append(200)
             latency = time.perf_counter() - started
-            done = self._completion(data, latency=latency, attempts=attempts, retries=retries)
+            done = self._completion(data, latency=latency, attempts=attempts, retries=retries, n=body.get("n"))
         except EndpointError as exc:
             failure = exc
         meta = current_meta()
@@ -767,9 +805,7 @@ class ChatCompletionsEndpoint:
         logger.debug("%s: POST %s model=%s attempt=%d stream=%s", self.provider, url, body.get("model"),
                      attempt, bool(body.get("stream")))
         try:
-            if body.get("stream"):
-                return await self._stream_once(client, body, attempt)
-            response = await client.post(self._request_url(), json=body, headers=self._headers())
+            return await self._exchange(client, body, attempt)
         except httpx.TimeoutException as exc:
             raise EndpointTimeoutError(
                 f"{self.provider}: POST {url}: one {_TIMEOUT_KINDS.get(type(exc).__name__, 'socket operation')} "
@@ -783,47 +819,174 @@ class ChatCompletionsEndpoint:
             )
             err.retryable = isinstance(exc, httpx.ConnectError)  # type: ignore[attr-defined]
             raise err from None
-        except httpx.HTTPError as exc:  # a body that cannot be decoded, too many redirects, ...
+        except httpx.HTTPError as exc:  # too many redirects, an invalid URL, ...
             raise EndpointResponseError(
                 f"{self.provider}: POST {url}: {type(exc).__name__}: {self.preview(str(exc))}",
                 provider=self.provider, url=url,
             ) from None
-        logger.debug("%s: %s %d", self.provider, url, response.status_code)
-        if not response.is_success:
-            raise self._status_error(response, url, attempt)
-        try:
-            return response.json()
-        except ValueError:
-            raise self._response_error("a body that is not JSON", response.status_code, response.text) from None
 
-    async def _stream_once(self, client: httpx.AsyncClient, body: dict[str, Any], attempt: int) -> dict[str, Any]:
+    # ------------------------------------------------------------ answers
+
+    async def _exchange(self, client: httpx.AsyncClient, body: dict[str, Any], attempt: int) -> dict[str, Any]:
+        """Send ``body`` and read the answer through httpx's streaming API, so
+        no body is held past ``max_response_bytes`` (counted decompressed).
+
+        An event stream is assembled chunk by chunk, also when the request did
+        not ask for one; a plain JSON answer is used as is, also when it did
+        (a server that ignores ``stream: true``)."""
         async with client.stream("POST", self._request_url(), json=body, headers=self._headers()) as response:
-            logger.debug("%s: %s %d (stream)", self.provider, self.url, response.status_code)
-            if not response.is_success:
-                await response.aread()
-                raise self._status_error(response, self.url, attempt)
+            logger.debug("%s: %s %d", self.provider, self.url, response.status_code)
+            status = response.status_code
+            try:
+                if not response.is_success:
+                    raise self._status_error(await self._buffered(response), self.url, attempt)
+                if "text/event-stream" in response.headers.get("content-type", "").lower():
+                    return await self._read_events(response)
+                raw = await self._read_body(response)
+            except httpx.DecodingError as exc:
+                raise self._response_error(f"a body that cannot be decoded ({type(exc).__name__})",
+                                           status, "") from None
+            ctype = response.headers.get("content-type") or "no content type"
+        text = raw.decode("utf-8", errors="replace")
+        if text.lstrip().startswith(("data:", ":")):
+            return self._events_of_text(text, status)  # an event stream labelled as something else
+        data = self._decode_json(text, status, f"a body that is not JSON ({ctype})")
+        if not isinstance(data, dict):
+            raise self._response_error("a JSON body that is not an object", status, text)
+        if data.get("object") == "chat.completion.chunk":  # one stream chunk sent as the whole body
             acc = StreamAccumulator()
-            done = False
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    done = True
-                    break
+            self._fold_chunk(acc, data, text, status)
+            return self._stream_end(acc, False, status)
+        return data
+
+    async def _read_body(self, response: httpx.Response, *, truncate: bool = False) -> bytes:
+        """The decompressed body, at most ``max_response_bytes``; past the cap
+        the read stops and raises (``truncate``: returns what was read)."""
+        data = bytearray()
+        async for chunk in _decoded(response):
+            data += chunk
+            if len(data) > self.max_response_bytes:
+                if truncate:
+                    return bytes(data[: self.max_response_bytes])
+                raise self._too_large(response.status_code)
+        return bytes(data)
+
+    async def _buffered(self, response: httpx.Response) -> httpx.Response:
+        """An error response with its body read (capped), for :meth:`_status_error`."""
+        raw = await self._read_body(response, truncate=True)
+        headers = [(k, v) for k, v in response.headers.multi_items()
+                   if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+        return httpx.Response(response.status_code, headers=headers, content=raw, request=response.request)
+
+    def _too_large(self, status: int) -> EndpointResponseError:
+        return EndpointResponseError(
+            f"{self.provider}: POST {self.url} answered {status} with a body larger than "
+            f"max_response_bytes={self.max_response_bytes} (counted decompressed); reading stopped",
+            provider=self.provider, url=self.url,
+        )
+
+    def _decode_json(self, text: str, status: int, what: str) -> Any:
+        try:
+            return json.loads(text)
+        except RecursionError:
+            raise self._response_error("JSON nested too deep to decode", status, text) from None
+        except ValueError:
+            raise self._response_error(what, status, text) from None
+
+    async def _read_events(self, response: httpx.Response) -> dict[str, Any]:
+        """Assemble a server-sent-event stream into one completion object.
+
+        Every wait for the next ``data:`` event is bounded by
+        ``silence_timeout`` (comments and blank lines do not reset it); the
+        bytes read are bounded by ``max_response_bytes``."""
+        acc, fields = StreamAccumulator(), _EventFields()
+        chunks = _decoded(response).__aiter__()
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pending, total, ended = "", 0, False
+        last_data = anyio.current_time()
+        try:
+            while not ended:
+                chunk: bytes | None = None
+                wait = last_data + self.silence_timeout - anyio.current_time()
+                with anyio.move_on_after(max(wait, 0.0)):
+                    try:
+                        chunk = await chunks.__anext__()
+                    except StopAsyncIteration:
+                        ended = True
+                if chunk is None and not ended:
+                    raise EndpointTimeoutError(
+                        f"{self.provider}: the stream from POST {self.url} sent no data event for "
+                        f"{self.silence_timeout:g} s (silence_timeout; keep-alive comments do not count)",
+                        provider=self.provider, url=self.url,
+                    )
+                if chunk:
+                    total += len(chunk)
+                    if total > self.max_response_bytes:
+                        raise self._too_large(response.status_code)
+                pending += decoder.decode(chunk or b"", final=ended)
+                lines = pending.split("\n")
+                pending = "" if ended else lines.pop()
+                payloads = fields.feed(lines)
+                if payloads:
+                    last_data = anyio.current_time()
+                if self._fold_events(acc, payloads, response.status_code):
+                    return self._stream_end(acc, True, response.status_code)
+        finally:
+            with contextlib.suppress(Exception):
+                await chunks.aclose()  # type: ignore[attr-defined]
+        return self._stream_end(acc, False, response.status_code)
+
+    def _events_of_text(self, text: str, status: int) -> dict[str, Any]:
+        """A whole event stream already read (one sent without its content type)."""
+        acc = StreamAccumulator()
+        payloads = _EventFields().feed(text.split("\n"))
+        return self._stream_end(acc, self._fold_events(acc, payloads, status), status)
+
+    def _fold_events(self, acc: StreamAccumulator, payloads: list[tuple[str | None, str]], status: int) -> bool:
+        """Fold ``data:`` payloads into ``acc``; ``True`` once ``[DONE]`` is seen.
+
+        A chunk carrying the provider's ``error``, or any data of an ``event:
+        error``, ends the call with :class:`~lionops.errors.EndpointProviderError`."""
+        for event, payload in payloads:
+            if payload == "[DONE]":
+                return True
+            if event == "error":
                 try:
-                    chunk = json.loads(payload)
-                except ValueError:
-                    raise self._response_error("a stream chunk that is not JSON", response.status_code, payload) from None
-                try:
-                    acc.add(chunk)
-                except ValueError as exc:
-                    raise self._response_error(f"a malformed stream chunk ({exc})", response.status_code, payload) from None
-            if not done and acc.finish_reason is None:
-                # Cut off: never pass part of an answer on as a whole one (C12).
-                raise self._response_error("a stream that ended before a finish reason or [DONE]",
-                                           response.status_code, "".join(acc.text))
+                    data: Any = json.loads(payload)
+                except (ValueError, RecursionError):
+                    data = payload
+                err = data.get("error") or data if isinstance(data, dict) else data
+                raise self._provider_error(err or "an error event", status, "a stream error event")
+            chunk = self._decode_json(payload, status, "a stream chunk that is not JSON")
+            self._fold_chunk(acc, chunk, payload, status)
+        return False
+
+    def _fold_chunk(self, acc: StreamAccumulator, chunk: Any, payload: str, status: int) -> None:
+        err = _error_of(chunk)
+        if err is not None:
+            raise self._provider_error(err, status, "a stream chunk carrying an error")
+        try:
+            acc.add(chunk)
+        except ValueError as exc:
+            raise self._response_error(f"a malformed stream chunk ({exc})", status, payload) from None
+
+    def _stream_end(self, acc: StreamAccumulator, done: bool, status: int) -> dict[str, Any]:
+        if acc.finish_reason is None:
+            # Cut off: never pass part of an answer on as a whole one (C12).
+            how = "[DONE] before any finish reason" if done else "an end before a finish reason or [DONE]"
+            raise self._response_error(f"an incomplete stream ({how})", status, "".join(acc.text))
         return acc.completion()
+
+    def _provider_error(self, err: Any, status: int, where: str) -> EndpointProviderError:
+        """The provider's own error (``{"message", "code", ...}`` or text) as a typed error."""
+        message = err.get("message") if isinstance(err, dict) else err
+        message = self.scrub(message if isinstance(message, str) else json.dumps(err, default=str))
+        code = err.get("code") if isinstance(err, dict) else None
+        return EndpointProviderError(
+            f"{self.provider}: POST {self.url} answered {status} with {where}: {message[:_BODY_PREVIEW]!r}"
+            + (f" (code {code!r})" if code is not None else ""),
+            provider_message=message[:_BODY_PREVIEW], code=code, provider=self.provider, url=self.url,
+        )
 
     def _response_error(self, what: str, status: int, text: str) -> EndpointResponseError:
         return EndpointResponseError(
@@ -857,29 +1020,60 @@ class ChatCompletionsEndpoint:
         return err
 
     def _completion(self, data: Any, *, latency: float, attempts: int,
-                    retries: list[dict[str, Any]]) -> ChatCompletion:
-        choices = data.get("choices") if isinstance(data, dict) else None
-        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
-            raise self._response_error("no choices", 200, json.dumps(data, default=str))
-        choice = choices[0]
-        message = choice.get("message") or {}
-        if not isinstance(message, dict):
-            raise self._response_error("a message that is not an object", 200, json.dumps(data, default=str))
-        tool_calls = message.get("tool_calls") or []
-        if not isinstance(tool_calls, list):
-            raise self._response_error("tool_calls that is not a list", 200, json.dumps(data, default=str))
+                    retries: list[dict[str, Any]], n: Any = None) -> ChatCompletion:
+        """The normalized answer of a decoded body (see :class:`ChatCompletion`).
+
+        Every choice of the requested answer is read: with ``n`` unset or 1,
+        all choices the server sent are merged, in index order, into one
+        answer (some servers put the text in ``choices[0]`` and the tool
+        call in ``choices[1]``); with ``n > 1`` the answer is the lowest-index
+        choice and the others stay in ``raw``. A body that is not a
+        completion (an ``error`` object, no or null ``choices``, a choice or
+        message that is not an object) raises a typed error; nothing of it
+        is passed on."""
+        preview = _dumps_preview(data)
+        if not isinstance(data, dict):
+            raise self._response_error("a JSON body that is not an object", 200, preview)
+        err = _error_of(data)
+        if err is not None:
+            raise self._provider_error(err, 200, "an error object")
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise self._response_error("no choices", 200, preview)
+        picked: list[tuple[int, dict[str, Any], dict[str, Any]]] = []
+        for pos, choice in enumerate(choices):
+            if not isinstance(choice, dict):
+                raise self._response_error("a choice that is not an object", 200, preview)
+            message = choice.get("message") or {}
+            if not isinstance(message, dict):
+                raise self._response_error("a message that is not an object", 200, preview)
+            if not isinstance(message.get("tool_calls") or [], list):
+                raise self._response_error("tool_calls that is not a list", 200, preview)
+            if choice.get("finish_reason") == "error" or choice.get("error"):
+                err = choice.get("error") or _text_of(message.get("content")) or "finish_reason 'error'"
+                raise self._provider_error(err, 200, "a choice that ended in an error")
+            index = choice.get("index")
+            picked.append((index if isinstance(index, int) else pos, choice, message))
+        picked.sort(key=lambda item: item[0])
+        if isinstance(n, int) and n > 1:
+            picked = picked[:1]
+        texts = [t for t in (_text_of(m.get("content")) for _, _, m in picked) if t]
+        refusals = [m["refusal"] for _, _, m in picked if isinstance(m.get("refusal"), str) and m["refusal"]]
+        reasoning = [r for _, _, m in picked for r in _reasoning_of(m)]
         usage = data.get("usage") or {}
         return ChatCompletion(
-            text=_text_of(message.get("content")),
-            refusal=message.get("refusal") or None,
-            tool_calls=list(tool_calls),
-            finish_reason=choice.get("finish_reason"),
+            text="\n".join(texts) if texts else (_text_of(picked[0][2].get("content"))),
+            refusal="\n".join(refusals) or None,
+            tool_calls=[call for _, _, m in picked for call in (m.get("tool_calls") or [])],
+            finish_reason=_merged_finish([c.get("finish_reason") for _, c, _ in picked]),
             usage={k: v for k, v in usage.items() if isinstance(v, int)} if isinstance(usage, dict) else {},
-            model=data.get("model"),
+            model=data.get("model") if isinstance(data.get("model"), str) else None,
             latency_s=latency,
             attempts=attempts,
             retries=retries,
             raw=data,
+            reasoning="\n".join(reasoning) or None,
+            choices=len(choices),
         )
 
     def __repr__(self) -> str:
@@ -896,68 +1090,170 @@ class ChatCompletionsEndpoint:
 class StreamAccumulator:
     """Assembles ``chat.completion.chunk`` objects into one ``chat.completion``.
 
-    Text and refusal deltas are concatenated. A tool-call delta joins the
-    call with the same ``id``; else the call with the same ``index`` (unless
-    that call already has a different id); else, with neither, the last call
-    (servers that omit ``index``). Anything else starts a new call. So one
-    call split over chunks stays one call, whether the index is missing or
-    repeated within a chunk (field report C20).
+    Each choice ``index`` is assembled on its own (all of them are kept; the
+    endpoint decides how choices make one answer). Text, refusal and
+    reasoning deltas (``reasoning_content`` / ``reasoning``) are
+    concatenated; reasoning never joins the text. A ``finish_reason`` of
+    ``""`` or ``null`` is no end; the last real one counts.
+
+    Tool-call deltas are told apart the way servers key them. A delta with
+    an ``index`` joins the call at that index; when it carries an ``id``
+    other than that call's, it joins the call of that id at the same index
+    (servers that share one index among calls), starts a new call when it
+    also names a function (a new call under a repeated index), and else
+    still joins by index (servers that send a new id with every fragment).
+    A new index is a new call, even under an id seen before (servers that
+    repeat one id). A delta without an ``index`` joins the call with its
+    ``id`` (a new id is a new call); one with neither joins the latest call,
+    unless it names a function while the latest call already has a name
+    (servers that key by nothing). ``arguments`` sent as a JSON object rather
+    than text are used whole; an object mixed with text fragments for one
+    call is an error.
 
     A chunk of the wrong shape (``choices``, ``delta`` or ``tool_calls`` of
     the wrong type, a tool-call delta that is not an object, an ``id`` that
     is not text, an ``index`` that is not an integer, ``arguments`` that are
-    not text) raises ``ValueError``: a fragment is never dropped, so a call
-    is never assembled from part of its arguments.
+    neither text nor an object) raises ``ValueError``: a fragment is never
+    dropped, so a call is never assembled from part of its arguments.
     """
 
     def __init__(self) -> None:
-        self.text: list[str] = []
-        self.refusal: list[str] = []
-        self.calls: list[dict[str, Any]] = []
-        self._by_id: dict[str, int] = {}
-        self._by_index: dict[int, int] = {}
-        self.finish_reason: str | None = None
+        self._choices: dict[int, _ChoiceParts] = {}
         self.usage: dict[str, Any] | None = None
         self.model: str | None = None
         self.id: str | None = None
+
+    def _choice(self, index: int) -> _ChoiceParts:
+        if index not in self._choices:
+            self._choices[index] = _ChoiceParts()
+        return self._choices[index]
+
+    @property
+    def text(self) -> list[str]:
+        """The text deltas of every choice, in choice order."""
+        return [t for i in sorted(self._choices) for t in self._choices[i].text]
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        """The tool calls of every choice, in choice order."""
+        return [c for i in sorted(self._choices) for c in self._choices[i].calls]
+
+    @property
+    def finish_reason(self) -> str | None:
+        """The first choice's finish reason, else any choice's; ``None`` while none ended."""
+        reasons = [self._choices[i].finish_reason for i in sorted(self._choices)]
+        return next((r for r in reasons if r), None)
 
     def add(self, chunk: dict[str, Any]) -> None:
         """Fold one chunk in; chunks without choices (the usage chunk) are fine."""
         if not isinstance(chunk, dict):
             raise ValueError("a chunk that is not an object")
-        self.model = chunk.get("model") or self.model
-        self.id = chunk.get("id") or self.id
+        self.model = chunk.get("model") if isinstance(chunk.get("model"), str) else self.model
+        self.id = chunk.get("id") if isinstance(chunk.get("id"), str) else self.id
         if isinstance(chunk.get("usage"), dict):
             self.usage = chunk["usage"]
         for choice in _list_of(chunk, "choices"):
             if not isinstance(choice, dict):
                 raise ValueError("a choice that is not an object")
-            if choice.get("index", 0) != 0:
-                continue
+            index = choice.get("index", 0)
+            if not isinstance(index, int) or isinstance(index, bool):
+                raise ValueError(f"a choice index that is not an integer: {index!r}"[:200])
+            parts = self._choice(index)
             delta = choice.get("delta") or {}
             if not isinstance(delta, dict):
                 raise ValueError("a delta that is not an object")
-            if isinstance(delta.get("content"), str):
-                self.text.append(delta["content"])
+            content = _text_of(delta["content"]) if isinstance(delta.get("content"), (str, list)) else None
+            if content:
+                parts.text.append(content)
             if isinstance(delta.get("refusal"), str):
-                self.refusal.append(delta["refusal"])
+                parts.refusal.append(delta["refusal"])
+            parts.reasoning.extend(_reasoning_of(delta))
             for entry in _list_of(delta, "tool_calls"):
-                self._add_call(entry)
-            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+                parts.add_call(entry)
+            if choice.get("error"):
+                parts.error = choice["error"]
+            if isinstance(choice.get("finish_reason"), str) and choice["finish_reason"]:
+                parts.finish_reason = choice["finish_reason"]
 
-    def _position(self, index: Any, call_id: Any) -> int | None:
-        if call_id and call_id in self._by_id:
-            return self._by_id[call_id]
-        if index is not None and index in self._by_index:
-            pos = self._by_index[index]
-            if not call_id or self.calls[pos]["id"] in (None, call_id):
+    def completion(self) -> dict[str, Any]:
+        """The assembled ``chat.completion`` object (one choice per index seen)."""
+        choices = []
+        for index in sorted(self._choices) or [0]:
+            parts = self._choices.get(index) or _ChoiceParts()
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": "".join(parts.text) if parts.text else None,
+                "refusal": "".join(parts.refusal) if parts.refusal else None,
+            }
+            if parts.reasoning:
+                message["reasoning_content"] = "".join(parts.reasoning)
+            if parts.calls:
+                message["tool_calls"] = parts.calls
+            choice: dict[str, Any] = {"index": index, "message": message, "finish_reason": parts.finish_reason}
+            if parts.error is not None:
+                choice["error"] = parts.error
+            choices.append(choice)
+        return {
+            "id": self.id, "object": "chat.completion", "model": self.model,
+            "choices": choices, "usage": self.usage or {},
+        }
+
+
+class _EventFields:
+    """Server-sent-event lines -> ``(event name, data)`` per ``data:`` line;
+    the event name holds until the blank line that ends the event."""
+
+    def __init__(self) -> None:
+        self.event: str | None = None
+
+    def feed(self, lines: list[str]) -> list[tuple[str | None, str]]:
+        out = []
+        for raw in lines:
+            line = raw.rstrip("\r")
+            if not line:
+                self.event = None
+            elif line.startswith("event:"):
+                self.event = line[6:].strip() or None
+            elif line.startswith("data:"):
+                out.append((self.event, line[5:].strip()))
+        return out
+
+
+class _ChoiceParts:
+    """The deltas of one streamed choice (see :class:`StreamAccumulator`)."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.refusal: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: list[dict[str, Any]] = []
+        self.finish_reason: str | None = None
+        self.error: Any = None
+        self._by_id: dict[str, int] = {}
+        self._by_index: dict[int, int] = {}
+        self._index_of: dict[int, int] = {}
+
+    def _position(self, index: Any, call_id: Any, name: Any) -> int | None:
+        if index is not None:
+            pos = self._by_index.get(index)
+            if pos is None:
+                return None  # a new index is a new call (even under an id seen before)
+            call = self.calls[pos]
+            if not call_id or call["id"] in (None, call_id):
                 return pos
-            return None
-        if index is None and not call_id and self.calls:
-            return len(self.calls) - 1
-        return None
+            own = self._by_id.get(call_id)
+            if own is not None and self._index_of.get(own) == index:
+                return own  # one index shared by calls told apart by their ids
+            if name and call["function"]["name"]:
+                return None  # a new call under a repeated index
+            return pos  # an unknown id on a fragment: the index decides
+        if call_id:
+            return self._by_id.get(call_id)  # a new id without an index is a new call
+        if not self.calls or (name and self.calls[-1]["function"]["name"]):
+            return None  # a second name, keyed by nothing that joins it to the last call
+        return len(self.calls) - 1
 
-    def _add_call(self, entry: Any) -> None:
+    def add_call(self, entry: Any) -> None:
         if not isinstance(entry, dict):
             raise ValueError("a tool-call delta that is not an object")
         index, call_id = entry.get("index"), entry.get("id")
@@ -966,37 +1262,126 @@ class StreamAccumulator:
             raise ValueError(f"a tool-call index that is not an integer: {index!r}"[:200])
         if call_id is not None and not isinstance(call_id, str):
             raise ValueError(f"a tool-call id that is not text: {call_id!r}"[:200])
-        if not isinstance(fn, dict) or not isinstance(fn.get("arguments", ""), (str, type(None))):
+        if not isinstance(fn, dict) or not isinstance(fn.get("arguments", ""), (str, dict, type(None))):
             raise ValueError("a tool-call function or arguments fragment of the wrong type")
-        pos = self._position(index, call_id)
+        name = fn.get("name") if isinstance(fn.get("name"), str) else None
+        pos = self._position(index, call_id or None, name)
         if pos is None:
             self.calls.append({"id": None, "type": "function", "function": {"name": None, "arguments": ""}})
             pos = len(self.calls) - 1
         call = self.calls[pos]
         if index is not None:
             self._by_index[index] = pos
+            self._index_of.setdefault(pos, index)
         if call_id:
-            call["id"] = call_id
-            self._by_id[call_id] = pos
-        if fn.get("name") and not call["function"]["name"]:
-            call["function"]["name"] = fn["name"]
-        if isinstance(fn.get("arguments"), str):
-            call["function"]["arguments"] += fn["arguments"]
+            call["id"] = call["id"] or call_id
+            self._by_id.setdefault(call_id, pos)
+        if name and not call["function"]["name"]:
+            call["function"]["name"] = name
+        _join_arguments(call["function"], fn.get("arguments"))
 
-    def completion(self) -> dict[str, Any]:
-        """The assembled ``chat.completion`` object."""
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": "".join(self.text) if self.text else None,
-            "refusal": "".join(self.refusal) if self.refusal else None,
-        }
-        if self.calls:
-            message["tool_calls"] = self.calls
-        return {
-            "id": self.id, "object": "chat.completion", "model": self.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}],
-            "usage": self.usage or {},
-        }
+
+def _join_arguments(fn: dict[str, Any], part: Any) -> None:
+    """Append an ``arguments`` fragment: text is concatenated, an object is used whole."""
+    have = fn["arguments"]
+    if part is None or part == "":
+        return
+    if isinstance(part, dict):
+        if have == "" or have == part:
+            fn["arguments"] = part
+            return
+        raise ValueError("tool-call arguments sent both as an object and as other fragments")
+    if isinstance(have, dict):
+        raise ValueError("tool-call arguments sent both as an object and as text")
+    fn["arguments"] = have + part
+
+
+#: Decompressed bytes produced per step when lionops inflates a body itself.
+_INFLATE_STEP = 1 << 16
+
+
+async def _decoded(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's bytes after content decoding, at most 64 KiB at a time.
+
+    gzip and deflate are inflated here with a bound per step, so one small
+    compressed chunk never becomes a large buffer before the size cap can
+    count it; other encodings (``br``, ``zstd``) are decoded by httpx.
+    """
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        async for chunk in response.aiter_bytes():
+            yield chunk
+        return
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | 16 if encoding != "deflate" else zlib.MAX_WBITS)
+    first = True
+    async for raw in response.aiter_raw():
+        pending = raw
+        while pending:
+            try:
+                out = inflater.decompress(pending, _INFLATE_STEP)
+            except zlib.error as exc:
+                if not (first and encoding == "deflate"):
+                    raise httpx.DecodingError(str(exc)) from None
+                inflater = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as some servers send
+                out = inflater.decompress(pending, _INFLATE_STEP)
+            first = False
+            pending = inflater.unconsumed_tail
+            if out:
+                yield out
+    tail = inflater.flush()
+    if tail:
+        yield tail
+
+
+def _error_of(obj: Any) -> Any:
+    """The provider error an answer object carries: its ``error`` (object or
+    text), or the object itself when it is an error (``"object": "error"``,
+    ``"type": "error"``); ``None`` when it carries none."""
+    if not isinstance(obj, dict):
+        return None
+    if obj.get("error"):
+        return obj["error"]
+    if obj.get("object") == "error" or obj.get("type") == "error":
+        return obj
+    return None
+
+
+def _reasoning_of(message: dict[str, Any]) -> list[str]:
+    """The reasoning text of a message or delta: ``reasoning_content``,
+    ``reasoning``, and content parts of type ``reasoning`` / ``thinking``."""
+    out = []
+    content = message.get("content")
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict) and part.get("type") in ("reasoning", "thinking"):
+                value = part.get("text") or part.get("thinking") or part.get("reasoning")
+                if isinstance(value, str) and value:
+                    out.append(value)
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            out.append(value)
+        elif isinstance(value, dict) and isinstance(value.get("content"), str):
+            out.append(value["content"])
+    return out
+
+
+_FINISH_RANK = {"length": 0, "content_filter": 1, "tool_calls": 2, "function_call": 2, "stop": 3}
+
+
+def _merged_finish(reasons: list[Any]) -> str | None:
+    """One finish reason for merged choices: a cut-off or filter wins, then tool calls."""
+    real = [r for r in reasons if isinstance(r, str) and r]
+    if not real:
+        return None
+    return min(real, key=lambda r: _FINISH_RANK.get(r, 4))
+
+
+def _dumps_preview(data: Any) -> str:
+    try:
+        return json.dumps(data, default=str)[: 4 * _BODY_PREVIEW]
+    except (ValueError, RecursionError):
+        return repr(data)[: 4 * _BODY_PREVIEW]
 
 
 #: httpx timeout exception -> the socket operation it bounds.

@@ -139,7 +139,17 @@ class Reply:
             ``hang_s`` seconds), so the client's timeout fires.
         hang_s: the longest a hanging handler waits, in seconds.
         stream: ``chat.completion.chunk`` objects sent as server-sent events
-            (``data: {...}`` lines, then ``data: [DONE]``) instead of ``body``.
+            (``data: {...}`` lines, then ``data: [DONE]`` unless ``done`` is
+            false) instead of ``body``. An item that is a ``str`` is sent as
+            is (``": ping\\n\\n"``, ``"event: error\\n"``, ``"data: [DONE]\\n\\n"``).
+        done: end ``stream`` with ``data: [DONE]``.
+        pause_s: seconds between stream events.
+        then: what a stream does after its events: ``"end"`` (the body
+            ends), ``"ping"`` (a ``: ping`` comment every ``ping_every_s``
+            seconds, never a data event) or ``"silence"`` (nothing), both
+            until the server stops or ``hang_s`` passes.
+        ping_every_s: the interval of ``then="ping"`` comments.
+        content_type: the ``Content-Type`` sent instead of the usual one.
         drip_s: send the body one byte at a time, this many seconds apart
             (a server that is slow but never silent for long).
         echo: send every request header back unredacted (a careless
@@ -152,7 +162,12 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     hang: bool = False
     hang_s: float = 30.0
-    stream: list[dict[str, Any]] | None = None
+    stream: list[dict[str, Any] | str] | None = None
+    done: bool = True
+    pause_s: float = 0.0
+    then: str = "end"
+    ping_every_s: float = 0.05
+    content_type: str | None = None
     drip_s: float | None = None
     echo: bool = False
 
@@ -329,6 +344,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass
 
+    def handle(self) -> None:
+        # A client that stops reading mid-body (a size cap, a silence bound)
+        # resets the connection; that ends this connection, quietly.
+        try:
+            super().handle()
+        except (ConnectionResetError, BrokenPipeError):
+            self.close_connection = True
+
     @property
     def _route(self) -> str:
         """The request path without its query (a query may carry a key, as
@@ -343,12 +366,51 @@ class _Handler(BaseHTTPRequestHandler):
         self.owner.requests.append(req)
         return req
 
+    def _send_stream(self, reply: Reply) -> None:
+        """Server-sent events, written one by one (chunked transfer encoding)."""
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type or "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        for key, value in reply.headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+
+        def write(text: str) -> None:
+            data = text.encode()
+            if reply.drip_s is None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+                return
+            for i in range(len(data)):  # one byte per chunk, drip_s apart
+                if self.owner._closing.wait(reply.drip_s):
+                    raise ConnectionAbortedError("the server is closing")
+                self.wfile.write(b"1\r\n" + data[i:i + 1] + b"\r\n")
+                self.wfile.flush()
+
+        events = [e if isinstance(e, str) else f"data: {json.dumps(e)}\n\n" for e in reply.stream or []]
+        if reply.done:
+            events.append("data: [DONE]\n\n")
+        for i, event in enumerate(events):
+            if i and reply.pause_s:
+                self.owner._closing.wait(reply.pause_s)
+            write(event)
+        if reply.then in ("ping", "silence"):
+            until = time.monotonic() + reply.hang_s
+            while not self.owner._closing.is_set() and time.monotonic() < until:
+                if reply.then == "ping":
+                    write(": ping\n\n")
+                self.owner._closing.wait(reply.ping_every_s)
+            self.close_connection = True
+            return
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
     def _send(self, reply: Reply) -> None:
         body = reply.body
         if reply.stream is not None:
-            events = "".join(f"data: {json.dumps(c)}\n\n" for c in reply.stream) + "data: [DONE]\n\n"
-            data, ctype = events.encode(), "text/event-stream"
-        elif isinstance(body, (dict, list)):
+            self._send_stream(reply)
+            return
+        if isinstance(body, (dict, list)):
             data = json.dumps(body).encode()
             ctype = "application/json"
         elif isinstance(body, bytes):
@@ -358,7 +420,7 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.echo:
             data = self._echo(data)
         self.send_response(reply.status)
-        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Type", reply.content_type or ctype)
         self.send_header("Content-Length", str(len(data)))
         for key, value in reply.headers.items():
             self.send_header(key, value)
@@ -412,5 +474,5 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             self._send(reply)
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             self.close_connection = True
