@@ -39,8 +39,11 @@ Case = tuple[Callable[[], Any], Callable[[Any], Awaitable[Any]]]
 #: systems of the end-to-end set in this project's virtual environment, and peers.
 E2E_LOCAL = ("floor", "openai-sdk", "lionops", "lionops-long")
 E2E_PEERS = ("lionagi", "pydantic-ai")
-#: the environment variable a worker reads the tool shape of the floors from.
+#: the environment variable a worker reads the tool shape of the floors from,
+#: and the default: lionops' own under a caller model (tools described in the
+#: prompt, requests inside the structured answer).
 SHAPE_ENV = "LIONOPS_BENCH_SHAPE"
+DEFAULT_SHAPE = "in_body"
 
 
 class Unsupported(Exception):
@@ -147,7 +150,7 @@ class _PydanticAI:
         return (lambda: None), call
 
 
-def build(name: str, root: str, shape: str = "native") -> Any:
+def build(name: str, root: str, shape: str = DEFAULT_SHAPE) -> Any:
     if name in ("floor", "openai-sdk"):
         return _Floor(root, name, shape)
     if name in ("lionops", "lionops-long"):

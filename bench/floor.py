@@ -92,7 +92,7 @@ _TOOLS_PROMPT = ("Tools you may request in action_requests (you never run them; 
                  + json.dumps(_TOOL_SPECS))
 
 
-def request_body(tools: bool, stream: bool, shape: str = "native") -> dict[str, Any]:
+def request_body(tools: bool, stream: bool, shape: str = "in_body") -> dict[str, Any]:
     """The request of one call: model, messages, ``response_format`` and, with
     ``tools``, the tool specs (natively or in the prompt)."""
     body: dict[str, Any] = {"model": MODEL, "response_format": _FORMATS[tools]}
@@ -140,7 +140,7 @@ async def finish(text: str | None, calls: list[tuple[str, str]], tools: bool,
 class HttpxFloor:
     """httpx.AsyncClient + pydantic, one client per process."""
 
-    def __init__(self, base_url: str, tools: bool, stream: bool, shape: str = "native") -> None:
+    def __init__(self, base_url: str, tools: bool, stream: bool, shape: str = "in_body") -> None:
         self.url = f"{base_url}/chat/completions"
         self.tools, self.stream, self.shape = tools, stream, shape
         self.headers = {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}
@@ -182,7 +182,7 @@ class HttpxFloor:
 class OpenAIFloor:
     """The official ``openai`` SDK: ``chat.completions.create`` and ``model_validate_json``."""
 
-    def __init__(self, base_url: str, tools: bool, stream: bool, shape: str = "native") -> None:
+    def __init__(self, base_url: str, tools: bool, stream: bool, shape: str = "in_body") -> None:
         self.base_url, self.tools, self.stream, self.shape = base_url, tools, stream, shape
         self.client: Any = None
 

@@ -153,7 +153,7 @@ def render_e2e(doc: dict[str, Any]) -> list[str]:
             (f"H3 peak RSS MiB ({calls})", concurrent_of(f"H3-{calls}", lambda e: e["rss_peak_mib"])),
         ]
     shape = {"native": "tools sent natively (`tools=`, `tool_calls`)",
-             "in_body": "tools described in the prompt, requested in the structured answer"}[doc.get("shape", "native")]
+             "in_body": "tools described in the prompt, requested in the structured answer"}[doc.get("shape", "in_body")]
     out = ["End-to-end over HTTP to a loopback peer in its own process (`bench/peer.py`): median µs per "
            "call of the client's process CPU time (the peer excluded) and of wall-clock time (± half the "
            f"interquartile range); H3: wall-clock of the whole burst, peak RSS of the client. Floors: {shape}.",

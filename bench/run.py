@@ -190,7 +190,7 @@ async def e2e_worker(name: str, mode: str, seconds: float, quick: bool) -> dict[
     """H1, H2 and H4 per call (``e2e``), or H3: ``LIONOPS_BENCH_CALLS`` concurrent H2 calls."""
     import e2e
 
-    system = e2e.build(name, os.environ[PEER_ENV], os.environ.get(e2e.SHAPE_ENV, "native"))
+    system = e2e.build(name, os.environ[PEER_ENV], os.environ.get(e2e.SHAPE_ENV, e2e.DEFAULT_SHAPE))
     if mode == "h3":
         calls = int(os.environ[CALLS_ENV])
         return await concurrent(*system.case("H2"), 20 if quick else calls, 1 if quick else H3_CALLS[calls])
@@ -330,8 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", choices=("all", "s", "h"), default="all",
                     help="in-process scenarios S1-S5 (s), end-to-end H1-H4 over HTTP (h), or both")
     ap.add_argument("--e2e-seconds", type=float, default=2.0, help="timed seconds per end-to-end worker")
-    ap.add_argument("--shape", choices=("native", "in_body"), default="native",
-                    help="how the floors offer tools: tools= natively, or described in the prompt")
+    ap.add_argument("--shape", choices=("native", "in_body"), default="in_body",
+                    help="how the floors offer tools: described in the prompt (lionops' default under a "
+                         "caller model), or tools= natively")
     ap.add_argument("--out", default=str(ROOT / "out" / "bench"))
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="timing", help=argparse.SUPPRESS)

@@ -87,7 +87,7 @@ def peer(bench):
 def _worker_env(bench, peer, **extra):
     import e2e
 
-    env = {bench.PEER_ENV: peer.root, e2e.SHAPE_ENV: "native", **extra}
+    env = {bench.PEER_ENV: peer.root, e2e.SHAPE_ENV: e2e.DEFAULT_SHAPE, **extra}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     return saved
@@ -134,7 +134,7 @@ def test_end_to_end_systems_send_the_same_request_and_return_the_same_result(ben
     path, tools, _ = H_SCENARIOS[scenario]
     bodies = {}
     for system in _e2e_systems():
-        new_conversation, call = build(system, peer.root, "native").case(scenario)
+        new_conversation, call = build(system, peer.root).case(scenario)
         result = asyncio.run(call(new_conversation()))
         assert isinstance(result, Forecast), system
         assert (result.city, result.temp_c, result.sunny) == ("Lisbon", 21.5, True), system
