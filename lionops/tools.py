@@ -8,6 +8,7 @@ against that schema (unknown keys rejected) before the call.
 from __future__ import annotations
 
 import inspect
+import json
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
@@ -17,11 +18,11 @@ from typing import Any
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from ._frozen import FrozenDict, thaw
+from ._frozen import FrozenDict, freeze, thaw
 
 __all__ = [
     "Tool", "ToolInvocation", "ActionManager", "ToolArgumentsError", "UnknownToolError",
-    "ToolNotOfferedError", "FrozenArguments", "TOOL_RUNNER",
+    "ToolNotOfferedError", "FrozenArguments", "ToolSchema", "TOOL_RUNNER",
 ]
 
 #: Record/replay seam: when set, :meth:`Tool.invoke` awaits ``runner(tool, kwargs)``
@@ -129,6 +130,24 @@ _DERIVED: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], dict[str, tuple[
 )
 #: argument model -> its JSON schema as the ``parameters`` of a tool schema.
 _PARAMETERS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()
+#: argument model -> (name, description) -> the offered schema (:attr:`Tool.offered_schema`).
+_OFFERED: weakref.WeakKeyDictionary[type[BaseModel], dict[tuple[str, str], ToolSchema]] = weakref.WeakKeyDictionary()
+
+
+class ToolSchema(FrozenDict):
+    """A tool's schema as a call offers it: a read-only ``dict`` shared by
+    every call, with its ``json.dumps`` text made once (``json``)."""
+
+    __slots__ = ("_json",)
+    _refusal = "an offered tool schema is shared and read-only; Tool.schema gives a copy to change"
+
+    def __init__(self, data: Any = ()) -> None:
+        dict.__init__(self, data)
+        self._json = json.dumps(self)
+
+    @property
+    def json(self) -> str:
+        return self._json
 
 
 def _derivation_inputs(func: Any) -> tuple[Any, ...]:
@@ -213,6 +232,19 @@ class Tool:
                 "parameters": thaw(_parameters_of(self.arguments_model)),
             },
         }
+
+    @property
+    def offered_schema(self) -> ToolSchema:
+        """:attr:`schema` as offered in a call: read-only and shared, made once
+        per argument model, name and description, with its JSON text."""
+        per_model = _OFFERED.get(self.arguments_model)
+        if per_model is None:
+            per_model = _OFFERED[self.arguments_model] = {}
+        key = (self.name, self.description)
+        offered = per_model.get(key)
+        if offered is None:
+            offered = per_model[key] = ToolSchema(freeze(self.schema))
+        return offered
 
     def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Validate ``arguments`` against the signature.

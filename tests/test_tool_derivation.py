@@ -73,3 +73,27 @@ def test_a_callable_that_cannot_be_weakly_referenced_still_makes_a_tool():
     tool = Tool(Adder(), name="adder")
     assert tool.validate_arguments({"x": 1, "y": 2}) == {"x": 1, "y": 2}
     assert set(tool.schema["function"]["parameters"]["properties"]) == {"x", "y"}
+
+
+def test_the_offered_schema_is_shared_read_only_and_carries_its_json():
+    import json
+
+    offered = Tool(lookup).offered_schema
+    assert offered is Branch(tools=[lookup]).acts.get("lookup").offered_schema
+    assert offered == Tool(lookup).schema and offered.json == json.dumps(Tool(lookup).schema)
+    with pytest.raises(TypeError, match="read-only"):
+        offered["function"]["name"] = "other"
+    with pytest.raises(TypeError, match="read-only"):
+        offered["function"]["parameters"]["required"].append("days")
+    assert Tool(lookup, description="Other.").offered_schema["function"]["description"] == "Other."
+
+
+@pytest.mark.anyio
+async def test_a_middle_is_handed_the_shared_offered_schemas():
+    from .helpers import ScriptedMiddle
+
+    mid = ScriptedMiddle({})
+    await Branch(tools=[lookup]).operate(instruction="x", actions=True, middle=mid)
+    await Branch(tools=[lookup]).operate(instruction="y", actions=True, middle=mid)
+    first, second = (seen["chat_param"].tool_schemas for seen in mid.seen)
+    assert first[0] is second[0] is Tool(lookup).offered_schema

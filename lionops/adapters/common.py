@@ -15,10 +15,11 @@ from .._frozen import freeze
 from ..messages import Message, to_jsonable
 from ..operative import request_type_of
 from ..parse import parse_response
+from ..tools import ToolSchema
 
 __all__ = [
     "request_schema", "schema_prompt", "render_instruction", "begin_turn",
-    "record_assistant", "finish_turn", "request_model_of", "per_request_model",
+    "record_assistant", "finish_turn", "request_model_of", "per_request_model", "tools_json",
 ]
 
 _SCHEMA_PROMPT = "Answer with one JSON object only, matching this JSON schema:\n"
@@ -90,13 +91,18 @@ def render_instruction(instruction: Any, chat_param: Any, *, schema_in_prompt: b
         if chat_param.tool_schemas:
             parts.append(
                 "Tools you may request in action_requests (you never run them; "
-                "the runtime does):\n" + json.dumps(chat_param.tool_schemas)
+                "the runtime does):\n" + tools_json(chat_param.tool_schemas)
             )
     if schema_in_prompt and chat_param is not None:
         prompt = schema_prompt(chat_param.response_format)
         if prompt is not None:
             parts.append(prompt)
     return "\n\n".join(parts)
+
+
+def tools_json(schemas: list[Any]) -> str:
+    """``json.dumps(schemas)``, from the text each offered schema carries."""
+    return "[" + ", ".join(s.json if isinstance(s, ToolSchema) else json.dumps(s) for s in schemas) + "]"
 
 
 def schema_prompt(response_format: Any) -> str | None:
