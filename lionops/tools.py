@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import types
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
@@ -150,9 +151,17 @@ class ToolSchema(FrozenDict):
         return self._json
 
 
+_DERIVATION_ATTRS = ("__code__", "__defaults__", "__kwdefaults__", "__annotations__", "__doc__")
+
+
 def _derivation_inputs(func: Any) -> tuple[Any, ...]:
-    return tuple(getattr(func, attr, None) for attr in (
-        "__code__", "__defaults__", "__kwdefaults__", "__annotations__", "__signature__", "__doc__", "__wrapped__"))
+    """What a function's argument model and description are derived from."""
+    if type(func) is types.FunctionType:  # the common case, read directly
+        extra = func.__dict__
+        return (func.__code__, func.__defaults__, func.__kwdefaults__, func.__annotations__, func.__doc__,
+                extra.get("__signature__"), extra.get("__wrapped__"))
+    return (*(getattr(func, a, None) for a in _DERIVATION_ATTRS),
+            getattr(func, "__signature__", None), getattr(func, "__wrapped__", None))
 
 
 def _derive(func: Any, name: str) -> tuple[Any, str, bool]:
