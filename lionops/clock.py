@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import time
+import time as _time
 from collections.abc import Iterator
 
 import anyio
@@ -19,13 +19,25 @@ __all__ = ["Clock", "RecordingClock", "use_clock", "sleep", "monotonic"]
 
 
 class Clock:
-    """The real clock: ``anyio.sleep`` and ``time.monotonic`` (seconds)."""
+    """The real clock: ``anyio.sleep`` and ``time.monotonic`` (seconds).
+
+    The transition trace also reads its clock here: ``time()`` (wall-clock
+    seconds since the epoch, the trace's ``started_at``) and
+    ``perf_counter_ns()`` (the timings of its rows). A clock that replays
+    deterministically (a durable workflow's) overrides both; the others keep
+    the real ones.
+    """
+
+    #: Wall-clock seconds since the epoch (``Trace.started_at``).
+    time = staticmethod(_time.time)
+    #: Monotonic nanoseconds for trace timings (``at_ns``, ``phase_ns``).
+    perf_counter_ns = staticmethod(_time.perf_counter_ns)
 
     async def sleep(self, seconds: float) -> None:
         await anyio.sleep(seconds)
 
     def monotonic(self) -> float:
-        return time.monotonic()
+        return _time.monotonic()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

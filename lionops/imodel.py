@@ -6,8 +6,10 @@ endpoint class (lazily imported) and delegates to it:
 - ``"openai"`` and OpenAI-compatible aliases (``"vllm"``, ``"ollama"``,
   ``"llamacpp"``, ``"lmstudio"``, ``"openrouter"``): Chat Completions over
   httpx (:mod:`lionops.endpoints.openai`); ``is_cli`` is false.
-- ``"claude_code"``, ``"codex"``: a CLI agent subprocess streaming JSON lines
-  (:mod:`lionops.endpoints.cli`); ``is_cli`` is true.
+- ``"claude_code"``, ``"codex"``, ``"gemini"``: a CLI agent subprocess
+  streaming JSON lines (:mod:`lionops.endpoints.cli`); ``is_cli`` is true.
+  ``base_url=`` / ``api_key=`` / ``home=`` point the CLI at a server
+  (docs/cli.md, "Pointing an agent at your server").
 
 Secrets (API keys) are never shown by ``repr`` or ``str``.
 """
@@ -31,6 +33,7 @@ PROVIDERS: dict[str, str] = {
     "openrouter": "lionops.endpoints.openai:ChatCompletionsEndpoint",
     "claude_code": "lionops.endpoints.cli:ClaudeCodeEndpoint",
     "codex": "lionops.endpoints.cli:CodexEndpoint",
+    "gemini": "lionops.endpoints.cli:GeminiEndpoint",
 }
 
 

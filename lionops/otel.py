@@ -6,7 +6,8 @@ One trace per ``operate()``:
   trigger, terminal state, states visited, engine, middle, caller model.
   Every fired transition is a span event named by its trigger, carrying the
   guards evaluated (``lionops.guard.<name>``: value), at the moment it fired.
-  Status ERROR, with the exception recorded (secrets scrubbed), when the call raised.
+  Status ERROR, with the exception recorded (secrets scrubbed; its message,
+  which may quote content, only with ``capture_content``), when the call raised.
 - ``chat {model}`` (CLIENT): the adapter call, GenAI semantic conventions
   (``gen_ai.*``), HTTP attempts and retries; for a CLI agent its session id
   and its own tool uses as events.
@@ -18,8 +19,8 @@ Metrics: ``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage``
 (GenAI conventions, advised buckets), ``lionops.operation.duration`` and the
 counter ``lionops.operation.exits`` by exit trigger.
 
-Content (instructions, answers, tool arguments and outputs) is recorded only
-with ``capture_content=True``. Secrets never are: every text that reaches a
+Content (instructions, answers, tool arguments and outputs, and exception
+messages, which may quote them) is recorded only with ``capture_content=True``. Secrets never are: every text that reaches a
 span goes through the cassette :class:`~lionops.replay.redact.Redactor` and
 the endpoints' own ``scrub``.
 """
@@ -42,7 +43,7 @@ from . import __version__
 from .messages import to_jsonable
 from .replay.redact import Redactor
 
-__all__ = ["OpenTelemetryObserver", "tool_decision", "DECISIONS", "SCHEMA_URL"]
+__all__ = ["OpenTelemetryObserver", "logged_decision", "tool_decision", "DECISIONS", "SCHEMA_URL"]
 
 #: Semantic conventions schema the attribute names follow.
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
@@ -76,13 +77,35 @@ _FAILURE_DECISIONS = {
     "TimeoutError": "timed_out",
 }
 
+#: Event-log kinds ``act()`` writes per request (each entry carries the record's ``decision``).
+_LOGGED = frozenset({"action", "denied", "action_error"})
+
 _OPERATION: contextvars.ContextVar[_Operation | None] = contextvars.ContextVar("lionops_otel_operation", default=None)
+
+
+def logged_decision(branch: Any, start: int | None, request: Any) -> str | None:
+    """The ``decision`` of the event-log entry ``act()`` made for ``request``
+    (entries from ``start`` on), or ``None`` when it made none: the record's
+    decision as logged, for a request whose ``act()`` raised before it
+    returned its record."""
+    logs = getattr(branch, "logs", None)
+    if start is None or logs is None:
+        return None
+    index, function = getattr(request, "index", None), getattr(request, "function", None)
+    for i in range(min(start, len(logs)), len(logs)):
+        content = logs[i].content
+        if logs[i].kind in _LOGGED and content.get("index") == index and content.get("function") == function:
+            decision = content.get("decision")
+            if isinstance(decision, str):
+                return decision
+    return None
 
 
 def tool_decision(record: Any, error: BaseException | None) -> str:
     """The decision on one request: the typed record ``act()`` made, or, when
-    ``act()`` raised for it (``suppress_errors=False``), the decision its
-    exception type stands for. Never read back from an output's shape."""
+    ``act()`` raised for it (``suppress_errors=False``) and nothing was
+    logged, the decision its exception type stands for. Never read back from
+    an output's shape."""
     decision = getattr(record, "decision", None)
     if isinstance(decision, str):
         return decision
@@ -120,7 +143,11 @@ class _Scrub:
     def json(self, value: Any) -> str:
         return self.text(json.dumps(self.redactor.value(to_jsonable(value)), ensure_ascii=False))
 
-    def error(self, exc: BaseException) -> str:
+    def error(self, exc: BaseException, content: bool) -> str:
+        """``Type: message`` scrubbed; the type alone without ``content`` (a
+        message may quote the answer, the arguments or a server's reply)."""
+        if not content:
+            return type(exc).__name__
         try:
             message = str(exc)
         except Exception:  # noqa: BLE001 - an exception whose str() raises
@@ -149,13 +176,28 @@ def _error_type(exc: BaseException) -> str:
     return name if module in ("builtins", None) else f"{module}.{name}"
 
 
-def _fail(span: Any, exc: BaseException, scrub: _Scrub) -> None:
-    """Status ERROR and an ``exception`` event, message and stack trace scrubbed."""
-    text = scrub.error(exc)
+def _stack(exc: BaseException, content: bool) -> str:
+    """The stack trace of ``exc`` and its chain; without ``content``, each
+    exception shown by its type only (no message)."""
+    if content:
+        return "".join(traceback.format_exception(exc))
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    return "\n".join("Traceback (most recent call last):\n" + "".join(traceback.format_tb(e.__traceback__))
+                     + _error_type(e) + "\n" for e in reversed(chain))
+
+
+def _fail(span: Any, exc: BaseException, scrub: _Scrub, content: bool) -> None:
+    """Status ERROR and an ``exception`` event, message and stack trace scrubbed;
+    without ``content`` the exceptions are named by type only."""
+    text = scrub.error(exc, content)
     span.set_status(Status(StatusCode.ERROR, text))
     span.set_attribute("error.type", _error_type(exc))
     try:
-        stack = "".join(traceback.format_exception(exc))
+        stack = _stack(exc, content)
     except Exception:  # noqa: BLE001 - formatting an exotic exception
         stack = ""
     span.add_event("exception", {
@@ -268,7 +310,8 @@ class OpenTelemetryObserver:
             for guard, value in rec.guards.items():
                 attributes[f"lionops.guard.{guard}"] = bool(value)
             if rec.error is not None:
-                attributes["lionops.transition.error"] = scrub.text(rec.error)
+                error_text = rec.error if self.capture_content else rec.error.split(":", 1)[0]
+                attributes["lionops.transition.error"] = scrub.text(error_text)
             span.add_event(rec.trigger, attributes, timestamp=op.start_ns + rec.at_ns)
         model_class = getattr(ctx, "model_class", None)
         caller_model = getattr(model_class, "__name__", None)
@@ -289,7 +332,7 @@ class OpenTelemetryObserver:
             span.set_attribute("lionops.result", scrub.json(result))
         metric_attributes: dict[str, Any] = {"lionops.exit": trace.exit or "none"}
         if error is not None:
-            _fail(span, error, scrub)
+            _fail(span, error, scrub, self.capture_content)
             metric_attributes["error.type"] = _error_type(error)
         self.exits.add(1, metric_attributes)
         self.operation_duration.record(time.perf_counter() - op.t0, metric_attributes)
@@ -352,6 +395,10 @@ class OpenTelemetryObserver:
         usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else {}
         input_tokens = usage.get("prompt_tokens", usage.get("input_tokens"))
         output_tokens = usage.get("completion_tokens", usage.get("output_tokens"))
+        if "prompt_tokens" not in usage and (cli is not None or metric_attributes.get("gen_ai.provider.name") == "anthropic"):
+            # Anthropic's input_tokens, and every CLI agent's as lionops reports them, leave out
+            # cache reads and writes; the conventions count them in
+            input_tokens = _total_input(input_tokens, usage)
         _set(attributes, "gen_ai.usage.input_tokens", input_tokens)
         _set(attributes, "gen_ai.usage.output_tokens", output_tokens)
         _set(attributes, "gen_ai.usage.cache_read.input_tokens", usage.get("cache_read_input_tokens"))
@@ -390,11 +437,11 @@ class OpenTelemetryObserver:
         if response_model:
             metric_attributes = {**metric_attributes, "gen_ai.response.model": str(response_model)}
         if error is not None:
-            _fail(span, error, scrub)
+            _fail(span, error, scrub, self.capture_content)
             metric_attributes = {**metric_attributes, "error.type": _error_type(error)}
         self.duration.record(time.perf_counter() - t0, metric_attributes)
         for kind, count in (("input", input_tokens), ("output", output_tokens)):
-            if isinstance(count, int):
+            if _is_count(count):
                 self.token_usage.record(count, {**metric_attributes, "gen_ai.token.type": kind})
         span.end()
 
@@ -446,22 +493,25 @@ class OpenTelemetryObserver:
         _set(attributes, "gen_ai.tool.call.id", call_id)
         span = self.tracer.start_span(f"execute_tool {attributes['gen_ai.tool.name']}", kind=SpanKind.INTERNAL,
                                       attributes=attributes)
-        return span, self._enter(span), request, scrub
+        logs = getattr(branch, "logs", None)
+        return span, self._enter(span), request, scrub, branch, None if logs is None else len(logs)
 
     def tool_end(self, handle: tuple[Any, ...], response: Any, error: BaseException | None) -> None:
-        span, token, request, scrub = handle
+        span, token, request, scrub, branch, start = handle
         self._leave(token)
-        decision = tool_decision(response, error)
+        decision = (getattr(response, "decision", None) or logged_decision(branch, start, request)
+                    or tool_decision(response, error))
         span.set_attribute("lionops.tool.decision", decision)
         if self.capture_content:
             span.set_attribute("gen_ai.tool.call.arguments", scrub.json(getattr(request, "arguments", None)))
             if response is not None:
                 span.set_attribute("gen_ai.tool.call.result", scrub.json(getattr(response, "output", None)))
         if error is not None:
-            _fail(span, error, scrub)
+            _fail(span, error, scrub, self.capture_content)
         elif decision in ("error", "timed_out"):
             output = getattr(response, "output", None) or {}
-            span.set_status(Status(StatusCode.ERROR, scrub.text(str(output.get("error", decision)))))
+            message = output.get("error", decision) if self.capture_content else output.get("type") or decision
+            span.set_status(Status(StatusCode.ERROR, scrub.text(str(message))))
             span.set_attribute("error.type", str(output.get("type") or decision))
         span.end()
 
@@ -479,7 +529,7 @@ class OpenTelemetryObserver:
         span, token, scrub = handle
         self._leave(token)
         if error is not None:
-            _fail(span, error, scrub)
+            _fail(span, error, scrub, self.capture_content)
         span.end()
 
     def note(self, name: str, facts: dict[str, Any]) -> None:
@@ -511,6 +561,18 @@ class OpenTelemetryObserver:
             if self.capture_content:
                 attributes["gen_ai.tool.call.result"] = scrub.json(event.output)
             span.add_event("cli_tool_result", attributes)
+
+
+def _total_input(input_tokens: Any, usage: dict[str, Any]) -> Any:
+    """Anthropic usage's ``input_tokens`` plus its cache reads and writes."""
+    if not _is_count(input_tokens):
+        return input_tokens
+    cached = [usage.get(k) for k in ("cache_read_input_tokens", "cache_creation_input_tokens")]
+    return input_tokens + sum(c for c in cached if _is_count(c))
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _native_calls(branch: Any) -> list[list[Any]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import json
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -210,8 +211,10 @@ class Trace:
             ValueError: not an object, an unsupported format, a missing or
                 mistyped field, an unknown machine, state or trigger, a step
                 that is not a declared edge or does not start where the
-                previous one ended, or ``states``/``exit`` that disagree with
-                the transitions.
+                previous one ended, guards other than those the step's source
+                evaluates until the fired one, ``at_ns`` going backwards, a
+                non-finite ``started_at``, or ``states``/``exit`` that
+                disagree with the transitions.
         """
         _check_trace(d, definition)
         return cls(
@@ -298,13 +301,16 @@ def _check_trace(d: Any, definition: MachineDefinition | None) -> None:
     """The JSON of a trace (:meth:`Trace.to_dict`), checked against its machine."""
     if not isinstance(d, dict):
         raise _fail("", f"a trace is a JSON object, got {_kind(d)}")
-    if d.get("format", TRACE_FORMAT) != TRACE_FORMAT:
-        raise ValueError(f"unsupported trace format {d.get('format')!r}")
+    fmt = d.get("format", TRACE_FORMAT)
+    if fmt != TRACE_FORMAT or type(fmt) is not int:  # noqa: E721 - true and 1.0 are not the format 1
+        raise ValueError(f"unsupported trace format {fmt!r}")
     machine = _field(d, "machine", str, "", required=True)
     initial = _field(d, "initial", str, "", required=True)
     rows = _field(d, "transitions", list, "", required=True)
     _field(d, "engine", str, "", required=False)
-    _field(d, "started_at", (int, float), "", required=False)
+    started = _field(d, "started_at", (int, float), "", required=False)
+    if started is not None and not math.isfinite(started):
+        raise _fail("", f"'started_at' is {started!r}, not a time")
     _field(d, "meta", dict, "", required=False)
     if definition is None:
         from .engine.definition import default_definition
@@ -315,7 +321,7 @@ def _check_trace(d: Any, definition: MachineDefinition | None) -> None:
     if initial != definition.initial:
         raise _fail("", f"it starts at {initial!r}, the machine at {definition.initial!r}")
     declared = _declared_edges(definition)
-    at = initial
+    at, last_ns = initial, 0
     for n, row in enumerate(rows, 1):
         where = f"step {n}"
         _check_record(row, where)
@@ -328,12 +334,31 @@ def _check_trace(d: Any, definition: MachineDefinition | None) -> None:
                 unknown.append(f"trigger {trigger!r}")
             why = f" (unknown {', '.join(dict.fromkeys(unknown))})" if unknown else ""
             raise _fail(where, f"{source} --{trigger}--> {dest} is not a declared edge of machine {machine!r}{why}")
-        at = dest
+        if "guards" in row and row["guards"] != (tried := _guards_tried(definition, source, trigger, dest)):
+            raise _fail(where, f"guards {row['guards']} are not those {source!r} evaluates before "
+                               f"{trigger!r} fires: {tried}")
+        at_ns = row.get("at_ns", last_ns)
+        if at_ns < last_ns:
+            raise _fail(where, f"'at_ns' {at_ns} is before the previous step's {last_ns}")
+        at, last_ns = dest, at_ns
     states = [initial, *(row["dest"] for row in rows)]
     if "states" in d and d["states"] != states:
         raise _fail("", "'states' disagrees with the transitions")
     if "exit" in d and d["exit"] != (rows[-1]["trigger"] if rows else None):
         raise _fail("", "'exit' disagrees with the transitions")
+
+
+@functools.cache
+def _guards_tried(definition: MachineDefinition, source: str, trigger: str, dest: str) -> dict[str, bool]:
+    """The guards ``source`` evaluates, in table order, until the one of
+    ``source --trigger--> dest`` holds: each false but that last one."""
+    tried: dict[str, bool] = {}
+    for t in definition.candidates(source):
+        fired = (t.trigger, t.dest) == (trigger, dest)
+        tried[t.guard] = fired
+        if fired:
+            break
+    return tried
 
 
 @functools.cache

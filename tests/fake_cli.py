@@ -15,7 +15,11 @@ reads). Options:
     --chunk N            bytes per write (default: whole lines)
     --stderr TEXT        written to stderr after the session
     --exit N             exit status after the session (default 0)
-    --hang-after N       after N lines, sleep forever
+    --hang-after N       after N lines, sleep forever (N >= the number of
+                         lines: after the whole session)
+    --close-stdout       close stdout before sleeping (with --hang-after)
+    --exit-on-term N     on SIGTERM, exit with status N (as a CLI with a
+                         signal handler does)
     --kill-after N       after N lines, SIGKILL itself
 
 Only the standard library is used, so any Python can run it.
@@ -43,8 +47,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--exit", type=int, default=0)
     parser.add_argument("--hang-after", type=int, default=-1)
     parser.add_argument("--kill-after", type=int, default=-1)
+    parser.add_argument("--close-stdout", action="store_true")
+    parser.add_argument("--exit-on-term", type=int, default=None)
     opts, _unknown = parser.parse_known_args(argv)
 
+    if opts.exit_on_term is not None:
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(opts.exit_on_term))
     if opts.pidfile:
         _write(opts.pidfile, str(os.getpid()))
     if opts.child_pidfile:
@@ -59,8 +67,7 @@ def main(argv: list[str]) -> int:
         lines = fh.read().splitlines(keepends=True)
     for index, line in enumerate(lines):
         if index == opts.hang_after:
-            out.flush()
-            time.sleep(3600)
+            _hang(out, opts.close_stdout)
         if index == opts.kill_after:
             out.flush()
             os.kill(os.getpid(), signal.SIGKILL)
@@ -69,11 +76,19 @@ def main(argv: list[str]) -> int:
             out.write(line[start : start + step])
             out.flush()
     if opts.hang_after >= len(lines):
-        time.sleep(3600)
+        _hang(out, opts.close_stdout)
     if opts.stderr:
         sys.stderr.write(opts.stderr)
         sys.stderr.flush()
     return opts.exit
+
+
+def _hang(out, close: bool) -> None:
+    out.flush()
+    if close:
+        out.close()
+        os.close(1)
+    time.sleep(3600)
 
 
 def _write(path: str, text: str) -> None:

@@ -294,8 +294,9 @@ async def test_codex_exec_json_session(tmp_path):
     assert result.answer == 8 and result.action_responses[0].output == ["lion"]
     assert dict(box.calls) == {"search": 1}
     assert trace.exit == "enriched"
-    assert trace.meta["usage"] == {"input_tokens": 2400, "output_tokens": 60,
-                                   "cache_read_input_tokens": 1200, "total_tokens": 2460}
+    # Codex counts cached tokens inside input_tokens: lionops reports them apart, once.
+    assert trace.meta["usage"] == {"input_tokens": 1200, "output_tokens": 60,
+                                   "cache_read_input_tokens": 1200, "total_tokens": 1260}
     assert trace.meta["cli"]["session_id"] == "0199a213-81c0-7800-8aa1-bbab2a035a53"
     cli = [m for m in branch.messages if m.metadata.get("executed_by") == "cli"]
     assert [(m.role, m.content["function"]) for m in cli] == [

@@ -10,61 +10,31 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lionops import Branch, iModel
+from lionops.endpoints.cli import CLIResultError
+from lionops.errors import TruncatedOutputError
+from lionops.models import RawOutput
 
 from .anthropic_peer import MessagesPeer, last_turn_has_tool_result
-from .cli_support import WITH_ACTIONS, roles
+from .cli_real import installed
+from .loopback_peer import Tripwire
+from .cli_support import ADAPTER_FAILED, WITH_ACTIONS, roles
 from .helpers import Answer, ToolBox
 
 pytestmark = pytest.mark.anyio
 
-ROOT = Path(__file__).resolve().parents[1]
-CLAUDE_BIN = Path(os.environ.get("LIONOPS_CLAUDE_CODE_BIN", ROOT / ".cache/claude-code/node_modules/.bin/claude"))
 DUMMY_KEY = "sk-ant-dummy-SENTINEL-0042"
 NOTE = "the lion sleeps tonight"
 
 
-def _tail(text: str, limit: int = 400) -> str:
-    return text.strip()[-limit:]
-
-
-def _install() -> str:
-    """Try ``make claude-code``; return what it printed."""
-    if shutil.which("make") is None:
-        return "make is not installed"
-    proc = subprocess.run(["make", "-s", "-C", str(ROOT), "claude-code"], capture_output=True, text=True,
-                          timeout=600, check=False)
-    return _tail(proc.stdout + proc.stderr)
-
-
-def _registry_reachable() -> tuple[bool, str]:
-    if shutil.which("npm") is None:
-        return False, "npm is not installed"
-    try:
-        proc = subprocess.run(["npm", "ping", "--fetch-retries=0", "--fetch-timeout=15000"],
-                              capture_output=True, text=True, timeout=30, check=False)
-    except subprocess.TimeoutExpired:
-        return False, "npm ping timed out after 30 s"
-    return proc.returncode == 0, _tail(proc.stdout + proc.stderr)
-
-
 @pytest.fixture(scope="module")
 def claude_bin() -> Path:
-    if not CLAUDE_BIN.exists():
-        reachable, why = _registry_reachable()
-        if not reachable:
-            pytest.skip(f"the npm registry cannot be reached, so Claude Code is not installed: {why}")
-        installed = _install()
-        if not CLAUDE_BIN.exists():
-            pytest.fail(f"the npm registry answers but {CLAUDE_BIN} is missing after `make claude-code`: {installed}")
-    return CLAUDE_BIN
+    return installed("claude")
 
 
 def scripted_reply(note_path: Path, final: dict[str, Any]):
@@ -91,16 +61,17 @@ def work_dirs(tmp_path: Path) -> tuple[Path, Path, Path]:
     return work, home, note
 
 
-def claude_model(claude_bin: Path | str, base_url: str, work: Path, home: Path) -> iModel:
-    """The CLI pointed at the peer at ``base_url``, with the dummy key and a private HOME."""
+def claude_model(claude_bin: Path | str, base_url: str, work: Path, home: Path,
+                 tripwire: Tripwire | None = None) -> iModel:
+    """The CLI pointed at the peer at ``base_url`` with the server preset: the
+    dummy key, a private HOME (and, with ``tripwire``, proxies that catch any
+    other traffic)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    if tripwire is not None:
+        env.update(tripwire.proxy_env())
     return iModel(
         provider="claude_code", cli_command=[str(claude_bin)], model="claude-sonnet-4-5",
-        timeout=120, cwd=work, inherit_env=False,
-        env={
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
-            "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": DUMMY_KEY,
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
-        },
+        timeout=120, cwd=work, inherit_env=False, env=env, base_url=base_url, api_key=DUMMY_KEY, home=home,
     )
 
 
@@ -108,8 +79,8 @@ async def test_real_claude_code_turn_runs_lionops_tools_through_act(claude_bin, 
     work, home, note = work_dirs(tmp_path)
     final = {"answer": 7, "action_requests": [{"function": "get_weather", "arguments": {"city": "Paris"}}]}
     box = ToolBox()
-    with MessagesPeer(scripted_reply(note, final)) as peer:
-        model = claude_model(claude_bin, peer.base_url, work, home)
+    with Tripwire() as tripwire, MessagesPeer(scripted_reply(note, final)) as peer:
+        model = claude_model(claude_bin, peer.base_url, work, home, tripwire)
         branch = Branch(chat_model=model, tools=box.tools())
         result, trace = await branch.operate_traced(
             instruction=f"Read {note} and report the weather in Paris.", response_format=Answer,
@@ -135,6 +106,9 @@ async def test_real_claude_code_turn_runs_lionops_tools_through_act(claude_bin, 
     prompt = json.dumps(main[0]["messages"])
     assert "get_weather" in prompt and "action_requests" in prompt and "action_responses" not in prompt
 
+    # Only loopback: the tripwire proxy saw nothing.
+    assert tripwire.paths == []
+
     # Usage and cost from the CLI's result event.
     assert trace.meta["usage"]["output_tokens"] >= 17
     assert trace.meta["cost_usd"] > 0
@@ -155,3 +129,42 @@ async def test_real_claude_code_turn_runs_lionops_tools_through_act(claude_bin, 
     for text in (trace.to_json(), json.dumps(branch.messages.to_list()), json.dumps(branch.logs.to_list()),
                  stream.read_text()):
         assert DUMMY_KEY not in text
+
+
+async def test_real_claude_code_provider_error_is_a_result_error(claude_bin, tmp_path):
+    work, home, _ = work_dirs(tmp_path)
+    box = ToolBox()
+
+    def reply(request: dict[str, Any]) -> Any:
+        return {"status": 400, "message": "the peer refuses"}
+
+    with MessagesPeer(reply) as peer:
+        branch = Branch(chat_model=claude_model(claude_bin, peer.base_url, work, home), tools=box.tools())
+        with pytest.raises(CLIResultError) as info:
+            await branch.operate(instruction="go", response_format=Answer, actions=True)
+    err = info.value
+    assert "the peer refuses" in err.summary and "API error status 400" in err.summary
+    assert branch.traces[-1].states == ADAPTER_FAILED and box.total == 0
+    assert DUMMY_KEY not in str(err)
+
+
+async def test_real_claude_code_output_limit_is_a_cut(claude_bin, tmp_path):
+    """The CLI asks the model to resume after each max_tokens stop and then
+    gives up with a failed result: a cut (RawOutput "length"), nothing runs."""
+    work, home, _ = work_dirs(tmp_path)
+    box = ToolBox()
+    partial = '{"answer": 7, "action_requests": [{"function": "get_weather", "arguments": {"city": "Pa'
+
+    def reply(request: dict[str, Any]) -> Any:
+        if not request.get("tools"):
+            return [{"type": "text", "text": "ok"}]
+        return {"blocks": [{"type": "text", "text": partial}], "stop_reason": "max_tokens"}
+
+    with MessagesPeer(reply) as peer:
+        branch = Branch(chat_model=claude_model(claude_bin, peer.base_url, work, home), tools=box.tools())
+        with pytest.raises(TruncatedOutputError, match="output token maximum"):
+            await branch.operate(instruction="go", response_format=Answer, actions=True, handle_validation="raise")
+    (answer,) = [m for m in branch.messages if m.role == "assistant"]
+    assert isinstance(answer.content, RawOutput) and answer.content.reason == "length"
+    assert str(answer.content) == partial  # the last message's text, exactly as printed
+    assert box.total == 0 and branch.traces[-1].meta["cli"]["stop_reason"] == "max_tokens"

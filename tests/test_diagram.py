@@ -298,8 +298,18 @@ def test_check_ignores_the_svg(tmp_path: Path):
 
 # ------------------------------------------------------------------ drawn traces
 
+def _guards(source: str, trigger: str, dest: str) -> dict[str, bool]:
+    """The guards the machine evaluates in ``source`` until this edge fires."""
+    tried: dict[str, bool] = {}
+    for t in default_definition().candidates(source):
+        tried[t.guard] = (t.trigger, t.dest) == (trigger, dest)
+        if tried[t.guard]:
+            break
+    return tried
+
+
 def _trace(*steps: tuple[str, str, str]) -> Trace:
-    return Trace(transitions=[TransitionRecord(trigger=t, source=s, dest=d, guards={"g": True})
+    return Trace(transitions=[TransitionRecord(trigger=t, source=s, dest=d, guards=_guards(s, t, d))
                               for s, t, d in steps])
 
 

@@ -65,7 +65,7 @@ async def test_cli_failure_is_an_error_span_without_the_secret(otel):
     (chat,) = otel.named("chat")
     for span in (root, chat):
         assert span.status.status_code is StatusCode.ERROR
-        assert span.attributes["error.type"] == "lionops.endpoints.cli.CLIProcessError"
+        assert span.attributes["error.type"] == f"{CLIProcessError.__module__}.{CLIProcessError.__qualname__}"
         assert "exception" in events(span)
     assert chat.attributes["lionops.cli.exit_code"] == 1
     assert root.attributes["lionops.exit"] == "failed"

@@ -441,8 +441,9 @@ def test_an_unreadable_cassette_is_a_cassette_error(tmp_path):
 
 def _good_trace() -> dict[str, Any]:
     return {"format": 1, "machine": "operate", "engine": "compiled", "started_at": 0.0, "initial": "prepare",
-            "transitions": [{"trigger": "prepared", "source": "prepare", "dest": "schema", "guards": {"g": True}},
-                            {"trigger": "failed", "source": "schema", "dest": "raised", "guards": {},
+            "transitions": [{"trigger": "prepared", "source": "prepare", "dest": "schema",
+                             "guards": {"phase_raised": False, "preparation_succeeded": True}},
+                            {"trigger": "failed", "source": "schema", "dest": "raised", "guards": {"phase_raised": True},
                              "error": "TypeError: x"}],
             "meta": {}}
 

@@ -26,6 +26,7 @@ With a :class:`~lionops.params.RunParam`:
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -35,17 +36,50 @@ from typing import Any
 import anyio.to_thread
 
 from .. import observe
-from ..endpoints.cli import CLIError, CLIRun, CLIToolEvent
+from ..endpoints.cli import CUT_OFF_STOP_REASONS, CLIError, CLIRun, CLIToolEvent
 from ..errors import ConfigurationError
 from ..params import RunParam
 from ..models import RawOutput
 from ..trace import annotate
 from .common import begin_turn, finish_turn, record_assistant
 
-#: Stop reasons that mean the answer was cut off at a token limit (C12).
-CUT_OFF_STOP_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
 
-__all__ = ["run_and_collect", "StreamFile"]
+
+def ends_inside_json(text: str | None) -> bool:
+    """True when ``text`` stops inside a JSON document or an open code fence:
+    its first ``{``/``[`` starts a value that the end of the text interrupts,
+    or a fenced block is never closed. How a cut looks when the CLI reports
+    no finish reason (Gemini CLI)."""
+    if not text:
+        return False
+    body = text.rstrip()
+    if body.count("```") % 2 == 1:
+        return True
+    starts = [i for i in (body.find("{"), body.find("[")) if i >= 0]
+    if not starts:
+        return False
+    try:
+        json.JSONDecoder().raw_decode(body, min(starts))
+    except json.JSONDecodeError as exc:
+        rest = body[exc.pos:]
+        return (exc.pos >= len(body) - 1 or exc.msg.startswith("Unterminated string")
+                or any(word.startswith(rest) for word in ("true", "false", "null")))
+    except RecursionError:
+        return False
+    return False
+
+
+def _cut_detail(endpoint: Any, run: CLIRun) -> str | None:
+    """Why the answer is a cut (C12), or ``None`` when it is whole."""
+    if run.cut:
+        said = f": {run.stop_detail}" if run.stop_detail else ""
+        return f"the answer was cut off (stop_reason {run.stop_reason!r}){said}"
+    if not getattr(endpoint, "reports_cuts", True) and ends_inside_json(run.text):
+        return ("the answer ends inside a JSON value; this CLI reports no finish reason, so the answer "
+                "is treated as cut off")
+    return None
+
+__all__ = ["run_and_collect", "StreamFile", "ends_inside_json", "CUT_OFF_STOP_REASONS"]
 
 
 class StreamFile:
@@ -221,10 +255,10 @@ async def run_and_collect(
     if run.cost_usd is not None:
         metadata["cost_usd"] = trace_facts["cost_usd"] = run.cost_usd
     annotate(**trace_facts)
-    if run.stop_reason in CUT_OFF_STOP_REASONS:
+    cut = _cut_detail(endpoint, run)
+    if cut is not None:
         # C12 on the CLI path: a cut-off answer is never parsed or repaired.
-        result: Any = RawOutput(run.text or "", reason="length",
-                                detail=f"the answer was cut off (stop_reason {run.stop_reason!r})")
+        result: Any = RawOutput(run.text or "", reason="length", detail=cut)
         record_assistant(branch, result, metadata)
     else:
         result = await finish_turn(branch, run.text, parse_param, skip_validation, metadata=metadata)

@@ -9,10 +9,10 @@ re-raised: cancellation is never swallowed.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from .. import observe
+from ..clock import current_clock
 from ..errors import InternalInvariantError
 from ..trace import Trace, _meta
 from .context import OperationContext
@@ -28,7 +28,7 @@ def _describe(exc: BaseException) -> str:
 def new_trace(engine: Engine, meta: dict[str, Any] | None = None) -> Trace:
     definition = engine.definition
     # Trace(machine, engine, started_at, initial, transitions, meta)
-    return Trace(definition.name, engine.name, time.time(), definition.initial, None, meta)
+    return Trace(definition.name, engine.name, current_clock().time(), definition.initial, None, meta)
 
 
 async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trace | None = None,
@@ -47,7 +47,7 @@ async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trac
     handlers = engine.handlers
     terminals = engine.terminals
     failure_trigger = engine.failure_trigger
-    clock = time.perf_counter_ns
+    clock = current_clock().perf_counter_ns  # the real one unless a clock is installed
     record = trace._rows.append
     t0 = clock()
     run = engine.begin(ctx)

@@ -56,6 +56,10 @@ class _Tap:
         self.inner = inner
         self.data = bytearray()
 
+    @property
+    def turn_over(self) -> Any:
+        return self.inner.turn_over
+
     async def feed(self, chunk: bytes) -> None:
         self.data.extend(chunk)
         await self.inner.feed(chunk)

@@ -8,7 +8,7 @@ from ..errors import LionopsError
 from ..hooks import summarize
 from ..trace import Trace, TransitionRecord
 
-__all__ = ["ReplayDivergence", "first_difference", "compare_traces", "describe_transition", "unmatched_exchange"]
+__all__ = ["ReplayDivergence", "same_json", "first_difference", "compare_traces", "describe_transition", "unmatched_exchange"]
 
 
 class ReplayDivergence(LionopsError, AssertionError):
@@ -51,6 +51,22 @@ def _short(value: Any, limit: int = 120) -> str:
     return summarize(value, limit - 3, use_repr=True)
 
 
+def _kind(value: Any) -> type:
+    """A JSON scalar's kind: ``True``, ``1`` and ``1.0`` are equal to Python, not to a replay."""
+    return type(value) if isinstance(value, (bool, int, float)) else object
+
+
+def same_json(expected: Any, actual: Any) -> bool:
+    """Whether two JSON-compatible values are the same JSON: like ``==``, but
+    a boolean, an integer and a float are never equal to one another
+    (``true`` reaches a tool as ``True``, not as ``1``); lists and tuples compare alike."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        return expected.keys() == actual.keys() and all(same_json(v, actual[k]) for k, v in expected.items())
+    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
+        return len(expected) == len(actual) and all(same_json(a, b) for a, b in zip(expected, actual))
+    return _kind(expected) is _kind(actual) and expected == actual
+
+
 def first_difference(expected: Any, actual: Any, path: str = "$") -> str | None:
     """The first place two JSON-compatible values differ, as
     ``"path: expected X, actual Y"``; ``None`` when equal."""
@@ -72,7 +88,7 @@ def first_difference(expected: Any, actual: Any, path: str = "$") -> str | None:
         if len(expected) != len(actual):
             return f"{path}: expected {len(expected)} items, actual {len(actual)}"
         return None
-    if expected != actual:
+    if not same_json(expected, actual):
         return f"{path}: expected {_short(expected)}, actual {_short(actual)}"
     return None
 

@@ -171,7 +171,7 @@ def rebuild(op: Operation, *, operation: int = 0) -> tuple[Branch, dict[str, Any
         raise CassetteError(f"operation {operation} cannot be rebuilt from the cassette: {exc}") from None
     except RecursionError:
         raise CassetteError(f"operation {operation} cannot be rebuilt: its schemas nest too deep") from None
-    except (ValueError, TypeError, KeyError, AttributeError, IndexError, LookupError) as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever pydantic or typing refuses to build from recorded data
         raise CassetteError(f"operation {operation} cannot be rebuilt from the cassette: "
                             f"{type(exc).__name__}: {summarize(exc, 200)}") from None
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..act import BEFORE_DISPATCH
 from ..branch import OperateKwargs
 from ..clock import RecordingClock, use_clock
-from ..endpoints.cli import CLI_TRANSPORT, CLITimeoutError
+from ..endpoints.cli import CLI_TRANSPORT, CLITimeoutError, argv_secrets
 from ..errors import EndpointConnectionError, EndpointStatusError
 from ..endpoints.openai import HTTP_TRANSPORT
 from ..messages import to_jsonable
@@ -28,7 +28,7 @@ from ..tools import TOOL_RUNNER, Tool
 from ..trace import Trace, Traced
 from .cassette import CallRecord, CliExchange, ErrorRecord, HttpExchange, Operation, OutcomeRecord, ToolCallRecord
 from .cli import CliRecorder, CliReplay
-from .divergence import ReplayDivergence, compare_traces, first_difference
+from .divergence import ReplayDivergence, compare_traces, first_difference, same_json
 from .redact import Redactor
 from .transport import RecordedExchanges, RecordingTransport, ReplayTransport
 
@@ -65,6 +65,10 @@ def _scrubbers(branch: Branch, kw: dict[str, Any]) -> list[Callable[[str], str]]
         scrub = getattr(getattr(model, "endpoint", model), "scrub", None)
         if callable(scrub) and scrub not in out:
             out.append(scrub)
+    # Secrets in a call's own CLI arguments (``cli_args=["--api-key", ...]``).
+    cli_secrets = argv_secrets([str(a) for a in kw.get("cli_args") or ()])
+    if cli_secrets:
+        out.append(Redactor(secrets=tuple(cli_secrets), defaults=False, env=False).text)
     return out
 
 
@@ -175,12 +179,12 @@ async def _run(branch: Branch, kw: dict[str, Any]) -> tuple[Traced | None, Excep
 
 
 async def record_operation(branch: Branch, kw: dict[str, Any], redactor: Redactor
-                           ) -> tuple[Operation | None, Traced | None, Exception | None]:
+                           ) -> tuple[Operation, Traced | None, Exception | None]:
     """Run ``branch.operate_traced(**kw)`` for real, recording it.
 
     Returns ``(operation, traced, error)``: ``traced`` when the run returned,
-    ``error`` when it raised (the operation is recorded either way; it is
-    ``None`` only when no trace was made).
+    ``error`` when it raised (the operation is recorded either way; a call
+    that raised before the machine ran has a trace with no transitions).
     """
     redactor = redactor.with_scrubbers(_scrubbers(branch, kw))
     call = describe_call(branch, kw, redactor)
@@ -195,8 +199,8 @@ async def record_operation(branch: Branch, kw: dict[str, Any], redactor: Redacto
         CLI_TRANSPORT.reset(cli_token)
         HTTP_TRANSPORT.reset(token)
         await transport.aclose()
-    if trace is None:
-        return None, traced, error
+    if trace is None:  # raised before the machine ran: still an operation, so later ones keep their places
+        trace = Trace()
     call.middle = trace.meta.get("middle")
     op = Operation(
         call=call, exchanges=exchanges, tool_calls=tool_calls_since(branch, start, redactor),
@@ -211,17 +215,28 @@ def failed_to_reach(op: Operation, error: BaseException | None) -> bool:
     recording must not become the truth: the endpoint could not be reached
     (refused, reset, DNS) or timed out, answered 5xx or 429 until the retries
     ran out, or a CLI agent could not start or ran past its timeout. A run
-    that got an answer (a 4xx such as 400 or 401 included) is a recording."""
-    if error is None:
-        return False
-    if isinstance(error, (EndpointConnectionError, CLITimeoutError)):  # EndpointTimeoutError too
-        return True
-    if isinstance(error, EndpointStatusError):
-        return error.status >= 500 or error.status == 429
+    that got an answer (a 4xx such as 400 or 401 included) is a recording.
+
+    The error is looked for in the whole exception chain (a Middle may raise
+    its own error from the endpoint's), and the last exchange decides when
+    the chain names none (also when the run returned: a Middle may swallow
+    the failure)."""
+    seen: list[BaseException] = []
+    current = error
+    while current is not None and all(current is not e for e in seen):
+        seen.append(current)
+        if isinstance(current, (EndpointConnectionError, CLITimeoutError)):  # EndpointTimeoutError too
+            return True
+        if isinstance(current, EndpointStatusError):
+            return current.status >= 500 or current.status == 429
+        current = current.__cause__ or current.__context__
     last = op.exchanges[-1] if op.exchanges else None
     if isinstance(last, CliExchange):
         return last.error is not None or last.timed_out
-    return isinstance(last, HttpExchange) and last.error is not None
+    if isinstance(last, HttpExchange):
+        status = last.response.status if last.response is not None else None
+        return last.error is not None or status is not None and (status >= 500 or status == 429)
+    return False
 
 
 _recorded_errors: dict[str, type[Exception]] = {}
@@ -259,7 +274,7 @@ class ToolServer:
     async def __call__(self, tool: Tool, kwargs: dict[str, Any]) -> Any:
         live = self.redactor.value(to_jsonable(kwargs))
         for i, rec in enumerate(self.calls):
-            if not self.used[i] and rec.function == tool.name and self._args(tool, rec.arguments) == live:
+            if not self.used[i] and rec.function == tool.name and same_json(self._args(tool, rec.arguments), live):
                 self.used[i] = True
                 if rec.error is not None:
                     raise recorded_exception(rec.error)
@@ -278,8 +293,8 @@ class ToolServer:
 class RequestCheck:
     """The :data:`~lionops.act.BEFORE_DISPATCH` check of a replay: before
     ``act()`` authorizes or invokes anything, each action request must be the
-    recorded one of its index (same function, same arguments once decoded and
-    validated), and no recorded request may be missing. So a cassette edited
+    recorded one of its index (same function, same arguments once decoded,
+    of the same JSON types), and no recorded request may be missing. So a cassette edited
     to inject a call, or to change one's arguments, diverges (kind
     ``tool_call``) before the gate, a hook or a context provider sees it.
 
@@ -287,27 +302,23 @@ class RequestCheck:
     failure may have no record (they were cancelled or never reached).
     """
 
-    def __init__(self, branch: Branch, calls: list[ToolCallRecord], redactor: Redactor,
+    def __init__(self, calls: list[ToolCallRecord], redactor: Redactor,
                  on_divergence: Callable[[ReplayDivergence], None], *, operation: int, cut_short: bool) -> None:
-        self.branch = branch
         self.calls = {c.index: c for c in calls if c.index >= 0}
         self.redactor = redactor
         self.on_divergence = on_divergence
         self.operation = operation
         self.cut_short = cut_short
 
-    def _arguments(self, function: Any, arguments: Any) -> Any:
-        """``arguments`` as compared: decoded and validated by the tool where
-        they can be (so the raw and the validated form compare equal), redacted."""
-        value = arguments
+    def _arguments(self, arguments: Any) -> Any:
+        """``arguments`` as compared: decoded where they can be (as the event
+        log records them), redacted. Not validated: the gate and the hooks
+        see them as the model wrote them, so ``"1"`` for ``1`` is a change."""
         try:
-            value = decode_arguments(arguments)
-            tool = self.branch.acts.get(function) if isinstance(function, str) else None
-            if tool is not None:
-                value = tool.validate_arguments(value)
+            arguments = decode_arguments(arguments)
         except (ValueError, TypeError):
             pass
-        return self.redactor.value(to_jsonable(value))
+        return self.redactor.value(to_jsonable(arguments))
 
     def _diverge(self, message: str, index: int, expected: str | None, actual: str | None) -> ReplayDivergence:
         err = ReplayDivergence(message, kind="tool_call", index=index, expected=expected, actual=actual,
@@ -320,7 +331,7 @@ class RequestCheck:
         for index, function, arguments, _ in requests:
             seen.add(index)
             live_function = self.redactor.value(to_jsonable(function))
-            live = self._arguments(function, arguments)
+            live = self._arguments(arguments)
             actual = f"#{index} {summarize(live_function, 80)}({summarize(live, 120)})"
             rec = self.calls.get(index)
             if rec is None:
@@ -328,7 +339,7 @@ class RequestCheck:
                     continue
                 raise self._diverge(f"action request {actual} is not in the recording; nothing was dispatched",
                                     index, None, actual)
-            if rec.function != live_function or self._arguments(rec.function, rec.arguments) != live:
+            if not same_json(rec.function, live_function) or not same_json(self._arguments(rec.arguments), live):
                 expected = _call_line(rec)
                 raise self._diverge(f"action request {index} differs from the recording: expected {expected}, "
                                     f"actual {actual}; nothing was dispatched", index, expected, actual)
@@ -360,7 +371,7 @@ def compare_tool_calls(expected: list[ToolCallRecord], actual: list[ToolCallReco
     for i in range(max(len(expected), len(actual))):
         want = expected[i] if i < len(expected) else None
         got = actual[i] if i < len(actual) else None
-        if want is not None and got is not None and ident(want) == ident(got):
+        if want is not None and got is not None and same_json(ident(want), ident(got)):
             continue
         index = (want or got).index  # type: ignore[union-attr]
         exp, act = _call_line(want), _call_line(got)
@@ -438,7 +449,7 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
     cli = CliReplay(op.exchanges, redactor, seen.append, operation=operation)
     server = ToolServer(op.tool_calls, redactor, seen.append, operation)
     blocked: list[ReplayDivergence] = []
-    requests = RequestCheck(branch, op.tool_calls, redactor, blocked.append, operation=operation,
+    requests = RequestCheck(op.tool_calls, redactor, blocked.append, operation=operation,
                             cut_short=_act_raised(op.trace_obj()))
     start = len(branch.logs)
     http_token = HTTP_TRANSPORT.set(transport)

@@ -14,7 +14,9 @@ A failed recording does not become the truth in ``once`` and
 ``new_episodes`` (see :func:`~lionops.replay.run.failed_to_reach`): when a
 recorded run could not reach the model (connection refused or reset, a
 timeout, 5xx or 429 after the retries, a CLI agent that could not start or
-timed out), its operation is not saved and the session saves nothing more.
+timed out; also behind a Middle that raises its own error from the
+endpoint's, or swallows it), its operation is not saved and the session
+saves nothing more.
 In ``once`` the cassette file this session wrote is removed, so the next run
 records afresh; in ``new_episodes`` the file keeps the operations recorded
 before the failure, and the next run records from there. The caller gets the
@@ -25,11 +27,13 @@ test of a failing endpoint is recorded on purpose.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack, get_args
 
 from .. import __version__
+from ..hooks import summarize
 from ..trace import Traced
 from .cassette import Cassette, CassetteError, CassetteNotFoundError, Operation, RedactionRecord
 from .divergence import ReplayDivergence
@@ -40,6 +44,8 @@ if TYPE_CHECKING:
     from ..branch import Branch, OperateKwargs
 
 __all__ = ["CassetteSession", "RecordMode", "RECORD_MODES", "record", "replay"]
+
+logger = logging.getLogger("lionops.replay")
 
 RecordMode = Literal["none", "once", "new_episodes", "all"]
 RECORD_MODES: tuple[str, ...] = get_args(RecordMode)
@@ -136,10 +142,10 @@ class CassetteSession:
                 kind="operation", index=index, expected=None, actual=f"operation {index}", operation=index,
             )
         op, traced, error = await record_operation(branch, dict(kw), self.redactor)
-        if op is not None and self.record_mode != "all" and failed_to_reach(op, error):
-            assert error is not None
-            self._discard(error)
-        elif op is not None and self.failed is None:
+        if self.record_mode != "all" and failed_to_reach(op, error):
+            self._discard(error or CassetteError(
+                f"operation {index} returned, but its last exchange failed before the model answered"))
+        elif self.failed is None:
             self._operations.append(op)
             self.recorded += 1
             self.save()
@@ -166,6 +172,8 @@ class CassetteSession:
         kept = "removed" if self.record_mode == "once" else "keeps the operations recorded before it"
         error.add_note(f"lionops: this recording failed before the model answered and was not saved "
                        f"({self.path} {kept}); the next run records afresh")
+        logger.warning("%s: a recording that failed before the model answered was not saved: %s",
+                       self.path, summarize(error, 200))
 
     def finish(self) -> None:
         """End the session: in replay, every recorded operation must have run.

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from .cassette import ErrorRecord, HttpExchange, HttpRequestRecord, HttpResponseRecord
-from .divergence import ReplayDivergence, unmatched_exchange
+from .divergence import ReplayDivergence, same_json, unmatched_exchange
 from .redact import Redactor
 
 __all__ = ["RecordingTransport", "ReplayTransport", "RecordedExchanges", "match_key"]
@@ -208,7 +208,7 @@ class ReplayTransport(RecordedExchanges, httpx.AsyncBaseTransport):
         live = match_key(request.method, str(request.url), body, text, redactor)
         number = self.asked
         self.asked += 1
-        exchange = self.take(lambda e: self._key(e.request) == live)
+        exchange = self.take(lambda e: same_json(self._key(e.request), live))
         if exchange is not None:
             return _served(exchange, request)
         parts = ("method", "url", "body")

@@ -1,0 +1,85 @@
+"""CLI agent endpoints: one turn through a subprocess that streams JSON lines.
+
+``iModel(provider="claude_code", cli_command=[...], model=..., timeout=...)``
+builds a :class:`ClaudeCodeEndpoint`; ``provider="codex"`` a
+:class:`CodexEndpoint`; ``provider="gemini"`` a :class:`GeminiEndpoint`.
+All are CLI-backed (``is_cli`` is true), so ``prepare_operate_kw`` selects
+``RunParam`` and the coordinator selects ``run_and_collect`` (ADR-0022 D1/D3).
+
+The package is split by concern: :mod:`.records` (run record and errors),
+:mod:`.decode` (stdout bytes to events, pure), :mod:`.collect` (what the
+collectors share), :mod:`.process` (the subprocess: the only IO),
+:mod:`.argv` (secrets in a command line), and one module per agent
+(:mod:`.claude`, :mod:`.codex`, :mod:`.gemini`: its collector and endpoint).
+Every public name is importable from here.
+
+One run (:meth:`CLIEndpoint.run`):
+
+1. starts ``cli_command`` plus the provider's arguments with
+   ``anyio.open_process`` in a new session (so its whole process group can be
+   killed), writes the prompt to its stdin and closes it;
+2. reads stdout incrementally, splits it into lines (a line may arrive in
+   several reads), skips blank lines and non-JSON noise, repairs a JSON line
+   split by an injected event (field report C16), bounds the work and the
+   length of each line, hands each raw chunk to an optional sink (stream
+   persistence) and each event to the provider's collector; once the final
+   result event is handled the turn is over: the CLI gets ``linger`` seconds
+   to exit, then its group is stopped;
+3. keeps the last ``stderr_tail`` bytes of stderr;
+4. returns a :class:`CLIRun` or raises a :class:`CLIError` subclass carrying
+   the stderr tail (secrets from ``env`` and the argv redacted).
+
+Whatever happens (success, error, timeout, cancellation), the process group
+is terminated (SIGTERM, then SIGKILL after ``kill_grace`` seconds) and the
+child is reaped before :meth:`CLIEndpoint.run` returns or raises.
+
+Steps 1 and 3 (the process) are :meth:`CLIEndpoint.spawn`. When
+:data:`CLI_TRANSPORT` is set, :meth:`CLIEndpoint.run` calls it instead:
+record and replay (:mod:`lionops.replay`) capture a run there, or serve a
+recorded one with no subprocess; the decoding, collecting, sink and error
+checks of step 2 and 4 run the same either way.
+
+The CLI's own tool calls (``tool_use``/``tool_result``, Codex command and
+MCP items, Gemini ``tool_use``/``tool_result``) are reported as
+:class:`CLIToolEvent` for provenance; nothing here executes a tool.
+"""
+
+from __future__ import annotations
+
+from .argv import argv_secrets
+from .claude import ClaudeCodeEndpoint, ClaudeStreamCollector
+from .codex import CODEX_KEY_ENV, CodexEndpoint, CodexStreamCollector
+from .collect import _failure_message  # noqa: F401 - for the decoder tests
+from .decode import LineDecoder
+from .gemini import GEMINI_SETTINGS, GeminiEndpoint, GeminiStreamCollector
+from .process import CLI_TRANSPORT, OFFLOAD_BYTES, CLIEndpoint, CLIExit, CLIStdout, CLITransport
+from .records import (CUT_OFF_STOP_REASONS, REDACTED, CLIError, CLIProcessError, CLIResultError, CLIRun,
+                      CLIStreamError, CLITimeoutError, CLIToolEvent)
+
+__all__ = [
+    "CLIEndpoint",
+    "ClaudeCodeEndpoint",
+    "CodexEndpoint",
+    "GeminiEndpoint",
+    "CLIRun",
+    "CLIToolEvent",
+    "CLIError",
+    "CLIProcessError",
+    "CLITimeoutError",
+    "CLIStreamError",
+    "CLIResultError",
+    "LineDecoder",
+    "ClaudeStreamCollector",
+    "CodexStreamCollector",
+    "GeminiStreamCollector",
+    "CUT_OFF_STOP_REASONS",
+    "argv_secrets",
+    "CLIStdout",
+    "CLIExit",
+    "CLITransport",
+    "CLI_TRANSPORT",
+    "CODEX_KEY_ENV",
+    "GEMINI_SETTINGS",
+    "OFFLOAD_BYTES",
+    "REDACTED",
+]

@@ -1,0 +1,193 @@
+"""CLI run records and errors: what a turn produced and how it failed."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import LionopsError
+
+#: Environment variable names whose values are redacted from errors and logs.
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
+#: Redaction marker.
+REDACTED = "[redacted]"
+
+#: Stop reasons that mean the answer was cut off at a token limit (C12).
+CUT_OFF_STOP_REASONS = frozenset({"max_tokens", "max_output_tokens", "model_context_window_exceeded"})
+
+
+# ---------------------------------------------------------------- errors
+
+
+class CLIError(LionopsError, RuntimeError):
+    """A CLI turn failed. The message says why and ends with the stderr tail.
+
+    Attributes:
+        provider: ``"claude_code"``, ``"codex"``, ...
+        returncode: the exit status (negative: killed by that signal), or
+            ``None`` when the process had not exited on its own.
+        stderr_tail: the last bytes of stderr, decoded, secrets redacted.
+        stream_path: the persisted JSONL stream of the run, when persisted
+            (set by ``run_and_collect``).
+        run: the partial :class:`CLIRun` (events seen before the failure).
+    """
+
+    def __init__(self, message: str, *, provider: str | None = None, returncode: int | None = None,
+                 stderr_tail: str = "", run: CLIRun | None = None) -> None:
+        self.provider = provider
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+        self.stream_path: str | None = None
+        self.run = run
+        self.summary = message
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        text = self.summary
+        if self.stream_path:
+            text += f" (stream: {self.stream_path})"
+        tail = self.stderr_tail.strip()
+        text += f"; stderr tail: {tail!r}" if tail else "; stderr was empty"
+        return text
+
+
+class CLIProcessError(CLIError):
+    """The CLI could not start, exited non-zero, was killed by a signal, or
+    exited without a final result event (a crash mid-stream)."""
+
+
+class CLITimeoutError(CLIError, TimeoutError):
+    """The CLI ran past ``timeout`` seconds; its process group was killed."""
+
+
+class CLIStreamError(CLIError):
+    """The stdout stream is corrupt: a JSON line could not be decoded nor
+    repaired (field report C16). ``line`` is its 1-based stdout line number,
+    ``preview`` its first 120 characters."""
+
+    def __init__(self, message: str, *, line: int | None = None, preview: str = "", **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.line = line
+        self.preview = preview
+
+
+class CLIResultError(CLIError):
+    """The CLI's final result reports failure (``is_error: true``, Codex
+    ``turn.failed``), whatever the exit code (field report C18).
+
+    ``subtype`` is the result subtype (``"error_max_turns"``,
+    ``"error_during_execution"``, ``"turn.failed"``, ...); the message is
+    never empty.
+    """
+
+    def __init__(self, message: str, *, subtype: str | None = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.subtype = subtype
+
+
+# ---------------------------------------------------------------- run record
+
+
+@dataclass(slots=True)
+class CLIToolEvent:
+    """A tool call the CLI made under its own permissions (provenance only).
+
+    ``kind`` is ``"request"`` or ``"response"``; ``call_id`` pairs them;
+    ``arguments`` is the tool input (requests); ``output`` the tool result
+    (responses); ``is_error`` whether the CLI reported the result as an error.
+    """
+
+    kind: str
+    call_id: str | None
+    function: str | None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    output: Any = None
+    is_error: bool = False
+    parent: str | None = None
+
+
+@dataclass(slots=True)
+class CLIRun:
+    """What one CLI turn produced.
+
+    Attributes:
+        provider: the endpoint's provider name.
+        pid: the child's process id (also its process-group id).
+        returncode: exit status (negative: killed by that signal).
+        text: the answer: the assistant text of the last turn (after the
+            last CLI tool call), or the result event's text when no
+            assistant text was seen; ``None`` when there is none.
+        session_id: the CLI session/thread id.
+        model: the model the CLI reported.
+        usage: token counts ``{"input_tokens", "output_tokens",
+            "cache_read_input_tokens", "cache_creation_input_tokens",
+            "total_tokens"}`` (integers; only those reported).
+        cost_usd: the CLI-reported cost in US dollars, when reported.
+        duration_ms: the CLI-reported duration in milliseconds.
+        num_turns: the CLI-reported number of agent turns.
+        subtype: the final result subtype (``"success"``, ...).
+        stop_reason: why the model stopped (``"end_turn"``, ``"max_tokens"``,
+            ...), from the result event or the last assistant message.
+        is_error: the final result reports failure.
+        error_message: the failure text of the result, when failed.
+        finished: a final result event was seen.
+        tool_events: the CLI's own tool calls, in stream order.
+        counts: ``lines`` (non-blank stdout lines), ``events``, ``noise``
+            (non-JSON or non-object lines), ``blank``, ``recovered`` (lines
+            rebuilt after a split), ``rate_limit_events``.
+        corrupt: ``(line, preview)`` of the first unrecoverable line.
+        oversized: ``(line, preview)`` of the first line longer than
+            ``max_line_bytes`` (not decoded).
+        stderr_tail: the last bytes of stderr, decoded, secrets redacted.
+        warnings: non-fatal messages the CLI reported (reconnect notices,
+            model metadata warnings, ...), each once, in stream order.
+        stop_detail: the CLI's own words about a cut (``stop_reason``).
+    """
+
+    provider: str
+    pid: int | None = None
+    returncode: int | None = None
+    text: str | None = None
+    session_id: str | None = None
+    model: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    cost_usd: float | None = None
+    duration_ms: float | None = None
+    num_turns: int | None = None
+    subtype: str | None = None
+    stop_reason: str | None = None
+    is_error: bool = False
+    error_message: str | None = None
+    finished: bool = False
+    tool_events: list[CLIToolEvent] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    corrupt: tuple[int, str] | None = None
+    oversized: tuple[int, str] | None = None
+    stderr_tail: str = ""
+    warnings: list[str] = field(default_factory=list)
+    stop_detail: str | None = None
+
+    @property
+    def cut(self) -> bool:
+        """The answer was cut off at a token limit (``stop_reason`` in :data:`CUT_OFF_STOP_REASONS`)."""
+        return self.stop_reason in CUT_OFF_STOP_REASONS
+
+    @property
+    def ended_after_result(self) -> bool:
+        """The CLI was stopped by a signal after its final result (it lingered)."""
+        return self.finished and self.returncode is not None and self.returncode < 0
+
+    def facts(self) -> dict[str, Any]:
+        """JSON-compatible facts for message metadata and the trace (no secrets)."""
+        out: dict[str, Any] = {
+            "provider": self.provider, "session_id": self.session_id, "model": self.model,
+            "exit_code": self.returncode, "subtype": self.subtype, "is_error": self.is_error,
+            "num_turns": self.num_turns, "duration_ms": self.duration_ms,
+            "cli_tool_calls": sum(1 for e in self.tool_events if e.kind == "request"),
+            "stream": dict(self.counts),
+            "stop_reason": self.stop_reason if self.cut else None,
+            "warnings": list(self.warnings) or None,
+            "ended_after_result": True if self.ended_after_result else None,
+        }
+        return {k: v for k, v in out.items() if v is not None}

@@ -1,0 +1,148 @@
+"""``LionopsPlugin``: one temporalio plugin for the client, the worker and the replayer.
+
+It sets the data converter (pydantic models, lionops ``Trace`` and
+``Traced``), passes lionops and its dependencies through the workflow
+sandbox (they are imported once, outside it; workflow code only calls
+them), registers the activities of each durable branch and the generic
+``lionops.operate`` workflow, and makes a :class:`~lionops.errors.LionopsError`
+raised by workflow code fail the workflow instead of retrying its task
+(the same history would raise it again).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from temporalio import workflow
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import DataConverter, DefaultPayloadConverter, EncodingPayloadConverter
+from temporalio.exceptions import ApplicationError
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from ..errors import LionopsError
+from ..trace import Trace, Traced
+from ._codec import decode_kwargs, decode_result, encode_result
+from .branch import DurableBranch
+
+__all__ = ["LionopsPlugin", "LionopsPayloadConverter", "data_converter", "OperateWorkflow", "PASSTHROUGH_MODULES"]
+
+#: Modules imported outside the workflow sandbox.
+PASSTHROUGH_MODULES = (
+    "lionops", "pydantic", "pydantic_core", "anyio", "sniffio", "httpx", "httpcore", "transitions",
+    "json_repair", "rapidfuzz", "tenacity",
+)
+
+_ENCODING = "json/lionops"
+
+
+class _LionopsEncoding(EncodingPayloadConverter):
+    """``Trace`` and ``Traced`` as JSON (``Trace.to_dict``; results tagged by kind)."""
+
+    @property
+    def encoding(self) -> str:
+        return _ENCODING
+
+    def to_payload(self, value: Any) -> Payload | None:
+        if isinstance(value, Traced):
+            doc = {"type": "Traced", "result": encode_result(value.result), "trace": value.trace.to_dict()}
+        elif isinstance(value, Trace):
+            doc = {"type": "Trace", "trace": value.to_dict()}
+        else:
+            return None
+        return Payload(metadata={"encoding": _ENCODING.encode()}, data=json.dumps(doc).encode())
+
+    def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
+        doc = json.loads(payload.data)
+        trace = Trace.from_dict(doc["trace"])
+        if doc.get("type") == "Trace":
+            return trace
+        return Traced(decode_result(doc["result"]), trace)
+
+
+class LionopsPayloadConverter(PydanticPayloadConverter):
+    """temporalio's pydantic payload converter, with lionops ``Trace``/``Traced`` first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.converters = {_ENCODING.encode(): _LionopsEncoding(), **self.converters}
+
+
+#: The data converter the plugin installs.
+data_converter = DataConverter(payload_converter_class=LionopsPayloadConverter)
+
+
+def _converter(existing: DataConverter | None) -> DataConverter:
+    if existing is None or existing.payload_converter_class in (DefaultPayloadConverter, PydanticPayloadConverter):
+        if existing is None:
+            return data_converter
+        return dataclasses.replace(existing, payload_converter_class=LionopsPayloadConverter)
+    return existing  # a caller's own converter is kept (it must handle pydantic values)
+
+
+def _runner(existing: WorkflowRunner | None) -> WorkflowRunner:
+    if existing is None:
+        existing = SandboxedWorkflowRunner()
+    if isinstance(existing, SandboxedWorkflowRunner):
+        return dataclasses.replace(
+            existing, restrictions=existing.restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES)
+        )
+    return existing
+
+
+_REGISTRY: dict[str, DurableBranch] = {}
+
+
+@workflow.defn(name="lionops.operate")
+class OperateWorkflow:
+    """One ``operate_traced`` of a registered durable branch (what
+    :func:`~lionops.temporal.run_operations` starts). A raised exception
+    fails the workflow with its type, message and the trace as details."""
+
+    @workflow.run
+    async def run(self, request: dict[str, Any]) -> Traced:
+        durable = _REGISTRY.get(request["branch"])
+        if durable is None:
+            raise ApplicationError(
+                f"no durable branch {request['branch']!r} on this worker; known: {sorted(_REGISTRY)}",
+                type="ConfigurationError", non_retryable=True,
+            )
+        try:
+            return await durable.operate_traced(**decode_kwargs(request.get("kwargs") or {}))
+        except Exception as exc:
+            traces = durable.branch().traces
+            details = [traces[-1].to_dict()] if traces else []
+            raise ApplicationError(str(exc), *details, type=type(exc).__name__, non_retryable=True) from None
+
+
+class LionopsPlugin(SimplePlugin):
+    """A temporalio plugin (``Client.connect(..., plugins=[...])``,
+    ``Worker(..., plugins=[...])``, ``Replayer(..., plugins=[...])``) for
+    these durable branches. Names must be unique."""
+
+    def __init__(self, *durable_branches: DurableBranch) -> None:
+        names = [b.name for b in durable_branches]
+        for b in durable_branches:
+            if not isinstance(b, DurableBranch):
+                raise TypeError(f"LionopsPlugin takes DurableBranch objects, got {type(b).__name__}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"durable branch names must be unique, got {names}")
+        self.durable_branches = tuple(durable_branches)
+        for b in durable_branches:
+            _REGISTRY[b.name] = b
+        activities = [fn for b in durable_branches for fn in b.activities()]
+        super().__init__(
+            "lionops.LionopsPlugin",
+            data_converter=_converter,
+            activities=activities,
+            workflows=[OperateWorkflow],
+            workflow_runner=_runner,
+            workflow_failure_exception_types=[LionopsError],
+        )
+
+    def __repr__(self) -> str:
+        return f"LionopsPlugin({', '.join(b.name for b in self.durable_branches)})"

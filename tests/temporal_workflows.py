@@ -1,0 +1,62 @@
+"""The test workflows. Durable branch definitions are imported passed through
+the sandbox, so each workflow run uses the worker's one definition."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from .temporal_app import CASES, CONVERSATION, Answer, observed, approvals, case_kwargs, run_record, shop
+
+
+@workflow.defn
+class CaseWorkflow:
+    """Run one operate() of ``shop`` with a case's keywords; return its record."""
+
+    @workflow.run
+    async def run(self, case: str) -> dict[str, Any]:
+        kwargs = case_kwargs(case) if case in CASES else {
+            "instruction": f"case:{case}", "response_format": Answer, "actions": True,
+            "action_strategy": "sequential",
+        }
+        durable = approvals if case.startswith("approve") else shop
+        if case.startswith("approve"):
+            kwargs["action_strategy"] = "concurrent"
+        try:
+            traced = await durable.operate_traced(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - the record keeps the error
+            return run_record(exc, durable.branch())
+        return run_record(traced, durable.branch())
+
+
+WORKFLOWS = [CaseWorkflow]
+
+
+@workflow.defn
+class ConversationWorkflow:
+    """Three operate() calls on one durable branch in one run: the conversation
+    is workflow state; the third clears the messages first."""
+
+    @workflow.run
+    async def run(self) -> dict[str, Any]:
+        for step in CONVERSATION:
+            await shop.operate(**step)
+        branch = shop.branch()
+        return {"messages": branch.messages.to_list(), "traces": [t.to_dict() for t in branch.traces]}
+
+
+WORKFLOWS.append(ConversationWorkflow)
+
+
+@workflow.defn
+class ObservedWorkflow:
+    """One operate() of the ``observed`` branch (hooks and a context provider)."""
+
+    @workflow.run
+    async def run(self, case: str) -> dict[str, Any]:
+        return run_record(await observed.operate_traced(**case_kwargs(case)), observed.branch())
+
+
+WORKFLOWS.append(ObservedWorkflow)
