@@ -100,21 +100,22 @@ gemini-cli:
 
 cli-agents: claude-code codex gemini-cli
 
-# Benchmarks (bench/README.md). The profiler and the peers are not lionops
-# dependencies: pyinstrument goes into .venv, each peer into its own venv.
+# Benchmarks (bench/README.md). The profiler, the openai SDK (a floor of the
+# end-to-end scenarios) and the peers are not lionops dependencies:
+# pyinstrument and openai go into .venv, each peer into its own venv.
 BENCH_STAMP := $(VENV)/.bench-installed
 PEERS_DIR := .cache/bench-peers
 PEER_lionagi := lionagi==0.36.0
-PEER_pydantic-ai := pydantic-ai-slim==2.68.0
+PEER_pydantic-ai := pydantic-ai-slim[openai]==2.68.0
 
 $(BENCH_STAMP): $(STAMP)
-	$(PY) -m pip install -q --disable-pip-version-check pyinstrument
+	$(PY) -m pip install -q --disable-pip-version-check pyinstrument openai==3.57.0
 	touch $@
 
 bench: setup $(BENCH_STAMP)
 	$(PY) bench/run.py
 	$(PY) bench/profile.py > /dev/null
-	@echo "profiles: out/bench/profile-S1.txt out/bench/profile-S2.txt"
+	@echo "profiles: out/bench/profile-S1.txt out/bench/profile-S2.txt out/bench/profile-H2.txt"
 
 # A failed peer install does not stop the run: the table reports it.
 $(PEERS_DIR)/%/.installed:

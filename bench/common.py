@@ -90,6 +90,23 @@ S4_CALLS = 1000
 S4_SLEEP = 0.010
 
 
+#: End-to-end scenarios over HTTP (``bench/peer.py``): the instruction every
+#: system sends, the tool calls the H2 answer asks for (two of the three
+#: registered tools), and name -> (peer path, tools registered, streamed).
+INSTRUCTION = "Forecast for Lisbon?"
+H2_CALLS: tuple[tuple[str, dict[str, Any]], ...] = (("add", {"x": 1, "y": 2}), ("echo", {"text": "hi"}))
+H2_OUTPUTS = [3, "hi"]
+H_SCENARIOS: dict[str, tuple[str, bool, bool]] = {
+    "H1": ("h1", False, False),
+    "H2": ("h2", True, False),
+    "H4": ("h2", True, True),
+}
+#: H3: concurrent H2 calls (wall time and peak RSS), and the repetitions of each.
+H3_CALLS: dict[int, int] = {200: 5, 1000: 2}
+MODEL = "bench-model"
+API_KEY = "bench-key"
+
+
 def summary(samples: list[float]) -> dict[str, float]:
     """Median, quartiles and count of per-call samples."""
     xs = sorted(samples)

@@ -1,9 +1,12 @@
-"""Profile lionops on S1 and S2 with pyinstrument (``make bench`` installs it).
+"""Profile lionops on S1, S2 and H2 with pyinstrument (``make bench`` installs it).
 
-    python bench/profile.py [--seconds 2] [--system lionops]
+    python bench/profile.py [--seconds 2] [--system lionops] [--scenarios S1,S2,H2]
 
-Writes ``out/bench/profile-S1.txt`` and ``profile-S2.txt`` (call trees, frames
-under 2% hidden) and prints the S1/S2 trees.
+S1 and S2 run in-process with the zero-latency Middle; H2 runs the real
+API adapter against the loopback peer (``bench/peer.py``, its own process),
+a fresh Branch per call; the wait for the peer's answer shows under the
+event loop's ``select``, not under the call. Writes ``out/bench/profile-<scenario>.txt`` (call
+trees, frames under 2% hidden) and prints them.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import asyncio
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -21,11 +25,9 @@ from common import SCENARIOS  # noqa: E402
 from systems import build  # noqa: E402
 
 
-async def profile(system_name: str, scenario: str, seconds: float) -> str:
+async def profile(case: tuple[Any, Any], label: str, seconds: float) -> str:
     from pyinstrument import Profiler
-
-    shape, k = SCENARIOS[scenario]
-    new_branch, call = build(system_name).scenario(shape, k)
+    new_branch, call = case
     branch = new_branch()
     for _ in range(50):
         await call(branch)
@@ -38,7 +40,7 @@ async def profile(system_name: str, scenario: str, seconds: float) -> str:
             await call(branch)
         calls += 20
     profiler.stop()
-    head = f"{system_name} {scenario}: {calls} calls in {seconds:.1f} s under the profiler\n"
+    head = f"{label}: {calls} calls in {seconds:.1f} s under the profiler\n"
     return head + profiler.output_text(unicode=False, color=False, show_all=False,
                                        timeline=False, processor_options={"filter_threshold": 0.02})
 
@@ -47,12 +49,22 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--system", default="lionops")
+    ap.add_argument("--scenarios", default="S1,S2,H2")
     ap.add_argument("--out", default=str(HERE.parent / "out" / "bench"))
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for scenario in ("S1", "S2"):
-        text = asyncio.run(profile(args.system, scenario, args.seconds))
+    for scenario in args.scenarios.split(","):
+        if scenario in SCENARIOS:
+            case = build(args.system).scenario(*SCENARIOS[scenario])
+            text = asyncio.run(profile(case, f"{args.system} {scenario}", args.seconds))
+        else:
+            import e2e
+            from peer import Peer
+
+            with Peer() as peer:
+                case = e2e.build(args.system, peer.root).case(scenario)
+                text = asyncio.run(profile(case, f"{args.system} {scenario} (HTTP)", args.seconds))
         (out / f"profile-{scenario}.txt").write_text(text)
         print(text)
     return 0

@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from common import S4_CALLS, S4_SLEEP, SCENARIOS, UNTRACED  # noqa: E402
+from common import H3_CALLS, H_SCENARIOS, S4_CALLS, S4_SLEEP, SCENARIOS, UNTRACED  # noqa: E402
 from systems import LOCAL, PEERS, Unsupported, build  # noqa: E402
 
 PEERS_DIR = ROOT / ".cache" / "bench-peers"
@@ -46,6 +46,11 @@ PEERS_DIR = ROOT / ".cache" / "bench-peers"
 CLOCK = time.perf_counter_ns if os.environ.get("LIONOPS_BENCH_CLOCK") == "wall" else time.process_time_ns
 BLOCK_S = 0.005
 WARMUP_S = 0.15
+#: a block of end-to-end calls (each a loopback round trip) lasts about this long
+E2E_BLOCK_S = 0.02
+#: the peer's root URL and H3's concurrent calls, as the parent hands them to a worker
+PEER_ENV = "LIONOPS_BENCH_PEER"
+CALLS_ENV = "LIONOPS_BENCH_CALLS"
 
 
 # ---------------------------------------------------------------- worker side
@@ -64,6 +69,15 @@ async def time_scenarios(system: Any, seconds: float, quick: bool,
             out[name] = {"unsupported": str(exc)}
         if name == "S1":
             cases.update(extra or {})  # timed right after S1, block by block
+    return await time_cases(cases, seconds, quick, out)
+
+
+async def time_cases(cases: dict[str, Any], seconds: float, quick: bool, out: dict[str, Any],
+                     block_s: float = BLOCK_S) -> dict[str, Any]:
+    """Warm each case (name -> (new_branch, call)) up, size its block to about
+    ``block_s``, then time block after block, cycling through the cases until
+    ``seconds`` are up. Into ``out``: per case, ``samples`` (µs per call of
+    ``CLOCK``) and ``wall`` (µs per call of wall-clock time), or ``error``."""
     blocks: dict[str, int] = {}
     for name, (new_branch, call) in list(cases.items()):
         branch, n, t0 = new_branch(), 0, time.perf_counter()
@@ -78,21 +92,23 @@ async def time_scenarios(system: Any, seconds: float, quick: bool,
             out[name] = {"error": f"{type(exc).__name__}: {exc}"}
             del cases[name]
             continue
-        blocks[name] = 1 if quick else max(1, int(BLOCK_S / (elapsed / n)))
+        blocks[name] = 1 if quick else max(1, int(block_s / (elapsed / n)))
     samples: dict[str, list[float]] = {name: [] for name in cases}
+    walls: dict[str, list[float]] = {name: [] for name in cases}
     deadline = time.perf_counter() + seconds
     while True:
         for name, (new_branch, call) in cases.items():
             branch, n = new_branch(), blocks[name]
             gc.collect()
-            t0 = CLOCK()
+            w0, t0 = time.perf_counter_ns(), CLOCK()
             for _ in range(n):
                 await call(branch)
             samples[name].append((CLOCK() - t0) / n / 1000)
+            walls[name].append((time.perf_counter_ns() - w0) / n / 1000)
         if quick or time.perf_counter() > deadline:
             break
     for name, xs in samples.items():
-        out[name] = {"samples": xs}
+        out[name] = {"samples": xs, "wall": walls[name]}
     return out
 
 
@@ -130,9 +146,8 @@ def _rss_mib() -> float:
     return 0.0
 
 
-async def s4(system: Any, calls: int, reps: int) -> dict[str, Any]:
-    """Wall time of ``calls`` concurrent operate() calls, Middle sleeping 10 ms; peak RSS."""
-    new_branch, call = system.scenario("structured", 0, S4_SLEEP)
+async def concurrent(new_branch: Any, call: Any, calls: int, reps: int) -> dict[str, Any]:
+    """Wall time of ``calls`` concurrent calls, ``reps`` times, and the process's peak RSS."""
     branches = [new_branch() for _ in range(20)]
     await asyncio.gather(*(call(b) for b in branches))
     del branches
@@ -150,7 +165,14 @@ async def s4(system: Any, calls: int, reps: int) -> dict[str, Any]:
     return {"wall_ms": walls, "rss_baseline_mib": baseline, "rss_peak_mib": peak}
 
 
+async def s4(system: Any, calls: int, reps: int) -> dict[str, Any]:
+    """S4: ``calls`` concurrent operate() calls, Middle sleeping 10 ms."""
+    return await concurrent(*system.scenario("structured", 0, S4_SLEEP), calls, reps)
+
+
 async def worker(name: str, mode: str, seconds: float, quick: bool) -> dict[str, Any]:
+    if mode in ("e2e", "h3"):
+        return await e2e_worker(name, mode, seconds, quick)
     system = build(name)
     if mode == "s4":
         return await s4(system, 20 if quick else S4_CALLS, 1 if quick else 5)
@@ -162,6 +184,24 @@ async def worker(name: str, mode: str, seconds: float, quick: bool) -> dict[str,
     if name in ("lionops", "lionops-transitions"):
         result["extras"] = await trace_figures(system, quick)
     return result
+
+
+async def e2e_worker(name: str, mode: str, seconds: float, quick: bool) -> dict[str, Any]:
+    """H1, H2 and H4 per call (``e2e``), or H3: ``LIONOPS_BENCH_CALLS`` concurrent H2 calls."""
+    import e2e
+
+    system = e2e.build(name, os.environ[PEER_ENV], os.environ.get(e2e.SHAPE_ENV, e2e.DEFAULT_SHAPE))
+    if mode == "h3":
+        calls = int(os.environ[CALLS_ENV])
+        return await concurrent(*system.case("H2"), 20 if quick else calls, 1 if quick else H3_CALLS[calls])
+    out: dict[str, Any] = {}
+    cases = {}
+    for scenario in H_SCENARIOS:
+        try:
+            cases[scenario] = system.case(scenario)
+        except e2e.Unsupported as exc:
+            out[scenario] = {"unsupported": str(exc)}
+    return await time_cases(cases, seconds, quick, out, block_s=E2E_BLOCK_S)
 
 
 # ---------------------------------------------------------------- parent side
@@ -182,11 +222,18 @@ def install_failure(system: str) -> str | None:
     return "install failed: " + (" | ".join(tail) or "no environment (run make bench-peers)")
 
 
-def run_worker(system: str, mode: str, seconds: float, quick: bool, seed: int = 0) -> dict[str, Any]:
+#: A peer library that reaches for the network (a tokenizer download, say)
+#: meets a dead proxy on loopback instead; loopback itself goes direct.
+_NO_NETWORK = {"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
+               "NO_PROXY": "127.0.0.1,localhost,::1"}
+
+
+def run_worker(system: str, mode: str, seconds: float, quick: bool, seed: int = 0,
+               env: dict[str, str] | None = None) -> dict[str, Any]:
     # String hashing decides dict layouts; a random seed per process moves
     # per-call times by up to a third. Every system gets the same seed in a
     # round, and each round another.
-    env = {**os.environ, "PYTHONHASHSEED": str(seed)}
+    env = {**os.environ, **(_NO_NETWORK if system in PEERS else {}), **(env or {}), "PYTHONHASHSEED": str(seed)}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
         cmd = [str(python_of(system)), str(HERE / "run.py"), "--worker", system, "--mode", mode,
@@ -194,7 +241,7 @@ def run_worker(system: str, mode: str, seconds: float, quick: bool, seed: int = 
         # cwd is a scratch dir: some peers write logs into the working directory.
         proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0 or not out.exists():
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:]  # the exception line
             return {"error": " | ".join(tail) or f"exit {proc.returncode}"}
         return json.loads(out.read_text())
 
@@ -203,7 +250,9 @@ def merge(results: dict[str, dict[str, Any]], system: str, part: dict[str, Any])
     dest = results.setdefault(system, {})
     for key, value in part.items():
         if isinstance(value, dict) and "samples" in value:
-            dest.setdefault(key, {"samples": []})["samples"].extend(value["samples"])
+            entry = dest.setdefault(key, {"samples": [], "wall": []})
+            entry["samples"].extend(value["samples"])
+            entry["wall"].extend(value.get("wall", ()))
         elif key == "extras":
             for k, v in value.items():
                 dest.setdefault("extras", {}).setdefault(k, []).append(v)
@@ -211,7 +260,10 @@ def merge(results: dict[str, dict[str, Any]], system: str, part: dict[str, Any])
             dest[key] = value
 
 
-def collect(systems: list[str], rounds: int, seconds: float, quick: bool) -> dict[str, Any]:
+def _rounds(systems: list[str], rounds: int, seconds: float, quick: bool, mode: str,
+            env: dict[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """Timing workers of every usable system, in ``rounds`` rotated rounds; the
+    results, and the systems whose environment is usable."""
     results: dict[str, dict[str, Any]] = {}
     usable = []
     for s in systems:
@@ -222,11 +274,35 @@ def collect(systems: list[str], rounds: int, seconds: float, quick: bool) -> dic
             usable.append(s)
     for r in range(rounds):
         for s in usable[r % len(usable):] + usable[: r % len(usable)]:
-            print(f"  round {r + 1}/{rounds}: {s}", file=sys.stderr, flush=True)
-            merge(results, s, run_worker(s, "timing", seconds, quick, seed=r))
+            print(f"  {mode} round {r + 1}/{rounds}: {s}", file=sys.stderr, flush=True)
+            merge(results, s, run_worker(s, mode, seconds, quick, seed=r, env=env))
+    return results, usable
+
+
+def collect(systems: list[str], rounds: int, seconds: float, quick: bool) -> dict[str, Any]:
+    """The in-process scenarios S1–S5."""
+    results, usable = _rounds(systems, rounds, seconds, quick, "timing")
     for s in usable:
         print(f"  S4: {s}", file=sys.stderr, flush=True)
         results.setdefault(s, {})["S4"] = run_worker(s, "s4", seconds, quick)
+    return results
+
+
+def collect_e2e(systems: list[str], rounds: int, seconds: float, quick: bool, shape: str) -> dict[str, Any]:
+    """The end-to-end scenarios H1–H4 against one peer process (``bench/peer.py``)."""
+    from e2e import SHAPE_ENV
+    from peer import Peer
+
+    with Peer() as peer:
+        env = {PEER_ENV: peer.root, SHAPE_ENV: shape}
+        results, usable = _rounds(systems, rounds, seconds, quick, "e2e", env)
+        for s in usable:
+            if s == "lionops-long":  # concurrent calls on one conversation are not H3
+                continue
+            for calls in H3_CALLS:
+                print(f"  H3-{calls}: {s}", file=sys.stderr, flush=True)
+                results.setdefault(s, {})[f"H3-{calls}"] = run_worker(
+                    s, "h3", seconds, quick, env={**env, CALLS_ENV: str(calls)})
     return results
 
 
@@ -251,6 +327,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="one iteration of each scenario")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                     help="time per-call samples as process CPU time (default) or wall-clock")
+    ap.add_argument("--set", choices=("all", "s", "h"), default="all",
+                    help="in-process scenarios S1-S5 (s), end-to-end H1-H4 over HTTP (h), or both")
+    ap.add_argument("--e2e-seconds", type=float, default=2.0, help="timed seconds per end-to-end worker")
+    ap.add_argument("--shape", choices=("native", "in_body"), default="in_body",
+                    help="how the floors offer tools: described in the prompt (lionops' default under a "
+                         "caller model), or tools= natively")
     ap.add_argument("--out", default=str(ROOT / "out" / "bench"))
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="timing", help=argparse.SUPPRESS)
@@ -261,16 +343,25 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps(result))
         return 0
 
+    from e2e import E2E_LOCAL, E2E_PEERS
     from report import render
 
     os.environ["LIONOPS_BENCH_CLOCK"] = args.clock
 
-    systems = args.systems.split(",") if args.systems else list(LOCAL) + (list(PEERS) if args.peers else [])
+    chosen = set(args.systems.split(",")) if args.systems else None
+    pick = (lambda names: [n for n in names if chosen is None or n in chosen])
+    systems = pick(list(LOCAL) + (list(PEERS) if args.peers else []))
+    e2e_systems = pick(list(E2E_LOCAL) + (list(E2E_PEERS) if args.peers else []))
     rounds = 1 if args.quick else args.rounds
     t0 = time.perf_counter()
-    results = collect(systems, rounds, args.seconds, args.quick)
-    doc = {"machine": machine(), "systems": systems, "results": results, "clock": args.clock,
-           "seconds": round(time.perf_counter() - t0, 1)}
+    doc: dict[str, Any] = {"machine": machine(), "clock": args.clock, "systems": [], "results": {},
+                           "e2e_systems": [], "e2e": {}, "shape": args.shape}
+    if args.set in ("all", "s") and systems:
+        doc["systems"], doc["results"] = systems, collect(systems, rounds, args.seconds, args.quick)
+    if args.set in ("all", "h") and e2e_systems:
+        doc["e2e_systems"] = e2e_systems
+        doc["e2e"] = collect_e2e(e2e_systems, rounds, args.e2e_seconds, args.quick, args.shape)
+    doc["seconds"] = round(time.perf_counter() - t0, 1)
     table = render(doc)
     print(table)
     out = Path(args.out)

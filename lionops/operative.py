@@ -14,6 +14,7 @@ lives on a shared object.
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any, Literal
 
 from pydantic import BaseModel, create_model
@@ -55,6 +56,13 @@ def request_exclude_of(response_format: Any) -> frozenset[str]:
     return frozenset()
 
 
+#: model class -> (its field map, (reason, actions) -> clashes): field_clashes
+#: without named fields, worked out once per class and flags.
+_CLASHES: weakref.WeakKeyDictionary[type, tuple[Any, dict[tuple[bool, bool], tuple[str, ...]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def field_clashes(
     base_type: Any,
     *,
@@ -72,8 +80,25 @@ def field_clashes(
     named spec would replace. A field of the very type the added one has (a
     generated model passed back in) replaces nothing.
 
-    Returns one sentence per clash, empty when there is none (a pure check).
+    Returns one sentence per clash, empty when there is none (a pure check;
+    without ``fields`` worked out once per model class and flags).
     """
+    if fields or not isinstance(base_type, type):
+        return _field_clashes(base_type, reason, actions, fields)
+    model_fields = getattr(base_type, "__pydantic_fields__", None)
+    try:
+        entry = _CLASHES.get(base_type)
+        if entry is None or entry[0] is not model_fields:
+            entry = _CLASHES[base_type] = (model_fields, {})
+    except TypeError:  # a class that cannot be weakly referenced
+        return _field_clashes(base_type, reason, actions, fields)
+    key = (bool(reason), bool(actions))
+    if key not in entry[1]:
+        entry[1][key] = tuple(_field_clashes(base_type, reason, actions, None))
+    return list(entry[1][key])
+
+
+def _field_clashes(base_type: Any, reason: bool, actions: bool, fields: dict[str, Spec] | None) -> list[str]:
     own: dict[str, Any] = {}
     model_fields = getattr(base_type, "model_fields", None) if isinstance(base_type, type) else None
     for fname, info in (model_fields or {}).items():

@@ -8,6 +8,9 @@ against that schema (unknown keys rejected) before the call.
 from __future__ import annotations
 
 import inspect
+import json
+import types
+import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -16,9 +19,11 @@ from typing import Any
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from ._frozen import FrozenDict, freeze, thaw
+
 __all__ = [
     "Tool", "ToolInvocation", "ActionManager", "ToolArgumentsError", "UnknownToolError",
-    "ToolNotOfferedError", "FrozenArguments", "TOOL_RUNNER",
+    "ToolNotOfferedError", "FrozenArguments", "ToolSchema", "TOOL_RUNNER",
 ]
 
 #: Record/replay seam: when set, :meth:`Tool.invoke` awaits ``runner(tool, kwargs)``
@@ -118,13 +123,79 @@ def _arguments_model(func: Callable[..., Any], name: str) -> type[BaseModel]:
     )
 
 
-def _copy_json(value: Any) -> Any:
-    """A deep copy of JSON-shaped data (dicts, lists, scalars)."""
-    if isinstance(value, dict):
-        return {k: _copy_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy_json(v) for v in value]
-    return value
+#: callable -> (the attributes its argument model is derived from, name ->
+#: (argument model, docstring description, is_async)). A Tool made again from
+#: the same function (``Branch(tools=[f])`` per request) reuses what was
+#: derived; a function whose code, defaults, annotations, signature or
+#: docstring were replaced since is derived anew.
+_DERIVED: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], dict[str, tuple[Any, str, bool]]]] = (
+    weakref.WeakKeyDictionary()
+)
+#: argument model -> its JSON schema as the ``parameters`` of a tool schema.
+_PARAMETERS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()
+#: argument model -> (name, description) -> the offered schema (:attr:`Tool.offered_schema`).
+_OFFERED: weakref.WeakKeyDictionary[type[BaseModel], dict[tuple[str, str], ToolSchema]] = weakref.WeakKeyDictionary()
+
+
+class ToolSchema(FrozenDict):
+    """A tool's schema as a call offers it: a read-only ``dict`` shared by
+    every call, with its ``json.dumps`` text made once (``json``)."""
+
+    __slots__ = ("_json",)
+    _refusal = "an offered tool schema is shared and read-only; Tool.schema gives a copy to change"
+
+    def __init__(self, data: Any = ()) -> None:
+        dict.__init__(self, data)
+        self._json = json.dumps(self)
+
+    @property
+    def json(self) -> str:
+        return self._json
+
+
+_DERIVATION_ATTRS = ("__code__", "__defaults__", "__kwdefaults__", "__annotations__", "__doc__")
+
+
+def _derivation_inputs(func: Any) -> tuple[Any, ...]:
+    """What a function's argument model and description are derived from."""
+    if type(func) is types.FunctionType:  # the common case, read directly
+        extra = func.__dict__
+        return (func.__code__, func.__defaults__, func.__kwdefaults__, func.__annotations__, func.__doc__,
+                extra.get("__signature__"), extra.get("__wrapped__"))
+    return (*(getattr(func, a, None) for a in _DERIVATION_ATTRS),
+            getattr(func, "__signature__", None), getattr(func, "__wrapped__", None))
+
+
+def _derive(func: Any, name: str) -> tuple[Any, str, bool]:
+    """(argument model, docstring description, is_async) of ``func`` under ``name``, built once per function."""
+    inputs = _derivation_inputs(func)
+    try:
+        entry = _DERIVED.get(func)
+        if entry is None or any(a is not b for a, b in zip(entry[0], inputs)):
+            entry = _DERIVED[func] = (inputs, {})
+    except TypeError:  # neither hashable nor weakly referable: derived for this Tool only
+        entry = (inputs, {})
+    derived = entry[1].get(name)
+    if derived is None:
+        derived = entry[1][name] = (
+            _arguments_model(func, name),
+            _first_paragraph(func.__doc__),
+            inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None)),
+        )
+    return derived
+
+
+def _parameters_of(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of an argument model without titles, generated once per model."""
+    params = _PARAMETERS.get(model)
+    if params is None:
+        params = model.model_json_schema()
+        params.pop("title", None)
+        for prop in params.get("properties", {}).values():
+            if isinstance(prop, dict):
+                prop.pop("title", None)
+        _PARAMETERS[model] = params
+    return params
 
 
 @dataclass(slots=True)
@@ -146,9 +217,6 @@ class Tool:
     blocking: bool = False
     arguments_model: type[BaseModel] = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
-    _parameters: tuple[type[BaseModel], dict[str, Any]] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
 
     def __post_init__(self) -> None:
         if not callable(self.func):
@@ -156,35 +224,38 @@ class Tool:
         self.name = self.name or getattr(self.func, "__name__", "")
         if not self.name or not self.name.isidentifier():
             raise ValueError(f"tool name must be an identifier, got {self.name!r}")
-        self.description = self.description or _first_paragraph(self.func.__doc__)
-        self.arguments_model = _arguments_model(self.func, self.name)
-        self.is_async = inspect.iscoroutinefunction(self.func) or inspect.iscoroutinefunction(
-            getattr(self.func, "__call__", None)
-        )
+        self.arguments_model, description, self.is_async = _derive(self.func, self.name)
+        self.description = self.description or description
 
     @property
     def schema(self) -> dict[str, Any]:
         """OpenAI-style function schema: ``{"type": "function", "function": {...}}``.
 
-        The arguments' JSON schema is generated once per Tool; every call
-        returns a fresh copy, so callers may change what they get.
+        The arguments' JSON schema is generated once per argument model (so
+        once per function); every call returns a fresh copy, so callers may
+        change what they get.
         """
-        cached = self._parameters
-        if cached is None or cached[0] is not self.arguments_model:
-            params = self.arguments_model.model_json_schema()
-            params.pop("title", None)
-            for prop in params.get("properties", {}).values():
-                if isinstance(prop, dict):
-                    prop.pop("title", None)
-            cached = self._parameters = (self.arguments_model, params)
         return {
             "type": "function",
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": _copy_json(cached[1]),
+                "parameters": thaw(_parameters_of(self.arguments_model)),
             },
         }
+
+    @property
+    def offered_schema(self) -> ToolSchema:
+        """:attr:`schema` as offered in a call: read-only and shared, made once
+        per argument model, name and description, with its JSON text."""
+        per_model = _OFFERED.get(self.arguments_model)
+        if per_model is None:
+            per_model = _OFFERED[self.arguments_model] = {}
+        key = (self.name, self.description)
+        offered = per_model.get(key)
+        if offered is None:
+            offered = per_model[key] = ToolSchema(freeze(self.schema))
+        return offered
 
     def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Validate ``arguments`` against the signature.
@@ -227,7 +298,7 @@ class Tool:
         return f"Tool(name={self.name!r})"
 
 
-class FrozenArguments(dict):  # type: ignore[type-arg]
+class FrozenArguments(FrozenDict):
     """A ``dict`` that refuses changes: the arguments a gate is shown.
 
     It is a real dict (``json.dumps``, ``==``, ``isinstance(..., dict)`` work),
@@ -236,18 +307,7 @@ class FrozenArguments(dict):  # type: ignore[type-arg]
     """
 
     __slots__ = ()
-
-    def _refuse(self, *_: Any, **__: Any) -> None:
-        raise TypeError("the arguments of a ToolInvocation are read-only")
-
-    __setitem__ = __delitem__ = __ior__ = _refuse  # type: ignore[assignment]
-    clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
-
-    def __reduce_ex__(self, protocol: Any) -> Any:  # copy, deepcopy, pickle: rebuilt whole
-        return (FrozenArguments, (dict(self),))
-
-    def __repr__(self) -> str:
-        return f"FrozenArguments({dict.__repr__(self)})"
+    _refusal = "the arguments of a ToolInvocation are read-only"
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,27 +5,71 @@ finishing a turn (raw text under ``skip_validation``, else the inner parse).
 from __future__ import annotations
 
 import json
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
 
+from .._frozen import freeze
 from ..messages import Message, to_jsonable
 from ..operative import request_type_of
 from ..parse import parse_response
+from ..tools import ToolSchema
 
 __all__ = [
     "request_schema", "schema_prompt", "render_instruction", "begin_turn",
-    "record_assistant", "finish_turn",
+    "record_assistant", "finish_turn", "request_model_of", "per_request_model", "tools_json",
 ]
+
+_SCHEMA_PROMPT = "Answer with one JSON object only, matching this JSON schema:\n"
+
+#: request model class -> (its pydantic core schema when the values were
+#: made, {key: value}); see :func:`per_request_model`.
+_PER_MODEL: weakref.WeakKeyDictionary[type, tuple[Any, dict[str, Any]]] = weakref.WeakKeyDictionary()
+
+
+def request_model_of(response_format: Any) -> type[BaseModel] | None:
+    """The *request* model class behind ``response_format`` (a model class, a
+    generated response type or a model instance), else ``None``."""
+    target = request_type_of(response_format)
+    if isinstance(target, type) and issubclass(target, BaseModel):
+        return target
+    if isinstance(target, BaseModel):
+        return type(target)
+    return None
+
+
+def per_request_model(model: type[BaseModel], key: str, build: Callable[[type[BaseModel]], Any]) -> Any:
+    """``build(model)``, made once per model class and ``key`` and shared by
+    every call (so it must not be changed: schemas are read-only containers).
+
+    Made again after the class is rebuilt (``model_rebuild()`` changes its
+    core schema); a class that is not complete yet is not cached.
+    """
+    core = getattr(model, "__pydantic_core_schema__", None)
+    entry = _PER_MODEL.get(model)
+    if entry is None or entry[0] is not core:
+        entry = (core, {})
+        if getattr(model, "__pydantic_complete__", False):
+            _PER_MODEL[model] = entry
+    values = entry[1]
+    if key not in values:
+        values[key] = build(model)
+    return values[key]
 
 
 def request_schema(response_format: Any) -> dict[str, Any] | None:
-    """JSON schema the model is shown: the *request* model (no ``action_responses``)."""
+    """JSON schema the model is shown: the *request* model (no ``action_responses``).
+
+    For a model class it is generated once per class and shared: a read-only
+    mapping (:class:`lionops._frozen.FrozenDict`; ``thaw`` it to change a copy).
+    A dict schema is returned as given.
+    """
+    model = request_model_of(response_format)
+    if model is not None:
+        return per_request_model(model, "schema", lambda m: freeze(m.model_json_schema()))  # type: ignore[no-any-return]
     target = request_type_of(response_format)
-    if isinstance(target, type) and issubclass(target, BaseModel):
-        return target.model_json_schema()
-    if isinstance(target, BaseModel):
-        return type(target).model_json_schema()
     if isinstance(target, dict):
         return target
     return None
@@ -47,7 +91,7 @@ def render_instruction(instruction: Any, chat_param: Any, *, schema_in_prompt: b
         if chat_param.tool_schemas:
             parts.append(
                 "Tools you may request in action_requests (you never run them; "
-                "the runtime does):\n" + json.dumps(chat_param.tool_schemas)
+                "the runtime does):\n" + tools_json(chat_param.tool_schemas)
             )
     if schema_in_prompt and chat_param is not None:
         prompt = schema_prompt(chat_param.response_format)
@@ -56,13 +100,22 @@ def render_instruction(instruction: Any, chat_param: Any, *, schema_in_prompt: b
     return "\n\n".join(parts)
 
 
+def tools_json(schemas: list[Any]) -> str:
+    """``json.dumps(schemas)``, from the text each offered schema carries."""
+    return "[" + ", ".join(s.json if isinstance(s, ToolSchema) else json.dumps(s) for s in schemas) + "]"
+
+
 def schema_prompt(response_format: Any) -> str | None:
     """The prompt text asking for one JSON object matching the request schema,
     or ``None`` when ``response_format`` has no schema."""
+    model = request_model_of(response_format)
+    if model is not None:
+        return per_request_model(model, "prompt",  # type: ignore[no-any-return]
+                                 lambda m: _SCHEMA_PROMPT + json.dumps(request_schema(m)))
     schema = request_schema(response_format)
     if schema is None:
         return None
-    return "Answer with one JSON object only, matching this JSON schema:\n" + json.dumps(schema)
+    return _SCHEMA_PROMPT + json.dumps(schema)
 
 
 def begin_turn(branch: Any, instruction: Any, chat_param: Any, clear_messages: bool,

@@ -55,7 +55,8 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from .. import clock
 from .._names import near_miss
-from ..adapters.common import request_schema
+from .._frozen import freeze
+from ..adapters.common import per_request_model, request_model_of, request_schema
 from ..trace import current_meta
 from ..errors import (
     ConfigurationError,
@@ -320,6 +321,13 @@ def strict_json_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
     """
     copy = json.loads(json.dumps(schema))
     return copy if _strictify(copy) else None
+
+
+def _json_schema_option(schema: dict[str, Any]) -> dict[str, Any]:
+    """The ``json_schema`` response format of ``schema``, strict when strict mode keeps its meaning."""
+    strict = strict_json_schema(schema)
+    spec = {"name": _schema_name(schema), "schema": strict or schema, "strict": strict is not None}
+    return {"type": "json_schema", "json_schema": spec}
 
 
 def _schema_name(schema: dict[str, Any]) -> str:
@@ -612,9 +620,12 @@ class ChatCompletionsEndpoint:
             return {}, True
         if self.structured_output == "json_object":
             return {"response_format": {"type": "json_object"}}, True
-        strict = strict_json_schema(schema)
-        spec = {"name": _schema_name(schema), "schema": strict or schema, "strict": strict is not None}
-        return {"response_format": {"type": "json_schema", "json_schema": spec}}, False
+        model = request_model_of(response_format)
+        if model is None:
+            return {"response_format": _json_schema_option(schema)}, False
+        # Built once per request model (the strict conversion walks and copies the schema).
+        option = per_request_model(model, "json_schema_option", lambda m: freeze(_json_schema_option(schema)))
+        return {"response_format": option}, False
 
     # ------------------------------------------------------------ calls
 
@@ -698,27 +709,41 @@ class ChatCompletionsEndpoint:
             retries.append({"status": getattr(exc, "status", None), "delay_s": delay})
             logger.info("%s: retry %d in %.2f s after %s", self.provider, state.attempt_number, delay, type(exc).__name__)
 
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.max_retries + 1) | past_deadline,
-            wait=self._wait,
-            retry=retry_if_exception(lambda exc: bool(getattr(exc, "retryable", False))),
-            sleep=clock.sleep,
-            before_sleep=before_sleep,
-            reraise=True,
-        )
+        async def attempt_once(number: int) -> dict[str, Any]:
+            try:
+                data = await self._attempt(client, body, number, ends_at, deadline)
+            except EndpointError as exc:
+                statuses.append(getattr(exc, "status", None))
+                raise
+            statuses.append(200)
+            return data
+
         started = time.perf_counter()
-        attempts = 0
+        attempts = 1
         failure: EndpointError | None = None
         try:
-            async for attempt in retrying:
-                with attempt:
-                    attempts = attempt.retry_state.attempt_number
-                    try:
-                        data = await self._attempt(client, body, attempts, ends_at, deadline)
-                    except EndpointError as exc:
-                        statuses.append(getattr(exc, "status", None))
-                        raise
-                    statuses.append(200)
+            try:
+                # The first request runs outside the retry loop, so an answered
+                # call pays nothing for it; a retryable failure enters it below.
+                data = await attempt_once(1)
+            except EndpointError as first:
+                if not (_retryable(first) and self.max_retries):
+                    raise
+                replay: list[EndpointError] = [first]
+                retrying = AsyncRetrying(
+                    stop=stop_after_attempt(self.max_retries + 1) | past_deadline,
+                    wait=self._wait,
+                    retry=retry_if_exception(_retryable),
+                    sleep=clock.sleep,
+                    before_sleep=before_sleep,
+                    reraise=True,
+                )
+                async for attempt in retrying:
+                    with attempt:
+                        attempts = attempt.retry_state.attempt_number
+                        if replay:  # attempt 1, already made: its failure decides the first wait
+                            raise replay.pop()
+                        data = await attempt_once(attempts)
             latency = time.perf_counter() - started
             done = self._completion(data, latency=latency, attempts=attempts, retries=retries, n=body.get("n"))
         except EndpointError as exc:
@@ -1027,26 +1052,29 @@ class ChatCompletionsEndpoint:
         completion (an ``error`` object, no or null ``choices``, a choice or
         message that is not an object) raises a typed error; nothing of it
         is passed on."""
-        preview = _dumps_preview(data)
+
+        def bad(what: str) -> EndpointResponseError:  # the body is shown only when it is refused
+            return self._response_error(what, 200, _dumps_preview(data))
+
         if not isinstance(data, dict):
-            raise self._response_error("a JSON body that is not an object", 200, preview)
+            raise bad("a JSON body that is not an object")
         err = _error_of(data)
         if err is not None:
             raise self._provider_error(err, 200, "an error object")
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
-            raise self._response_error("no choices", 200, preview)
+            raise bad("no choices")
         picked: list[tuple[int, dict[str, Any], dict[str, Any]]] = []
         for pos, choice in enumerate(choices):
             if not isinstance(choice, dict):
-                raise self._response_error("a choice that is not an object", 200, preview)
+                raise bad("a choice that is not an object")
             message = choice.get("message") or {}
             if not isinstance(message, dict):
-                raise self._response_error("a message that is not an object", 200, preview)
+                raise bad("a message that is not an object")
             if not isinstance(message.get("tool_calls") or [], list):
-                raise self._response_error("tool_calls that is not a list", 200, preview)
+                raise bad("tool_calls that is not a list")
             if message.get("function_call") is not None and not isinstance(message["function_call"], dict):
-                raise self._response_error("a function_call that is not an object", 200, preview)
+                raise bad("a function_call that is not an object")
             if choice.get("finish_reason") == "error" or choice.get("error"):
                 err = choice.get("error") or _text_of(message.get("content")) or "finish_reason 'error'"
                 raise self._provider_error(err, 200, "a choice that ended in an error")
@@ -1466,6 +1494,11 @@ def _merged_finish(reasons: list[Any]) -> str | None:
     if not real:
         return None
     return min(real, key=lambda r: _FINISH_RANK.get(r, 4))
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Whether a failed request may be made again (429, 5xx, a refused connection)."""
+    return bool(getattr(exc, "retryable", False))
 
 
 def _dumps_preview(data: Any) -> str:

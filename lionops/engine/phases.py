@@ -123,7 +123,7 @@ async def schema(ctx: OperationContext) -> None:
     cp_changes: dict[str, Any] = {}
     if ctx.action_param is not None:
         selected = branch.acts.select(ctx.action_param.tools or True)
-        cp_changes["tool_schemas"] = [t.schema for t in selected]
+        cp_changes["tool_schemas"] = [t.offered_schema for t in selected]  # shared, read-only
         # The offered tools are the allowed tools: act() runs only these.
         ctx.offered = tuple(selected)
         ctx.tool_schemas_published = True
