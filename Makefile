@@ -22,8 +22,9 @@ demo: setup
 demo-temporal: setup
 	$(PY) -m lionops.temporal.demo
 
+# The suite runs on every core (pytest-xdist); each worker has its own servers.
 test: setup mermaid-parser cli-agents
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 	$(MAKE) --no-print-directory test-replay
 	$(MAKE) --no-print-directory diagrams-check
 

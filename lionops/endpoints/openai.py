@@ -1091,9 +1091,8 @@ class ChatCompletionsEndpoint:
             for call in _calls_of(m):
                 call_id = call.get("id") if isinstance(call, dict) else None
                 if isinstance(call_id, str) and call_id and seen.setdefault(call_id, index) != index:
-                    raise self._response_error(
-                        f"the tool-call id {call_id[:64]!r} in choice {seen[call_id]} and again in choice "
-                        f"{index} (one call or two cannot be told)", 200, preview)
+                    raise bad(f"the tool-call id {call_id[:64]!r} in choice {seen[call_id]} and again in choice "
+                              f"{index} (one call or two cannot be told)")
                 calls.append(call)
         usage = data.get("usage") or {}
         return ChatCompletion(
