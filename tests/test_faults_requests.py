@@ -113,7 +113,7 @@ async def test_hostile_model_results_through_operate(result, strategy):
 # ---------------------------------------------------------------- arguments as JSON text or not an object
 
 
-C05 = {
+ARGUMENTS_AS_TEXT = {
     "a_string_object": ('{"city": "Paris"}', {"city": "Paris"}),
     "b_double_encoded": (json.dumps(json.dumps({"city": "Paris"})), {"city": "Paris"}),
     "c_list": (["Paris"], None),
@@ -142,21 +142,21 @@ def check_c05(out: list[Any], seen: list[dict[str, Any]], expected: dict[str, An
         assert resp.output["type"] == "InvalidActionRequest"
 
 
-@pytest.mark.parametrize("variant", sorted(C05))
+@pytest.mark.parametrize("variant", sorted(ARGUMENTS_AS_TEXT))
 async def test_c05_arguments_as_text_list_or_number_through_act(variant):
     """Arguments as JSON text or not an object, through act(): (a)/(b) decode to the object; (c)/(d) are invalid
     requests with an error naming the non-object arguments, never run."""
-    arguments, expected = C05[variant]
+    arguments, expected = ARGUMENTS_AS_TEXT[variant]
     b, seen = weather_branch()
     out = await b.act([{"function": "get_weather", "arguments": arguments}])
     check_c05(out, seen, expected)
 
 
-@pytest.mark.parametrize("variant", sorted(C05))
+@pytest.mark.parametrize("variant", sorted(ARGUMENTS_AS_TEXT))
 async def test_c05_arguments_as_text_list_or_number_through_operate(variant):
     """Arguments as JSON text or not an object, through operate(): a Middle returning the mapping as a model would
     (no parse in between), so act() sees the arguments as sent; nothing escapes."""
-    arguments, expected = C05[variant]
+    arguments, expected = ARGUMENTS_AS_TEXT[variant]
     b, seen = weather_branch()
     out = await b.operate(instruction="weather?", actions=True, middle=ScriptedMiddle(
         {"action_requests": [{"function": "get_weather", "arguments": arguments}]}))
@@ -164,12 +164,12 @@ async def test_c05_arguments_as_text_list_or_number_through_operate(variant):
     assert b.traces[-1].exit == "enriched"
 
 
-@pytest.mark.parametrize("variant", sorted(C05))
+@pytest.mark.parametrize("variant", sorted(ARGUMENTS_AS_TEXT))
 async def test_c05_through_operate_with_the_generated_model(variant):
     """Arguments as JSON text or not an object, where the Middle validates into the generated response type: (a)/(b)
     decode into the ActionRequestModel; (c)/(d) fail that validation, so the
     Middle's value is the raw mapping and act() answers it with the error."""
-    arguments, expected = C05[variant]
+    arguments, expected = ARGUMENTS_AS_TEXT[variant]
     data = {"action_requests": [{"function": "get_weather", "arguments": arguments}]}
 
     def build(parse_param):
