@@ -18,6 +18,7 @@ from .errors import (
     ConfigurationError,
     LionopsError,
     MismatchError,
+    MisspelledKeywordError,
     RefusalError,
     RemovedKeywordError,
     TruncatedOutputError,
@@ -52,7 +53,7 @@ __all__ = [
     "ActionParam", "AlcallParams", "HandleValidation", "Spec", "FieldModel", "Operative",
     "Step", "prepare_operate_kw", "operate", "act", "Middle", "communicate",
     "run_and_collect", "Trace", "TransitionRecord", "Traced", "ConfigurationError",
-    "LionopsError", "MismatchError", "RefusalError", "TruncatedOutputError",
+    "LionopsError", "MismatchError", "MisspelledKeywordError", "RefusalError", "TruncatedOutputError",
     "RemovedKeywordError", "RawOutput", "__version__",
 ]
 __all__ += [
