@@ -101,22 +101,6 @@ def ends_inside_json(text: str | None) -> bool:
         except RecursionError:
             return False  # too deep to follow: the parse reports it as such
     return True
-    pos = 0
-    for _ in range(_MAX_JSON_STARTS):
-        starts = [i for i in (body.find("{", pos), body.find("[", pos)) if i >= 0]
-        if not starts:
-            return False
-        start = min(starts)
-        try:
-            _, pos = _JSON.raw_decode(body, start)
-        except json.JSONDecodeError as exc:
-            if _stops_at_end(body, exc) or (_LOOKS_LIKE_JSON.match(body, start) and _span_end(body, start) is None):
-                # Cut at the end, or broken earlier (a bad escape, ``01``) and never closed: cut either way.
-                return True
-            pos = max(start + 1, exc.pos)
-        except RecursionError:
-            return False  # too deep to follow: the parse reports it as such
-    return True
 
 
 def _cut_detail(endpoint: Any, run: CLIRun) -> str | None:
