@@ -60,6 +60,7 @@ from .trace import annotate
 __all__ = [
     "extract_json",
     "split_reasoning",
+    "ends_inside_json",
     "repair_json",
     "match_keys",
     "merge_action_requests",
@@ -510,3 +511,61 @@ async def _parse_model_retry(
         value = None
     annotate(parse_model_calls=calls["n"], parse_model_ok=value is not None)
     return value
+
+
+# ---------------------------------------------------------------- cut-off text
+
+#: A strict-off decoder, as the parse uses: raw control characters inside strings decode.
+_JSON = json.JSONDecoder(strict=False)
+#: What the end of a text can leave of a number, a literal or an escape.
+_OPEN_TOKEN = re.compile(r"-?[0-9.eE+-]*|t(r(ue?)?)?|f(a(l(se?)?)?)?|n(u(ll?)?)?|-?I(n(f(i(n(i(ty?)?)?)?)?)?)?"
+                         r"|N(aN?)?")
+#: A bracket that opens JSON rather than prose (``{"``, ``[{``, ``[1``, ...).
+_LOOKS_LIKE_JSON = re.compile(r'\{\s*["}]|\[\s*[-"{\[\]0-9tfn]')
+#: Values tried before the text is treated as cut (each costs one decode).
+_MAX_JSON_STARTS = 256
+
+
+def _stops_at_end(body: str, exc: json.JSONDecodeError) -> bool:
+    """The decode failed because the text ended, not because of a bad character."""
+    rest = body[exc.pos:]
+    return (exc.pos >= len(body) - 1 or exc.msg.startswith("Unterminated string")
+            or (exc.msg.startswith("Invalid \\uXXXX") and len(body) - exc.pos <= 6)
+            or _OPEN_TOKEN.fullmatch(rest) is not None)
+
+
+def ends_inside_json(text: str | None) -> bool:
+    """True when ``text`` stops inside a JSON document or an open code fence:
+    a ``{``/``[`` anywhere in the answer (reasoning blocks left out) starts a
+    value that the end of the text interrupts, or a code fence in its prose
+    (outside JSON values) is never closed. How a cut looks when the CLI reports no finish reason (Gemini
+    CLI). An answer that is one JSON value as a whole is never a cut. A brace
+    in prose (``{name}``) does not hide a later value that is cut; past
+    :data:`_MAX_JSON_STARTS` values the text is treated as cut (fail-safe)."""
+    body = (split_reasoning(text)[0] or "").rstrip()
+    if not body:
+        return False
+    try:
+        json.loads(body, strict=False)
+        return False
+    except (ValueError, RecursionError):
+        pass
+    pos, fences = 0, 0
+    for _ in range(_MAX_JSON_STARTS):
+        starts = [i for i in (body.find("{", pos), body.find("[", pos)) if i >= 0]
+        if not starts:
+            # Fences are counted in the prose only (a JSON string may hold one).
+            return (fences + body.count("```", pos)) % 2 == 1
+        start = min(starts)
+        fences += body.count("```", pos, start)
+        try:
+            _, pos = _JSON.raw_decode(body, start)
+        except json.JSONDecodeError as exc:
+            if _stops_at_end(body, exc) or (_LOOKS_LIKE_JSON.match(body, start) and _span_end(body, start) is None):
+                # Cut at the end, or broken earlier (a bad escape, ``01``) and never closed: cut either way.
+                return True
+            fences += body.count("```", start, max(start + 1, exc.pos))
+            pos = max(start + 1, exc.pos)
+        except RecursionError:
+            return False  # too deep to follow: the parse reports it as such
+    return True
