@@ -176,3 +176,46 @@ async def test_a_retry_after_that_is_no_number_of_seconds_falls_back_to_the_back
         assert (await m.chat([{"role": "user", "content": "x"}])).text == "hi"
     await m.aclose()
     assert clk.sleeps == [0.75]
+
+
+# ---------------------------------------------------------------- a cut the server calls whole
+
+_CUT_TEXTS = {
+    "in a string": '{"answer": "Par',
+    "in the requests": '{"answer": "Paris", "action_requests": [{"function": "get_weather", "arguments": {"city": "Os',
+    "after prose": 'Here it is: {"answer": "Paris", "action_requests": [',
+}
+
+
+@pytest.mark.parametrize("finish", ["stop", None])
+@pytest.mark.parametrize("where", list(_CUT_TEXTS))
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_answer_cut_inside_json_is_a_cut_whatever_the_finish_reason(server, finish, where, stream):
+    """A server that reports ``stop`` (or nothing) for an answer that ends inside
+    a JSON value: the answer is a cut-off RawOutput, never repaired into the
+    model, and nothing in it runs; under ``"raise"`` a TruncatedOutputError."""
+    from lionops import TruncatedOutputError
+
+    text = _CUT_TEXTS[where]
+    if stream:
+        reply = events(chunk({"role": "assistant", "content": text[:10]}), chunk({"content": text[10:]}),
+                       chunk(finish=finish or "stop"))
+    else:
+        reply = answer({"content": text}, finish)  # type: ignore[arg-type]
+    result, trace, box, _ = await run(server, reply, model_kw={"stream": stream}, response_format=City, actions=True)
+    assert isinstance(result, RawOutput) and result.reason == "length" and "ends inside a JSON value" in result.detail
+    assert trace.exit == "mismatch_return_value" and box.total == 0
+    server.push(reply)
+    m = make_model(server, stream=stream)
+    with pytest.raises(TruncatedOutputError):
+        await Branch(chat_model=m, tools=box.tools()).operate(
+            instruction="q", response_format=City, actions=True, handle_validation="raise")
+    await m.aclose()
+    assert box.total == 0
+
+
+async def test_a_whole_answer_with_braces_in_its_prose_is_no_cut(server):
+    """Braces in prose and a whole JSON answer after them: parsed as usual."""
+    result, trace, box, _ = await run(
+        server, answer({"content": 'Use {city} as the key. {"answer": "Paris"}'}), response_format=City)
+    assert isinstance(result, City) and result.answer == "Paris"

@@ -47,7 +47,7 @@ from ..errors import ConfigurationError, EndpointError
 from ..messages import Message, to_jsonable
 from ..models import ActionRequestModel, RawOutput, _preview, decode_arguments
 from ..operative import request_type_of
-from ..parse import extract_json, parse_response, split_reasoning
+from ..parse import ends_inside_json, extract_json, parse_response, split_reasoning
 from ..trace import annotate
 from .common import begin_turn, finish_turn, record_assistant
 
@@ -458,4 +458,9 @@ def _uncoerced(completion: Any, text: str | None) -> RawOutput | None:
         return RawOutput(text or completion.refusal, reason="refusal", detail=completion.refusal)
     if completion.finish_reason == "content_filter":
         return RawOutput(text, reason="refusal", detail="the provider's content filter stopped the answer")
+    if ends_inside_json(text):
+        # A server that reports a whole answer for a cut one: never repaired into the model.
+        return RawOutput(text, reason="length", detail=(
+            f"the answer ends inside a JSON value although the server reported finish_reason "
+            f"{completion.finish_reason!r}; treated as cut off"))
     return None
