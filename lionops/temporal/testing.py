@@ -77,13 +77,41 @@ class DevServer:
             if self._proc.poll() is not None:
                 err = (self._proc.stderr.read() if self._proc.stderr else b"").decode(errors="replace")[-500:]
                 raise DevServerError(f"temporal dev server exited with {self._proc.returncode}: {err}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.1)
+            if self._listening() and self._serving():
+                return self
+            time.sleep(0.1)
         self.stop()
         raise DevServerError(f"temporal dev server did not listen on {self.address} within {self.start_timeout}s")
+
+    def _listening(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    def _serving(self) -> bool:
+        """Whether a client can connect: the port listens before the frontend is
+        healthy ("Frontend is not healthy yet"). Probed in a thread of its own,
+        so a caller inside a running event loop can start the server too."""
+        import asyncio
+        import threading
+
+        from temporalio.client import Client
+
+        ok: list[bool] = []
+
+        def probe() -> None:
+            try:
+                asyncio.run(asyncio.wait_for(Client.connect(self.address), 5))
+                ok.append(True)
+            except Exception:  # noqa: BLE001 - not serving yet: the caller polls again
+                pass
+
+        thread = threading.Thread(target=probe, daemon=True)
+        thread.start()
+        thread.join(10)
+        return bool(ok)
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
