@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo demo-temporal test test-replay test-explore test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers clean claude-code codex gemini-cli cli-agents
+.PHONY: setup demo demo-temporal test test-replay test-explore test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers lint clean claude-code codex gemini-cli cli-agents
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ test-replay: setup
 # Random search; new failures are appended to tests/.hypothesis-db (commit them with the fix).
 test-explore: setup
 	LIONOPS_HYPOTHESIS_PROFILE=explore $(PY) -m pytest -q -m hypothesis
+
+# Lint and types: ruff (pinned in the dev extra) and mypy --strict on the package.
+lint: setup
+	$(VENV)/bin/ruff check lionops tests bench
+	$(VENV)/bin/mypy
 
 test-fast: setup
 	$(PY) -m pytest -q -x

@@ -1,0 +1,95 @@
+"""The runtime of one operation: every seam where lionops meets the outside.
+
+An ``operate()`` call talks to the world in a few places only: the HTTP
+transport of API endpoints, the transport that runs CLI agents, the runner
+that invokes tools, the clock every wait sleeps on, a check made just before
+tools are dispatched, and the trace facts adapters record. Normally each is
+the real thing (``None`` here). Record/replay, durable workflows and tests
+swap them, all at once, with :func:`use_runtime`.
+
+The runtime is one immutable object held in one context variable, so it
+follows anyio child tasks and a change never leaks out of its ``with`` block.
+This module is the bottom of the house: it imports nothing of lionops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Protocol
+
+import httpx
+
+__all__ = ["Runtime", "ClockLike", "current_runtime", "use_runtime"]
+
+
+class ClockLike(Protocol):
+    """What lionops needs of a clock (``lionops.clock.Clock`` is the real one)."""
+
+    def time(self) -> float: ...
+
+    def perf_counter_ns(self) -> int: ...
+
+    def monotonic(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+#: ``await runner(tool, kwargs)``: runs one tool with its validated arguments.
+ToolRunner = Callable[[Any, dict[str, Any]], Awaitable[Any]]
+#: ``await transport(endpoint, argv, stdin, stdout)``: one CLI agent run.
+CLITransport = Callable[[Any, list[str], str, Any], Awaitable[Any]]
+#: ``check(requests)``: sees one call's checked requests before any dispatch.
+DispatchCheck = Callable[[list[tuple[int, Any, Any, "str | None"]]], None]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Runtime:
+    """The seams in force for the current context (``None``: the real one).
+
+    Attributes:
+        http_transport: an httpx transport that carries API requests instead
+            of the network.
+        cli_transport: runs a CLI agent turn instead of spawning the process.
+        tool_runner: invokes tools instead of calling their functions.
+        clock: the clock for every sleep, deadline and trace timing.
+        before_dispatch: called with one call's requests once each shape is
+            checked; what it raises ends ``act()`` with nothing dispatched.
+        trace_meta: the ``meta`` dict of the trace being recorded.
+    """
+
+    http_transport: httpx.AsyncBaseTransport | None = None
+    cli_transport: CLITransport | None = None
+    tool_runner: ToolRunner | None = None
+    clock: ClockLike | None = None
+    before_dispatch: DispatchCheck | None = None
+    trace_meta: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        swapped = [f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None]
+        return f"Runtime(swapped={swapped!r})"
+
+
+_RUNTIME: contextvars.ContextVar[Runtime] = contextvars.ContextVar("lionops_runtime", default=Runtime())
+
+
+def current_runtime() -> Runtime:
+    """The runtime of the current context."""
+    return _RUNTIME.get()
+
+
+@contextlib.contextmanager
+def use_runtime(**changes: Any) -> Iterator[Runtime]:
+    """Swap the named seams for the ``with`` block (and tasks started in it).
+
+    Unnamed seams keep their current value; the previous runtime is restored
+    on exit, whatever happens inside.
+    """
+    runtime = dataclasses.replace(_RUNTIME.get(), **changes)
+    token = _RUNTIME.set(runtime)
+    try:
+        yield runtime
+    finally:
+        _RUNTIME.reset(token)
