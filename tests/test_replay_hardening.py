@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 from lionops import Branch, EndpointConnectionError, EndpointStatusError, EndpointTimeoutError, HookPoint, iModel
-from lionops.cli import main as cli
+from lionops.commands import main as cli
 from lionops.replay import Cassette, CassetteError, CassetteSession, ReplayDivergence, record, replay
 from lionops.replay.redact import MAX_PATTERNS, pattern_problem
 from lionops.testing import OpenAIServer, Reply, completion, error_body, tool_call
