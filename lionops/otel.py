@@ -20,9 +20,9 @@ Metrics: ``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage``
 counter ``lionops.operation.exits`` by exit trigger.
 
 Content (instructions, answers, tool arguments and outputs, and exception
-messages, which may quote them) is recorded only with ``capture_content=True``. Secrets never are: every text that reaches a
-span goes through the cassette :class:`~lionops.replay.redact.Redactor` and
-the endpoints' own ``scrub``.
+messages, which may quote them) is recorded only with ``capture_content=True``.
+Secrets never are: every text that reaches a span goes through the cassette
+:class:`~lionops.replay.redact.Redactor` and the endpoints' own ``scrub``.
 """
 
 from __future__ import annotations
@@ -395,7 +395,8 @@ class OpenTelemetryObserver:
         usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else {}
         input_tokens = usage.get("prompt_tokens", usage.get("input_tokens"))
         output_tokens = usage.get("completion_tokens", usage.get("output_tokens"))
-        if "prompt_tokens" not in usage and (cli is not None or metric_attributes.get("gen_ai.provider.name") == "anthropic"):
+        anthropic = metric_attributes.get("gen_ai.provider.name") == "anthropic"
+        if "prompt_tokens" not in usage and (cli is not None or anthropic):
             # Anthropic's input_tokens, and every CLI agent's as lionops reports them, leave out
             # cache reads and writes; the conventions count them in
             input_tokens = _total_input(input_tokens, usage)

@@ -221,13 +221,12 @@ def test_a_trace_that_reads_but_cannot_have_run_is_refused(tmp_path, text, needl
 @pytest.mark.anyio
 async def test_every_recorded_trace_reads_back(tmp_path):
     """Real traces (each engine, a success and a failure) pass the stricter checks."""
-    from lionops.trace import Trace
-
-    from .test_replay_hardening import ANSWER, make_branch
-    from .helpers import ToolBox
-
     from lionops import EndpointAuthError
     from lionops.testing import Reply, error_body
+    from lionops.trace import Trace
+
+    from .helpers import ToolBox
+    from .test_replay_hardening import ANSWER, make_branch
 
     unauthorized = Reply(error_body("Incorrect API key provided"), status=401)
     with OpenAIServer([ANSWER, ANSWER, unauthorized, unauthorized]) as server:
