@@ -32,7 +32,7 @@ import json
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics as otel_metrics
@@ -391,8 +391,9 @@ class OpenTelemetryObserver:
             meta = getattr(op.ctx, "meta", None) if op is not None else None
         meta = meta or {}
         attributes: dict[str, Any] = {}
-        cli = meta.get("cli") if isinstance(meta.get("cli"), dict) else None
-        usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else {}
+        raw_cli, raw_usage = meta.get("cli"), meta.get("usage")
+        cli: dict[str, Any] | None = raw_cli if isinstance(raw_cli, dict) else None
+        usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
         input_tokens = usage.get("prompt_tokens", usage.get("input_tokens"))
         output_tokens = usage.get("completion_tokens", usage.get("output_tokens"))
         anthropic = metric_attributes.get("gen_ai.provider.name") == "anthropic"
@@ -572,7 +573,7 @@ def _total_input(input_tokens: Any, usage: dict[str, Any]) -> Any:
     return input_tokens + sum(c for c in cached if _is_count(c))
 
 
-def _is_count(value: Any) -> bool:
+def _is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -114,10 +114,10 @@ class WorkflowClock(Clock):
     def monotonic(self) -> float:
         return workflow.time()
 
-    def time(self) -> float:  # type: ignore[override]
+    def time(self) -> float:
         return workflow.now().timestamp()
 
-    def perf_counter_ns(self) -> int:  # type: ignore[override]
+    def perf_counter_ns(self) -> int:
         return int(workflow.time() * 1_000_000_000)
 
 
