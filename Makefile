@@ -23,10 +23,12 @@ demo-temporal: setup
 	$(PY) -m lionops.temporal.demo
 
 # The suite runs on every core (pytest-xdist); each worker has its own servers.
+# Lint and types come last, so a finding never hides a failing test.
 test: setup mermaid-parser cli-agents
 	$(PY) -m pytest -q -n auto
 	$(MAKE) --no-print-directory test-replay
 	$(MAKE) --no-print-directory diagrams-check
+	$(MAKE) --no-print-directory lint
 
 # Replay every example committed in tests/.hypothesis-db (read-only, no generation).
 test-replay: setup
@@ -36,10 +38,14 @@ test-replay: setup
 test-explore: setup
 	LIONOPS_HYPOTHESIS_PROFILE=explore $(PY) -m pytest -q -m hypothesis
 
-# Lint and types: ruff (pinned in the dev extra) and mypy --strict on the package.
+# Lint and types (both pinned in the dev extra; config in pyproject.toml): ruff on
+# lionops, tests and bench, and mypy --strict on the package. Both always run;
+# any finding of either makes the target fail.
 lint: setup
-	$(VENV)/bin/ruff check lionops tests bench
-	$(VENV)/bin/mypy
+	@status=0; \
+	$(VENV)/bin/ruff check lionops tests bench || status=1; \
+	$(VENV)/bin/mypy || status=1; \
+	exit $$status
 
 test-fast: setup
 	$(PY) -m pytest -q -x

@@ -198,7 +198,8 @@ async def operate(
     if action is not None:
         selected = branch.tools.values() if tools is None else [branch.tools[n] for n in tools]
         chat = dataclasses.replace(chat, tool_schemas=[t.schema for t in selected])
-    model_class = response_format if isinstance(response_format, type) and issubclass(response_format, BaseModel) else None
+    is_model = isinstance(response_format, type) and issubclass(response_format, BaseModel)
+    model_class = response_format if is_model else None
     fmt = response_format
     if model_class is not None or action is not None or instruct.reason:
         fmt = response_type(model_class, bool(instruct.reason), action is not None)

@@ -6,8 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 from common import H3_CALLS, H_SCENARIOS, S4_CALLS, SCENARIOS, UNTRACED, summary
-from e2e import E2E_PEERS, __doc__ as E2E_NOTES
-from systems import PEERS, __doc__ as SETUP_NOTES
+from e2e import E2E_PEERS
+from e2e import __doc__ as E2E_NOTES
+from systems import PEERS
+from systems import __doc__ as SETUP_NOTES
 
 BASE = "reference"
 MAIN = "lionops"
@@ -152,8 +154,9 @@ def render_e2e(doc: dict[str, Any]) -> list[str]:
             (f"H3 wall ms ({calls} concurrent H2)", concurrent_of(f"H3-{calls}", _wall)),
             (f"H3 peak RSS MiB ({calls})", concurrent_of(f"H3-{calls}", lambda e: e["rss_peak_mib"])),
         ]
-    shape = {"native": "tools sent natively (`tools=`, `tool_calls`)",
-             "in_body": "tools described in the prompt, requested in the structured answer"}[doc.get("shape", "in_body")]
+    shapes = {"native": "tools sent natively (`tools=`, `tool_calls`)",
+              "in_body": "tools described in the prompt, requested in the structured answer"}
+    shape = shapes[doc.get("shape", "in_body")]
     out = ["End-to-end over HTTP to a loopback peer in its own process (`bench/peer.py`): median µs per "
            "call of the client's process CPU time (the peer excluded) and of wall-clock time (± half the "
            f"interquartile range); H3: wall-clock of the whole burst, peak RSS of the client. Floors: {shape}.",
@@ -195,7 +198,7 @@ def trace_share(results: dict[str, Any]) -> float | None:
     untraced = results.get(MAIN, {}).get(UNTRACED, {}).get("samples")
     if not traced or not untraced:
         return None
-    return summary([(t - u) / t for t, u in zip(traced, untraced)])["median"]
+    return summary([(t - u) / t for t, u in zip(traced, untraced, strict=False)])["median"]
 
 
 class _Checks:

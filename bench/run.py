@@ -349,7 +349,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["LIONOPS_BENCH_CLOCK"] = args.clock
 
     chosen = set(args.systems.split(",")) if args.systems else None
-    pick = (lambda names: [n for n in names if chosen is None or n in chosen])
+
+    def pick(names: list[str]) -> list[str]:
+        return [n for n in names if chosen is None or n in chosen]
+
     systems = pick(list(LOCAL) + (list(PEERS) if args.peers else []))
     e2e_systems = pick(list(E2E_LOCAL) + (list(E2E_PEERS) if args.peers else []))
     rounds = 1 if args.quick else args.rounds

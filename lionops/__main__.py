@@ -1,10 +1,10 @@
-"""``python -m lionops``: command-line tools (diagram, trace, replay)."""
+"""``python -m lionops``: the same command line as the ``lionops`` console script."""
 
 from __future__ import annotations
 
 import sys
 
-from .cli import main
+from .commands import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="python -m lionops"))

@@ -72,7 +72,8 @@ def endpoint() -> Iterator[tuple[iModel, str, OpenAIServer | None]]:
         model = iModel(provider="openai", model=os.environ.get("LIONOPS_MODEL", "gpt-4o-mini"))
         yield model, f"{model.endpoint.base_url} (OPENAI_API_KEY)", None
         return
-    recording = load_recording(resources.files("lionops.testing") / "recordings" / RECORDING)
+    with resources.as_file(resources.files("lionops.testing") / "recordings" / RECORDING) as path:
+        recording = load_recording(path)
     with OpenAIServer(replay(recording)) as server:
         model = iModel(provider="openai", model=recording["model"], base_url=server.base_url, api_key=LOCAL_KEY)
         yield model, f"{server.base_url} (loopback replay of {RECORDING})", server

@@ -20,9 +20,9 @@ Metrics: ``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage``
 counter ``lionops.operation.exits`` by exit trigger.
 
 Content (instructions, answers, tool arguments and outputs, and exception
-messages, which may quote them) is recorded only with ``capture_content=True``. Secrets never are: every text that reaches a
-span goes through the cassette :class:`~lionops.replay.redact.Redactor` and
-the endpoints' own ``scrub``.
+messages, which may quote them) is recorded only with ``capture_content=True``.
+Secrets never are: every text that reaches a span goes through the cassette
+:class:`~lionops.replay.redact.Redactor` and the endpoints' own ``scrub``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import json
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics as otel_metrics
@@ -391,11 +391,13 @@ class OpenTelemetryObserver:
             meta = getattr(op.ctx, "meta", None) if op is not None else None
         meta = meta or {}
         attributes: dict[str, Any] = {}
-        cli = meta.get("cli") if isinstance(meta.get("cli"), dict) else None
-        usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else {}
+        raw_cli, raw_usage = meta.get("cli"), meta.get("usage")
+        cli: dict[str, Any] | None = raw_cli if isinstance(raw_cli, dict) else None
+        usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
         input_tokens = usage.get("prompt_tokens", usage.get("input_tokens"))
         output_tokens = usage.get("completion_tokens", usage.get("output_tokens"))
-        if "prompt_tokens" not in usage and (cli is not None or metric_attributes.get("gen_ai.provider.name") == "anthropic"):
+        anthropic = metric_attributes.get("gen_ai.provider.name") == "anthropic"
+        if "prompt_tokens" not in usage and (cli is not None or anthropic):
             # Anthropic's input_tokens, and every CLI agent's as lionops reports them, leave out
             # cache reads and writes; the conventions count them in
             input_tokens = _total_input(input_tokens, usage)
@@ -571,7 +573,7 @@ def _total_input(input_tokens: Any, usage: dict[str, Any]) -> Any:
     return input_tokens + sum(c for c in cached if _is_count(c))
 
 
-def _is_count(value: Any) -> bool:
+def _is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -37,7 +37,8 @@ def _sse(blocks: list[dict[str, Any]], model: str, stop: str | None = None) -> b
     """The Messages API event stream of one assistant message made of ``blocks``."""
     events: list[tuple[str | None, dict[str, Any]]] = [("message_start", {
         "type": "message_start",
-        "message": {"id": f"msg_peer_{next(_ids)}", "type": "message", "role": "assistant", "model": model, "content": [],
+        "message": {"id": f"msg_peer_{next(_ids)}", "type": "message", "role": "assistant", "model": model,
+                    "content": [],
                     "stop_reason": None, "stop_sequence": None,
                     "usage": {"input_tokens": USAGE_IN, "output_tokens": 1}},
     })]

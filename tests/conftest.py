@@ -16,12 +16,16 @@ docs/reliability.md, "The example database"):
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase, ReadOnlyDatabase
+
+if TYPE_CHECKING:
+    from .otel_support import Telemetry
 
 #: The committed example database.
 EXAMPLE_DB = Path(__file__).parent / ".hypothesis-db"
@@ -73,3 +77,19 @@ settings.load_profile(os.environ.get("LIONOPS_HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return request.param
+
+
+@pytest.fixture
+def otel() -> Iterator[Telemetry]:
+    """The real OpenTelemetry SDK with in-memory exporters, instrumented through ``lionops.instrument()``."""
+    from .otel_support import telemetry
+
+    yield from telemetry()
+
+
+@pytest.fixture
+def otel_content() -> Iterator[Telemetry]:
+    """``otel`` with ``capture_content=True``."""
+    from .otel_support import telemetry
+
+    yield from telemetry(capture_content=True)

@@ -1,5 +1,6 @@
 """Shared helpers of the OpenTelemetry tests: the real SDK with its in-memory
-exporter and metric reader, instrumented through ``lionops.instrument()``."""
+exporter and metric reader, instrumented through ``lionops.instrument()``
+(the ``otel`` and ``otel_content`` fixtures in conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -67,16 +67,6 @@ def telemetry(capture_content: bool = False) -> Iterator[Telemetry]:
         lionops.uninstrument()
         tracer_provider.shutdown()
         meter_provider.shutdown()
-
-
-@pytest.fixture
-def otel() -> Iterator[Telemetry]:
-    yield from telemetry()
-
-
-@pytest.fixture
-def otel_content() -> Iterator[Telemetry]:
-    yield from telemetry(capture_content=True)
 
 
 def events(span: ReadableSpan) -> list[str]:

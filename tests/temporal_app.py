@@ -151,8 +151,10 @@ _ACTIONS = json.dumps({"answer": "ok", "confidence": 0.9, "action_requests": []}
 CASES: dict[str, tuple[dict[str, Any], Any]] = {
     "skip_validation": ({"skip_validation": True, "response_format": Answer}, completion("plain words")),
     "mismatch_return_value": ({"response_format": Answer}, completion("not json at all", finish_reason="length")),
-    "mismatch_return_none": ({"response_format": Answer, "handle_validation": "return_none"}, completion("nope", finish_reason="length")),
-    "mismatch_raise": ({"response_format": Answer, "handle_validation": "raise"}, completion("nope", finish_reason="length")),
+    "mismatch_return_none": ({"response_format": Answer, "handle_validation": "return_none"},
+                             completion("nope", finish_reason="length")),
+    "mismatch_raise": ({"response_format": Answer, "handle_validation": "raise"},
+                       completion("nope", finish_reason="length")),
     "actions_disabled": ({"response_format": Answer, "actions": True, "invoke_actions": False}, completion(_ANSWER)),
     "no_action_param": ({"response_format": Answer}, completion(_ANSWER)),
     "no_requests": ({"response_format": Answer, "actions": True}, completion(_ANSWER)),
@@ -198,7 +200,9 @@ def reply_for(request: Any) -> Any:
         return CASES[case][1]
     if case == "flaky":  # the first model-call attempt fails (its three HTTP requests), the next succeeds
         FLAKY.append(request)
-        return Reply(body=error_body("overloaded", "server_error"), status=503) if len(FLAKY) <= 3 else completion(_ANSWER)
+        if len(FLAKY) <= 3:
+            return Reply(body=error_body("overloaded", "server_error"), status=503)
+        return completion(_ANSWER)
     # a parse retry (no case word) of an answer that was not JSON: still not JSON
     return SCRIPTS.get(case, completion("still not json"))
 

@@ -74,7 +74,8 @@ class WorkerProcess:
     def __init__(self, address: str, task_queue: str, env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.temporal_app", "worker", "--address", address, "--task-queue", task_queue],
-            cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=None if os.environ.get("LIONOPS_TEST_WORKER_STDERR") else subprocess.DEVNULL, text=True,
+            cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE,
+            stderr=None if os.environ.get("LIONOPS_TEST_WORKER_STDERR") else subprocess.DEVNULL, text=True,
         )
 
     def wait_ready(self, timeout: float = 60.0) -> None:

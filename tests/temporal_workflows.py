@@ -8,7 +8,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from .temporal_app import CASES, CONVERSATION, Answer, observed, approvals, case_kwargs, run_record, shop
+    from .temporal_app import CASES, CONVERSATION, Answer, approvals, case_kwargs, observed, run_record, shop
 
 
 @workflow.defn

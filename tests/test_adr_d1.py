@@ -8,7 +8,14 @@ from __future__ import annotations
 import pytest
 
 from lionops import (
-    ActionParam, Branch, ChatParam, FieldModel, Instruct, ParseParam, RunParam, Spec,
+    ActionParam,
+    Branch,
+    ChatParam,
+    FieldModel,
+    Instruct,
+    ParseParam,
+    RunParam,
+    Spec,
     prepare_operate_kw,
 )
 from lionops._defaults import DEFAULT_ACTION_CALL_PARAMS, DEFAULT_PARSE_CALL_PARAMS

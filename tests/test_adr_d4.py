@@ -9,8 +9,14 @@ import pytest
 from pydantic import BaseModel
 
 from lionops import (
-    ActionParam, ActionRequestModel, ActionResponseModel, AlcallParams, Branch,
-    ConfigurationError, HookPoint, act,
+    ActionParam,
+    ActionRequestModel,
+    ActionResponseModel,
+    AlcallParams,
+    Branch,
+    ConfigurationError,
+    HookPoint,
+    act,
 )
 from lionops._defaults import DEFAULT_ACTION_CALL_PARAMS
 
@@ -246,8 +252,10 @@ async def test_enrichment_of_generated_model_and_mapping():
     """D4: a generated model gets action_responses updated and is returned; a
     mapping is mutated; the result is never replaced by the response list."""
     b, _ = branch_with_box()
-    out, trace = await b.operate_traced(instruction="x", actions=True, reason=True,
-                                        middle=ScriptedMiddle(as_response({"action_requests": [W], "reason": {"title": "t"}})))
+    out, trace = await b.operate_traced(
+        instruction="x", actions=True, reason=True,
+        middle=ScriptedMiddle(as_response({"action_requests": [W], "reason": {"title": "t"}})),
+    )
     assert type(out).__name__ == "OperativeResponse" and out.reason.title == "t"
     assert out.action_responses[0].output["city"] == "Paris" and trace.exit == "enriched"
     raw = {"keep": 1, "action_requests": [W]}

@@ -265,9 +265,11 @@ async def test_raw_control_characters_in_native_arguments_are_text(server):
 
 
 BROKEN_OUTER = {
-    "bad-token": '{"answer": 1, "meta": {"k": 1}, "action_requests": [{"function": "wipe_disk", "arguments": {}}] oops}',
+    "bad-token": '{"answer": 1, "meta": {"k": 1}, "action_requests": [{"function": "wipe_disk", "arguments": {}}]'
+                 ' oops}',
     "unclosed": 'Here: {"answer": 1, "meta": {"k": 1}, "action_requests": [{"function": "wipe_disk", "arguments": {}}',
-    "fenced": '```json\n{"answer": 1 "meta": {"k": 1}, "action_requests": [{"function": "wipe_disk", "arguments": {}}]}\n```',
+    "fenced": '```json\n{"answer": 1 "meta": {"k": 1}, "action_requests": [{"function": "wipe_disk", "arguments": {}}]}'
+              '\n```',
 }
 
 

@@ -251,7 +251,9 @@ async def test_skip_validation_returns_raw_text_and_runs_nothing(server, model):
 
 
 CUT_BODY = '{"name": "Ana", "items": ["a", "b"'
-CUT_IN_REQUESTS = '{"name": "Ana", "items": [], "action_requests": [{"function": "send_message", "arguments": {"to": "team", "bo'
+CUT_IN_REQUESTS = (
+    '{"name": "Ana", "items": [], "action_requests": [{"function": "send_message", "arguments": {"to": "team", "bo'
+)
 REFUSAL = "I can't help with that."
 
 #: (reply, response_format, error under "raise", reason, words in the error)
@@ -303,7 +305,8 @@ async def test_length_cut_inside_native_tool_call_runs_nothing(server, model):
 
 async def test_429_then_success_waits_retry_after(server, model):
     server.push(
-        Reply(error_body("Rate limit reached", "requests", "rate_limit_exceeded"), status=429, headers={"Retry-After": "2"}),
+        Reply(error_body("Rate limit reached", "requests", "rate_limit_exceeded"), status=429,
+              headers={"Retry-After": "2"}),
         completion('{"answer": 5}'),
     )
     branch = Branch(chat_model=model)
@@ -427,11 +430,14 @@ async def test_json_object_mode(server):
     assert result.answer == 4 and trace.meta["structured_output"] == "json_object"
 
 
-# ---------------------------------------------------------------- cut-off arguments and validation before side effects, through HTTP: no second model legitimizes a bad value
+# ---------------------------------------------------------------- cut-off arguments and validation before
+# side effects, through HTTP: no second model legitimizes a bad value
 
 BAD_BODIES = {
-    "c01-cut-arguments": '{"answer": 1, "action_requests": [{"function": "get_weather", "arguments": "{\\"city\\": \\"Par"}]}',
-    "c02-bad-value": '{"answer": "high", "action_requests": [{"function": "send_message", "arguments": {"to": "team", "body": "done"}}]}',
+    "c01-cut-arguments": '{"answer": 1, "action_requests": [{"function": "get_weather", '
+                         '"arguments": "{\\"city\\": \\"Par"}]}',
+    "c02-bad-value": '{"answer": "high", "action_requests": [{"function": "send_message", '
+                     '"arguments": {"to": "team", "body": "done"}}]}',
 }
 
 

@@ -150,7 +150,8 @@ async def test_a_content_encoding_that_cannot_be_decoded_is_a_typed_error(server
 
 
 async def test_an_error_status_with_an_undecodable_body_is_still_retried(server):
-    server.push(Reply(b"\x8b\x00", status=503, headers={"Content-Encoding": "br"}), Reply(BODY, content_type="application/json"))
+    server.push(Reply(b"\x8b\x00", status=503, headers={"Content-Encoding": "br"}),
+                Reply(BODY, content_type="application/json"))
     m = make_model(server, max_retries=1, retry_after_cap=0.01)
     assert (await m.chat([{"role": "user", "content": "x"}])).text == "hi"
     await m.aclose()

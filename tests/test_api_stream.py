@@ -65,7 +65,8 @@ def test_distinct_calls_stay_distinct():
 
 async def test_streamed_structured_answer_with_tools_and_usage(server):
     box = ToolBox()
-    done = completion('{"answer": 7}', tool_calls=[tool_call("search", {"q": "lion"}), tool_call("get_weather", {"city": "Oslo"})],
+    done = completion('{"answer": 7}',
+                      tool_calls=[tool_call("search", {"q": "lion"}), tool_call("get_weather", {"city": "Oslo"})],
                       prompt_tokens=30, completion_tokens=12)
     server.push(Reply(stream=chunked(done, pieces=4)))
     m = make_model(server)

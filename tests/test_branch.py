@@ -13,7 +13,7 @@ import pytest
 import lionops
 from lionops import Branch, HookPoint, Tool, Trace, Traced, TransitionRecord
 
-from .helpers import Answer, ScriptedMiddle, ToolBox
+from .helpers import ScriptedMiddle, ToolBox
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -22,9 +22,9 @@ from lionops.models import RawOutput
 
 from .anthropic_peer import MessagesPeer, last_turn_has_tool_result
 from .cli_real import installed
-from .loopback_peer import Tripwire
 from .cli_support import ADAPTER_FAILED, WITH_ACTIONS, roles
 from .helpers import Answer, ToolBox
+from .loopback_peer import Tripwire
 
 pytestmark = pytest.mark.anyio
 

@@ -32,7 +32,7 @@ def decode(chunks: list[bytes]) -> tuple[list[dict], dict[str, int], tuple[int, 
 def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(data) + 1) for c in cuts})
     edges = [0, *points, len(data)]
-    return [data[a:b] for a, b in zip(edges, edges[1:])]
+    return [data[a:b] for a, b in zip(edges, edges[1:], strict=False)]
 
 
 @given(name=st.sampled_from(SESSIONS), cuts=st.lists(st.integers(min_value=0, max_value=10**6), max_size=40))

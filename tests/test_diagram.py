@@ -13,7 +13,7 @@ import pytest
 from transitions.extensions import GraphMachine
 
 from lionops import Branch, Trace, TransitionRecord
-from lionops.cli import main
+from lionops.commands import main
 from lionops.diagram import (
     Overlay,
     edges,

@@ -71,7 +71,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import textwrap
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -319,7 +318,8 @@ def test_unknown_directive_and_orphan_continue_are_errors():
 
 def test_a_failing_block_is_named(tmp_path: Path):
     """A failure names the page, the block's line and the backend."""
-    [chain] = chains(extract_text("sample.md", "text\n\n```python\nimport anyio\nawait anyio.sleep(0)\nassert False, 'boom'\n```\n"))
+    [chain] = chains(extract_text(
+        "sample.md", "text\n\n```python\nimport anyio\nawait anyio.sleep(0)\nassert False, 'boom'\n```\n"))
     spec = tmp_path / "chain.json"
     spec.write_text(json.dumps({"blocks": [asdict(b) for b in chain], "backends": _backends(chain)}))
     proc = subprocess.run([sys.executable, __file__, "chain", str(spec)], cwd=tmp_path,

@@ -49,7 +49,7 @@ def test_every_guard_combination_fires_identically_in_both_engines():
     for state in D.nonterminal:
         names = _state_guard_names(state)
         for values in itertools.product([False, True], repeat=len(names)):
-            ctx = dict(zip(names, values))
+            ctx = dict(zip(names, values, strict=True))
             runs = [compiled.begin(ctx, initial=state), reference.begin(ctx, initial=state)]
             fired = []
             for run in runs:

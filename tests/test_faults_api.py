@@ -299,7 +299,8 @@ async def test_transport_faults_are_one_logical_call_raised_as_themselves(kind, 
 #: tool_calls a server may send that are not a list of call objects; each
 #: entry must become one request marked invalid, answered with an error payload.
 ODD_CALLS = {
-    "arguments-a-json-list": {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": ["Paris"]}},
+    "arguments-a-json-list": {"id": "c1", "type": "function",
+                              "function": {"name": "get_weather", "arguments": ["Paris"]}},
     "arguments-a-json-number": {"id": "c2", "type": "function", "function": {"name": "get_weather", "arguments": 42}},
     "arguments-true": {"id": "c3", "type": "function", "function": {"name": "get_weather", "arguments": True}},
     "function-a-string": {"id": "c4", "type": "function", "function": "get_weather"},
@@ -489,7 +490,8 @@ async def test_hostile_tool_calls_from_the_server(shared_server, calls, stream):
     body = completion(None, tool_calls=None)
     body["choices"][0]["message"]["tool_calls"] = calls
     if stream:  # one chunk per call, each call its own index and id (merging split deltas is tested elsewhere)
-        chunks = [stream_chunk({"tool_calls": [{**call, "index": i, "id": f"s{i}"} if isinstance(call, dict) else call]})
+        chunks = [stream_chunk({"tool_calls": [{**call, "index": i, "id": f"s{i}"}
+                                               if isinstance(call, dict) else call]})
                   for i, call in enumerate(calls)]
         shared_server.push(Reply(stream=chunks))
     else:
@@ -513,7 +515,7 @@ async def test_hostile_tool_calls_from_the_server(shared_server, calls, stream):
         assert trace.exit in ("no_requests", "no_responses")
         return
     assert trace.exit == "enriched" and len(out.action_responses) == len(calls)
-    for call, resp in zip(calls, out.action_responses):
+    for call, resp in zip(calls, out.action_responses, strict=True):
         v = valid_call(call)
         if v is None:
             assert resp.is_error
@@ -544,7 +546,8 @@ async def api_turn(server: OpenAIServer, setup: Callable[[Branch], Any]) -> tupl
 
 
 #: (observer, exception, async?); log sinks are sync callables only.
-OBSERVERS = [pytest.param(observer, *p.values, id=f"{observer}-{p.id}") for observer in ("hook", "writeback", "log_sink")
+OBSERVERS = [pytest.param(observer, *p.values, id=f"{observer}-{p.id}")
+             for observer in ("hook", "writeback", "log_sink")
              for p in FAULTY if not (observer == "log_sink" and p.values[1])]
 
 

@@ -243,7 +243,7 @@ async def test_hostile_cli_stdout_runs_only_valid_final_requests(tmp_path_factor
     valid = [r for r in reqs if r.kind == "valid"]
     assert sorted(json.dumps(i, sort_keys=True) for i in rec.invoked) == sorted(
         json.dumps([r.function, r.arguments], sort_keys=True) for r in valid if allowed(r.function, r.arguments))
-    for req, resp in zip(reqs, out.action_responses):
+    for req, resp in zip(reqs, out.action_responses, strict=False):
         if req.kind == "valid" and allowed(req.function, req.arguments):
             assert resp.output == expected_output(req.function, req.arguments)
         elif req.kind != "valid":
@@ -347,7 +347,8 @@ async def test_concurrent_cli_turns_on_one_branch_lose_nothing(tmp_path):
             assert scopes[i].cancelled_caught and i not in results
     by_session = {t.meta["cli"]["session_id"]: t for t in b.traces if t.meta.get("cli", {}).get("session_id")}
     ok = [i for i in range(CLI_CALLS) if cli_kind(i) == "ok"]
-    assert sorted(by_session) == sorted([f"c{i}" for i in ok] + [f"c{i}" for i in range(CLI_CALLS) if cli_kind(i) == "exit_1"])
+    assert sorted(by_session) == sorted(
+        [f"c{i}" for i in ok] + [f"c{i}" for i in range(CLI_CALLS) if cli_kind(i) == "exit_1"])
     assert sorted(a["q"] for _, a in box.args) == sorted(f"c{i}" for i in ok)
     cli = [m for m in b.messages if m.metadata.get("executed_by") == "cli"]
     assert sorted(m.content["arguments"]["command"] for m in cli if m.role == "action_request") == sorted(

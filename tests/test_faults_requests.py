@@ -29,7 +29,16 @@ from lionops import ActionRequestModel, AlcallParams, Branch
 from lionops.act import DENIAL_ERROR
 
 from .helpers import ScriptedMiddle, as_response
-from .strategies import Labeled, Recorder, allowed, deep_json, expected_output, labeled_requests, make_tools, model_result
+from .strategies import (
+    Labeled,
+    Recorder,
+    allowed,
+    deep_json,
+    expected_output,
+    labeled_requests,
+    make_tools,
+    model_result,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -60,7 +69,7 @@ def check_responses(b: Branch, rec: Recorder, reqs: list[Labeled], out: list[Any
     if strategy == "sequential":
         assert rec.invoked == [(r.function, r.arguments) for r in ran]
     assert len(out) == len(reqs)
-    for req, resp in zip(reqs, out):
+    for req, resp in zip(reqs, out, strict=True):
         if req.kind != "valid":
             assert resp.is_error and set(resp.output) == {"error", "type", "message"}, resp
         elif allowed(req.function, req.arguments):

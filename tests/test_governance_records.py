@@ -496,7 +496,7 @@ def test_malformed_trace_actions_are_a_value_error(actions):
     from lionops import Trace
 
     with pytest.raises(ValueError):
-        Trace.from_json('{"transitions": [], "actions": %s}' % actions)
+        Trace.from_json(f'{{"transitions": [], "actions": {actions}}}')
 
 
 @pytest.mark.parametrize("error", STRAY)

@@ -17,7 +17,7 @@ from lionops.endpoints.cli import CLIProcessError
 
 from .cli_support import fake_model
 from .helpers import Answer, ToolBox
-from .otel_support import events, otel, otel_content  # noqa: F401 - fixtures
+from .otel_support import events
 
 pytestmark = pytest.mark.anyio
 

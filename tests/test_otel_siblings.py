@@ -14,7 +14,6 @@ from lionops.act import DENIAL_ERROR
 from lionops.testing import completion, tool_call
 
 from .openai_server import make_model, server  # noqa: F401 - fixtures
-from .otel_support import otel, otel_content  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.anyio
 

@@ -23,7 +23,7 @@ from lionops.testing import Reply, completion, error_body, tool_call
 
 from .helpers import Answer, ToolBox
 from .openai_server import make_model, server  # noqa: F401 - fixtures
-from .otel_support import events, otel, otel_content  # noqa: F401 - fixtures
+from .otel_support import events
 
 pytestmark = pytest.mark.anyio
 
@@ -38,8 +38,8 @@ EXITS: dict[str, tuple[Any, dict[str, Any], list[str], type[BaseException] | Non
     "no_action_param": (completion('{"answer": 1}'), {"response_format": Answer}, [CHAT], None),
     "skip_validation": (completion("free text"), {"response_format": Answer, "skip_validation": True}, [CHAT], None),
     "mismatch_return_value": (completion('{"answer": "high"}'), {"response_format": Answer}, [CHAT], None),
-    "mismatch_return_none": (completion('{"answer": "high"}'), {"response_format": Answer, "handle_validation": "return_none"},
-                             [CHAT], None),
+    "mismatch_return_none": (completion('{"answer": "high"}'),
+                             {"response_format": Answer, "handle_validation": "return_none"}, [CHAT], None),
     "mismatch_raise": (completion('{"answer": "high"}'), {"response_format": Answer, "handle_validation": "raise"},
                        [CHAT], MismatchError),
     "actions_disabled": (TOOL_ANSWER, {"response_format": Answer, "actions": True, "invoke_actions": False},
@@ -88,7 +88,7 @@ async def test_span_tree_per_exit_trigger(server, otel, exit_trigger):
     assert attrs["lionops.caller_model"] == "Answer"
     # every fired transition is an event named by its trigger, with the guards evaluated
     assert [e for e in events(root) if e != "exception"] == trace.triggers
-    for event, record in zip(root.events, trace.transitions):
+    for event, record in zip(root.events, trace.transitions, strict=False):
         assert {k.removeprefix("lionops.guard."): v for k, v in event.attributes.items()
                 if k.startswith("lionops.guard.")} == record.guards
         assert event.attributes["lionops.transition.source"] == record.source

@@ -121,7 +121,8 @@ def test_action_fields_are_never_fuzzy_targets():
 
 @pytest.mark.anyio
 async def test_parse_with_fuzzy_keys_and_unmatched_raise():
-    assert await parse_response('{"firstname": "Ana"}', ParseParam(response_format=Profile)) == Profile(first_name="Ana")
+    assert await parse_response('{"firstname": "Ana"}', ParseParam(response_format=Profile)) == Profile(
+        first_name="Ana")
     pp = ParseParam(response_format=Profile, fuzzy_match_params=FuzzyMatchKeysParams(handle_unmatched="raise"))
     assert await parse_response('{"first_name": "Ana", "zzz": 1}', pp) == {"first_name": "Ana", "zzz": 1}
 

@@ -7,7 +7,7 @@ import json
 import anyio.to_thread
 import pytest
 
-from lionops.cli import main as cli
+from lionops.commands import main as cli
 from lionops.demo import run
 
 pytestmark = pytest.mark.anyio

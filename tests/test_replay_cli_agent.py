@@ -49,7 +49,8 @@ def edit_lines(path: Path, change) -> None:
 async def test_replay_without_a_subprocess_gives_the_same_result_and_trace(agent, tmp_path, monkeypatch):
     path = tmp_path / "run.json"
     box = ToolBox()
-    live = make_branch(fake_model(agent["session"], "--chunk", "7", provider=agent["provider"], model=agent["model"]), box)
+    live = make_branch(
+        fake_model(agent["session"], "--chunk", "7", provider=agent["provider"], model=agent["model"]), box)
     recorded = await record(path, live, **KW)
     assert box.total == 1 and recorded.trace.states == WITH_ACTIONS
 

@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 from lionops import Branch, EndpointConnectionError, EndpointStatusError, EndpointTimeoutError, HookPoint, iModel
-from lionops.cli import main as cli
+from lionops.commands import main as cli
 from lionops.replay import Cassette, CassetteError, CassetteSession, ReplayDivergence, record, replay
 from lionops.replay.redact import MAX_PATTERNS, pattern_problem
 from lionops.testing import OpenAIServer, Reply, completion, error_body, tool_call
@@ -304,7 +304,8 @@ def test_bounded_patterns_pass_and_so_do_the_defaults():
     for ok in (r"tok_\d{6}", r"sk-[A-Za-z0-9]{20,}", r"(?:sk|pk)_live_[0-9a-z]{24}", r"\bAKIA[0-9A-Z]{16}\b",
                r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", *DEFAULT_PATTERNS[:1]):
         assert pattern_problem(ok) is None, ok
-    doc = {"format": "lionops-cassette", "version": 1, "redaction": {"patterns": [f"k{i}_\\d{{4}}" for i in range(MAX_PATTERNS + 1)]}}
+    doc = {"format": "lionops-cassette", "version": 1,
+           "redaction": {"patterns": [f"k{i}_\\d{{4}}" for i in range(MAX_PATTERNS + 1)]}}
     with pytest.raises(CassetteError, match="at most 32"):
         Cassette.loads(json.dumps(doc))
 
@@ -356,7 +357,8 @@ BROKEN: list[tuple[str, Any, str]] = [
     ("deep nesting in the options", lambda d: _op(d)["call"]["options"].update(deep=nested(400)), "levels deep"),
     ("deep nesting in a response body", lambda d: _op(d)["exchanges"][0]["response"].update(body=DEEP),
      "nested"),
-    ("self-referential response schema", lambda d: _op(d)["call"].update(response_format={"name": "Chain", "schema": SELF_REF}),
+    ("self-referential response schema",
+     lambda d: _op(d)["call"].update(response_format={"name": "Chain", "schema": SELF_REF}),
      "refers to itself"),
     ("schema reference to nothing", lambda d: _op(d)["call"].update(
         response_format={"name": "M", "schema": {"type": "object", "properties": {"a": {"$ref": "#/$defs/Gone"}}}}),
@@ -444,8 +446,8 @@ def _good_trace() -> dict[str, Any]:
     return {"format": 1, "machine": "operate", "engine": "compiled", "started_at": 0.0, "initial": "prepare",
             "transitions": [{"trigger": "prepared", "source": "prepare", "dest": "schema",
                              "guards": {"phase_raised": False, "preparation_succeeded": True}},
-                            {"trigger": "failed", "source": "schema", "dest": "raised", "guards": {"phase_raised": True},
-                             "error": "TypeError: x"}],
+                            {"trigger": "failed", "source": "schema", "dest": "raised",
+                             "guards": {"phase_raised": True}, "error": "TypeError: x"}],
             "meta": {}}
 
 
@@ -473,7 +475,8 @@ GARBAGE_TRACES = [
     (_step(1, source="act"), "previous step ended in 'schema'"),
     (_step(0, source="prepare", trigger="requests_found", dest="act"), "not a declared edge"),
     (_step(0, guards={"g": "yes"}), "not a boolean"), (_step(0, at_ns="1"), "'at_ns' is str"),
-    (_step(0, at_ns=True), "'at_ns' is bool"), (_step(0, phase_ns=-1), "negative"), (_step(0, error=5), "'error' is int"),
+    (_step(0, at_ns=True), "'at_ns' is bool"), (_step(0, phase_ns=-1), "negative"),
+    (_step(0, error=5), "'error' is int"),
     (_step(0, trigger=None), "'trigger' is null"),
     (_with(states=["prepare"]), "'states' disagrees"), (_with(exit="enriched"), "'exit' disagrees"),
 ]

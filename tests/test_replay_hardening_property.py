@@ -118,7 +118,9 @@ def mutated(draw: st.DrawFn, doc: dict[str, Any]) -> str:
     if how == "keep":
         return text
     at = draw(st.integers(0, len(text) - 1))
-    return text[:at] if how == "cut" else text[:at] + draw(st.sampled_from(["\x00", "{", "]", '"', "\\"])) + text[at + 1:]
+    if how == "cut":
+        return text[:at]
+    return text[:at] + draw(st.sampled_from(["\x00", "{", "]", '"', "\\"])) + text[at + 1:]
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])

@@ -91,7 +91,8 @@ def test_marker_mode_and_unreplayed_operations(project):
     project.makepyfile(test_app=shorter)
     result = project.runpytest("-k", "test_two")
     result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines(["*ReplayDivergence: operation 1: 1 recorded operation(s) of *test_two.json were not replayed*"])
+    result.stdout.fnmatch_lines(
+        ["*ReplayDivergence: operation 1: 1 recorded operation(s) of *test_two.json were not replayed*"])
 
 
 CLI_TEST_FILE = '''

@@ -165,7 +165,7 @@ def _tool_with(properties: dict[str, Any]) -> dict[str, Any]:
     {"a": {"enum": []}},                   # an empty Literal
 ], ids=["underscore", "dunder", "shadowing", "empty-enum"])
 async def test_a_tool_schema_pydantic_cannot_build_is_a_cassette_error(tmp_path, properties):
-    from lionops.cli import main as cli
+    from lionops.commands import main as cli
     from lionops.replay import CassetteError
 
     from .test_replay_hardening import ANSWER, record_run
@@ -207,7 +207,7 @@ WRONG_TRACES = [
 
 @pytest.mark.parametrize("text, needle", WRONG_TRACES, ids=[n for _, n in WRONG_TRACES])
 def test_a_trace_that_reads_but_cannot_have_run_is_refused(tmp_path, text, needle):
-    from lionops.cli import main as cli
+    from lionops.commands import main as cli
     from lionops.trace import Trace
 
     with pytest.raises(ValueError) as info:
@@ -221,13 +221,12 @@ def test_a_trace_that_reads_but_cannot_have_run_is_refused(tmp_path, text, needl
 @pytest.mark.anyio
 async def test_every_recorded_trace_reads_back(tmp_path):
     """Real traces (each engine, a success and a failure) pass the stricter checks."""
-    from lionops.trace import Trace
-
-    from .test_replay_hardening import ANSWER, make_branch
-    from .helpers import ToolBox
-
     from lionops import EndpointAuthError
     from lionops.testing import Reply, error_body
+    from lionops.trace import Trace
+
+    from .helpers import ToolBox
+    from .test_replay_hardening import ANSWER, make_branch
 
     unauthorized = Reply(error_body("Incorrect API key provided"), status=401)
     with OpenAIServer([ANSWER, ANSWER, unauthorized, unauthorized]) as server:

@@ -65,7 +65,8 @@ def test_a_rebuilt_model_gets_its_schema_anew():
 async def test_every_call_sends_the_same_schema_and_a_call_without_tools_sends_none(server, model):
     """The options mapping is each call's own: tools sent natively once are not sent again."""
     branch = Branch(chat_model=model, tools=[add])
-    server.push(completion(json.dumps({"city": "Lisbon", "temp_c": 21}), tool_calls=[tool_call("add", {"x": 1, "y": 2})]))
+    server.push(completion(json.dumps({"city": "Lisbon", "temp_c": 21}),
+                           tool_calls=[tool_call("add", {"x": 1, "y": 2})]))
     first = await branch.operate(instruction="a", response_format=Forecast, actions=True, native_tools=True)
     server.push(completion(json.dumps({"city": "Lisbon", "temp_c": 21})))
     second = await branch.operate(instruction="b", response_format=Forecast)

@@ -45,7 +45,8 @@ def test_approved_denied_and_timed_out_calls_are_recorded(tmp_path, monkeypatch)
 
         async def main():
             client = await Client.connect(address, plugins=[app.PLUGIN])
-            async with Worker(client, task_queue=queue, workflows=WORKFLOWS, max_concurrent_workflow_tasks=app.WORKFLOW_TASKS):
+            async with Worker(client, task_queue=queue, workflows=WORKFLOWS,
+                              max_concurrent_workflow_tasks=app.WORKFLOW_TASKS):
                 handle = await client.start_workflow(
                     CaseWorkflow.run, "approve_three", id=f"{queue}-wf", task_queue=queue)
                 pending: list = []

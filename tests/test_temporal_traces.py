@@ -70,10 +70,11 @@ def durable_records(model_server) -> dict[str, dict[str, Any]]:
 
     async def main() -> dict[str, dict[str, Any]]:
         client = await Client.connect(address, plugins=[app.PLUGIN])
-        async with Worker(client, task_queue=queue, workflows=WORKFLOWS, max_concurrent_workflow_tasks=app.WORKFLOW_TASKS):
+        async with Worker(client, task_queue=queue, workflows=WORKFLOWS,
+                          max_concurrent_workflow_tasks=app.WORKFLOW_TASKS):
             runs = [client.execute_workflow(CaseWorkflow.run, case, id=f"{queue}-{case}", task_queue=queue)
                     for case in EXITS]
-            return dict(zip(EXITS, await asyncio.gather(*runs)))
+            return dict(zip(EXITS, await asyncio.gather(*runs), strict=True))
 
     return asyncio.run(main())
 

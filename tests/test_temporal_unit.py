@@ -47,14 +47,17 @@ def test_codec_round_trips_classes_models_bytes_and_results():
     assert isinstance(raw, RawOutput) and (raw, raw.reason, raw.detail) == ("cut", "length", "d")
     assert decode_result(encode_result(None)) is None
     assert decode_result(encode_result({"a": [1]})) == {"a": [1]}
-    assert decode_result(encode_result(app.Answer(answer="x", confidence=0.5))) == app.Answer(answer="x", confidence=0.5)
+    assert decode_result(encode_result(app.Answer(answer="x", confidence=0.5))) == app.Answer(
+        answer="x", confidence=0.5)
 
 
 def test_payload_converter_carries_trace_and_traced():
     from lionops.temporal import data_converter
     from lionops.trace import Trace, Traced, TransitionRecord
 
-    trace = Trace(started_at=12.5, transitions=[TransitionRecord("prepared", "prepare", "schema", {"phase_raised": False, "preparation_succeeded": True}, 3, 2)],
+    trace = Trace(started_at=12.5,
+                  transitions=[TransitionRecord("prepared", "prepare", "schema",
+                                                {"phase_raised": False, "preparation_succeeded": True}, 3, 2)],
                   meta={"middle": "communicate"})
     conv = data_converter.payload_converter
     [payload] = conv.to_payloads([Traced(app.Answer(answer="x", confidence=0.5), trace)])

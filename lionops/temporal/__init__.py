@@ -5,11 +5,16 @@ on asyncio only: workflows, workers and the client helpers here need an
 asyncio event loop (the rest of lionops also runs on trio).
 """
 
-from .approval import Decision, ApprovalRecord, HumanApproval, approve, deny, pending_approvals
+from .approval import ApprovalRecord, Decision, HumanApproval, approve, deny, pending_approvals
 from .branch import ActivityConfig, DurableBranch, WorkflowClock, idempotency_key
 from .client import run_operations
 from .errors import (
-    ApprovalError, DurableArgumentError, DurableError, DurableOperationError, NotInWorkflowError, RemoteError,
+    ApprovalError,
+    DurableArgumentError,
+    DurableError,
+    DurableOperationError,
+    NotInWorkflowError,
+    RemoteError,
 )
 from .plugin import LionopsPayloadConverter, LionopsPlugin, OperateWorkflow, data_converter
 

@@ -12,7 +12,6 @@ on the tool call's ``action_request``/``action_response`` messages
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -102,7 +101,7 @@ class HumanApproval:
         try:
             await workflow.wait_condition(lambda: call_id in state.decisions, timeout=self.timeout_s)
             decision: Decision | None = state.decisions[call_id]
-        except asyncio.TimeoutError:
+        except TimeoutError:
             decision = None
         finally:
             state.pending.pop(call_id, None)

@@ -38,7 +38,15 @@ from ..messages import EventLog, LogEntry, MessageLog, to_jsonable
 from ..tools import TOOL_RUNNER, ActionManager, Tool, ToolArgumentsError, ToolInvocation
 from ..trace import Traced, _meta
 from ._codec import WORKER_OWNED, decode_kwargs, decode_result, encode_kwargs, encode_result, restore_messages
-from .approval import DECIDE_SIGNAL, DECIDE_UPDATE, PENDING_QUERY, ApprovalRecord, Decision, HumanApproval, check_decision
+from .approval import (
+    DECIDE_SIGNAL,
+    DECIDE_UPDATE,
+    PENDING_QUERY,
+    ApprovalRecord,
+    Decision,
+    HumanApproval,
+    check_decision,
+)
 from .errors import DurableArgumentError, DurableError, NotInWorkflowError, remote_error
 
 __all__ = ["DurableBranch", "ActivityConfig", "WorkflowClock", "idempotency_key", "MODEL_ACTIVITY", "TOOL_ACTIVITY"]
@@ -106,10 +114,10 @@ class WorkflowClock(Clock):
     def monotonic(self) -> float:
         return workflow.time()
 
-    def time(self) -> float:  # type: ignore[override]
+    def time(self) -> float:
         return workflow.now().timestamp()
 
-    def perf_counter_ns(self) -> int:  # type: ignore[override]
+    def perf_counter_ns(self) -> int:
         return int(workflow.time() * 1_000_000_000)
 
 
@@ -168,7 +176,9 @@ def _run_state() -> _RunState:
         try:
             instance._lionops_state = state
         except AttributeError as exc:
-            raise DurableError(f"{type(instance).__name__} must allow attributes (no __slots__) to hold lionops state") from exc
+            raise DurableError(
+                f"{type(instance).__name__} must allow attributes (no __slots__) to hold lionops state"
+            ) from exc
         _install_handlers(state)
     return state
 
@@ -200,7 +210,8 @@ def _from_activity(exc: ActivityError) -> BaseException:
     if isinstance(cause, ApplicationError):
         return remote_error(cause.type, cause.message)
     if isinstance(cause, TemporalTimeoutError):
-        return remote_error("TimeoutError", f"activity {exc.activity_type} timed out ({cause.type.name if cause.type else 'timeout'})")
+        kind = cause.type.name if cause.type else "timeout"
+        return remote_error("TimeoutError", f"activity {exc.activity_type} timed out ({kind})")
     return exc
 
 

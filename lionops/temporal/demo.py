@@ -147,7 +147,9 @@ def main() -> int:
 
         async def start() -> Any:
             client = await Client.connect(dev.address, plugins=[plugin])
-            return await client.start_workflow(OrderWorkflow.run, "teapot", id=f"order-{os.getpid()}", task_queue="store")
+            return await client.start_workflow(
+                OrderWorkflow.run, "teapot", id=f"order-{os.getpid()}", task_queue="store"
+            )
 
         handle = asyncio.run(start())
         print(f"workflow {handle.id} started")
@@ -179,18 +181,22 @@ def main() -> int:
         ran = Counter(e["kind"] for e in _effects(log))
         where = {k: sorted({names.get(e["pid"], "?") for e in _effects(log) if e["kind"] == k}) for k in ran}
         keys = {e["key"] for e in _effects(log) if e["kind"].startswith("charge")}
-        print("\nworkflow completed; trace:", " -> ".join([record["trace"]["initial"]] + [
-            t["dest"] for t in record["trace"]["transitions"]]), f"(exit {record['trace']['transitions'][-1]['trigger']})")
+        trace = record["trace"]
+        path = " -> ".join([trace["initial"]] + [t["dest"] for t in trace["transitions"]])
+        print("\nworkflow completed; trace:", path, f"(exit {trace['transitions'][-1]['trigger']})")
         print("\nwhat ran how many times:")
         rows = [("model call", len(model.chat_requests), "")]
         rows += [(k, n, "on worker " + "+".join(where[k])) for k, n in ran.items()]
         for name, n, note in rows:
             print(f"  {name:<18} {n}  {note}")
         print(f"  charge idempotency keys: {len(keys)} (the same on both attempts: {sorted(keys)[0]})")
-        print(f"\nhistory replayed under temporalio's Replayer: {'no nondeterminism error' if replay.replay_failure is None else replay.replay_failure}")
+        failure = replay.replay_failure
+        verdict = "no nondeterminism error" if failure is None else failure
+        print(f"\nhistory replayed under temporalio's Replayer: {verdict}")
         expected = {"lookup": 1, "charge started": 2, "charge completed": 1, "ship": 1}
-        ok = dict(ran) == expected and len(model.chat_requests) == 1 and len(keys) == 1 and replay.replay_failure is None
-        print("OK: the model once, lookup once, charge at-least-once with one key, ship once" if ok else "UNEXPECTED counts")
+        ok = dict(ran) == expected and len(model.chat_requests) == 1 and len(keys) == 1 and failure is None
+        good = "OK: the model once, lookup once, charge at-least-once with one key, ship once"
+        print(good if ok else "UNEXPECTED counts")
         return 0 if ok else 1
 
 

