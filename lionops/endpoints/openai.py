@@ -57,6 +57,7 @@ from .. import clock
 from .._names import near_miss
 from .._frozen import freeze
 from ..adapters.common import per_request_model, request_model_of, request_schema
+from ..runtime import current_runtime
 from ..trace import current_meta
 from ..errors import (
     ConfigurationError,
@@ -79,7 +80,6 @@ __all__ = [
     "strict_json_schema",
     "StreamAccumulator",
     "StructuredMode",
-    "HTTP_TRANSPORT",
     "DEFAULT_DEADLINE",
     "call_deadline",
     "scrubbed_preview",
@@ -193,9 +193,6 @@ def call_deadline(seconds: float) -> Iterator[float]:
 #: The default cap on a response body, counted after decompression.
 DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 
-#: Record/replay seam: an httpx transport that carries the requests made in
-#: this context instead of the network (``lionops.replay``); ``None`` normally.
-HTTP_TRANSPORT: ContextVar[httpx.AsyncBaseTransport | None] = ContextVar("lionops_http_transport", default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -575,10 +572,11 @@ class ChatCompletionsEndpoint:
 
         A client cannot move between event loops; one made in a loop that has
         since ended is dropped and a new one made for the current loop. While
-        :data:`HTTP_TRANSPORT` is set, a light client over that transport is
-        used instead and the cached one is left alone.
+        the runtime has an ``http_transport`` (:func:`lionops.runtime.use_runtime`),
+        a light client over that transport is used instead and the cached one
+        is left alone.
         """
-        override = HTTP_TRANSPORT.get()
+        override = current_runtime().http_transport
         if override is not None:  # owned by whoever set it; the client holds no sockets
             return httpx.AsyncClient(transport=override, timeout=httpx.Timeout(self.timeout), trust_env=False)
         token = anyio.lowlevel.current_token()

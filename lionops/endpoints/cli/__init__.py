@@ -34,7 +34,8 @@ is terminated (SIGTERM, then SIGKILL after ``kill_grace`` seconds) and the
 child is reaped before :meth:`CLIEndpoint.run` returns or raises.
 
 Steps 1 and 3 (the process) are :meth:`CLIEndpoint.spawn`. When
-:data:`CLI_TRANSPORT` is set, :meth:`CLIEndpoint.run` calls it instead:
+the runtime has a ``cli_transport`` (:func:`lionops.runtime.use_runtime`),
+:meth:`CLIEndpoint.run` calls it instead:
 record and replay (:mod:`lionops.replay`) capture a run there, or serve a
 recorded one with no subprocess; the decoding, collecting, sink and error
 checks of step 2 and 4 run the same either way.
@@ -52,7 +53,7 @@ from .codex import CODEX_KEY_ENV, CodexEndpoint, CodexStreamCollector
 from .collect import _failure_message  # noqa: F401 - for the decoder tests
 from .decode import LineDecoder
 from .gemini import GEMINI_SETTINGS, GeminiEndpoint, GeminiStreamCollector
-from .process import CLI_TRANSPORT, OFFLOAD_BYTES, CLIEndpoint, CLIExit, CLIStdout, CLITransport
+from .process import OFFLOAD_BYTES, CLIEndpoint, CLIExit, CLIStdout, CLITransport
 from .records import (CUT_OFF_STOP_REASONS, REDACTED, CLIError, CLIProcessError, CLIResultError, CLIRun,
                       CLIStreamError, CLITimeoutError, CLIToolEvent)
 
@@ -77,7 +78,6 @@ __all__ = [
     "CLIStdout",
     "CLIExit",
     "CLITransport",
-    "CLI_TRANSPORT",
     "CODEX_KEY_ENV",
     "GEMINI_SETTINGS",
     "OFFLOAD_BYTES",

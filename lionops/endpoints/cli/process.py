@@ -8,7 +8,6 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -17,6 +16,7 @@ import anyio.abc
 import anyio.to_thread
 
 from ...errors import ConfigurationError
+from ...runtime import current_runtime
 from .argv import argv_secrets, embedded_secrets
 from .collect import _Collector
 from .decode import LineDecoder
@@ -160,9 +160,6 @@ class CLIExit:
 #: ``await transport(endpoint, argv, stdin, stdout) -> CLIExit``: one CLI run.
 CLITransport = Callable[["CLIEndpoint", list[str], str, CLIStdout], Awaitable[CLIExit]]
 
-#: When set, :meth:`CLIEndpoint.run` hands the run to this transport instead
-#: of :meth:`CLIEndpoint.spawn` (record and replay install theirs here).
-CLI_TRANSPORT: ContextVar[CLITransport | None] = ContextVar("lionops_cli_transport", default=None)
 
 
 class CLIEndpoint:
@@ -369,7 +366,7 @@ class CLIEndpoint:
         system = system if system is not None else self.system
         argv = self.argv(options, system)
         stdout = CLIStdout(decoder, collector, sink)
-        transport = CLI_TRANSPORT.get()
+        transport = current_runtime().cli_transport
         stdin = self.stdin_text(prompt, system)
         if transport is None:
             done = await self.spawn(argv, stdin, stdout)
