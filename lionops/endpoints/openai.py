@@ -46,7 +46,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio.lowlevel
 import httpx
@@ -54,6 +54,7 @@ from pydantic import SecretStr
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from .. import clock
+from .._secrets import replace_secrets, scrub_url, url_query_secrets
 from .._names import near_miss
 from .._frozen import freeze
 from ..adapters.common import per_request_model, request_model_of, request_schema
@@ -338,16 +339,6 @@ def _default_ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def _url_secrets(url: SecretStr) -> list[SecretStr]:
-    """The parts of ``url`` that may be credentials: the query, and each query
-    value both as written (percent-encoded) and decoded."""
-    query = urlsplit(url.get_secret_value()).query
-    found = [query]
-    found += [value for _, value in parse_qsl(query)]
-    found += [pair.partition("=")[2] for pair in query.split("&")]
-    return [SecretStr(v) for v in found if v]
-
-
 def scrubbed_preview(text: str, scrub: Any, longest: int, limit: int = _BODY_PREVIEW) -> str:
     """The first ``limit`` characters of ``scrub(text)``: scrubbed before the
     cut, so a secret that straddles the cut is removed whole, never shown in part.
@@ -363,15 +354,6 @@ def scrubbed_preview(text: str, scrub: Any, longest: int, limit: int = _BODY_PRE
         if window >= len(text) or len(clean) >= limit + longest:
             return clean[:limit]
         window *= 4
-
-
-def _public_url(url: str) -> str:
-    """``url`` without user info, query or fragment (they may hold credentials)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 class ChatCompletionsEndpoint:
@@ -500,7 +482,7 @@ class ChatCompletionsEndpoint:
             )
         # The query may carry credentials (``?api-key=``): only the public form is shown.
         self._base_url = SecretStr(full_url)
-        self.base_url = _public_url(full_url)
+        self.base_url = scrub_url(full_url)
         if self.base_url != full_url:
             _SHOWN_URLS[str(httpx.URL(self._request_url()))] = self.url
         if isinstance(api_key, str):  # a key read from a file often ends in a newline
@@ -536,7 +518,7 @@ class ChatCompletionsEndpoint:
         another goes whole): as given, stripped, escaped as in a ``repr``
         (the HTTP library quotes a header it refuses), and the credential of
         an ``<scheme> <credential>`` header value (a server may echo only it)."""
-        found = [self._api_key, *self._extra_headers.values(), *_url_secrets(self._base_url)]
+        found = [self._api_key, *self._extra_headers.values(), *map(SecretStr, url_query_secrets(self._base_url.get_secret_value()))]
         forms: set[str] = set()
         for secret in found:
             value = secret.get_secret_value() if secret is not None else ""
@@ -547,9 +529,7 @@ class ChatCompletionsEndpoint:
     def scrub(self, text: str) -> str:
         """``text`` with the API key, extra header values and the base URL's
         query values replaced by ``***``."""
-        for value in self._secrets():
-            text = text.replace(value, "***")
-        return text
+        return replace_secrets(text, self._secrets())
 
     def preview(self, text: str) -> str:
         """At most 300 characters of ``text``, secrets removed before the cut."""

@@ -15,13 +15,13 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from ..._secrets import MARK, replace_secrets, secret_variables
 from ...errors import ConfigurationError
 from ...runtime import current_runtime
 from .argv import argv_secrets, embedded_secrets
 from .collect import _Collector
 from .decode import LineDecoder
 from .records import (
-    _SECRET_NAME,
     REDACTED,
     CLIError,
     CLIProcessError,
@@ -304,7 +304,7 @@ class CLIEndpoint:
     def secrets(self, argv: Sequence[str] = ()) -> list[str]:
         """Secret values of ``env`` (secret-named variables, and credentials
         written inside any value), ``args`` and ``argv``, longest first."""
-        found = [v for k, v in self.env.items() if v and _SECRET_NAME.search(k)]
+        found = secret_variables(self.env)
         # A credential inside another variable's value (``EXTRA_HEADERS="Authorization: Bearer V"``).
         found += [s for v in self.env.values() for s in embedded_secrets(v)]
         found += argv_secrets(self.args) + argv_secrets(argv)
@@ -312,13 +312,11 @@ class CLIEndpoint:
 
     def redact(self, text: str, mark: str = REDACTED, argv: Sequence[str] = ()) -> str:
         """``text`` with the secrets of ``env``, ``args`` and ``argv`` replaced by ``mark``."""
-        for value in self.secrets(argv):
-            text = text.replace(value, mark)
-        return text
+        return replace_secrets(text, self.secrets(argv), mark)
 
     def scrub(self, text: str) -> str:
         """``text`` with secret ``env`` values replaced by ``***`` (the mark of cassettes)."""
-        return self.redact(text, "***")
+        return self.redact(text, MARK)
 
     def _environ(self) -> dict[str, str]:
         env = dict(os.environ) if self.inherit_env else {}

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..._secrets import TEXT_MARK
 from ...errors import (  # noqa: F401 - re-exported: the CLI errors are defined in lionops.errors
     CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError)
 
-#: Environment variable names whose values are redacted from errors and logs.
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
-#: Redaction marker.
-REDACTED = "[redacted]"
+#: What a secret is replaced with in CLI error text.
+REDACTED = TEXT_MARK
 
 #: Stop reasons that mean the answer was cut off at a token limit.
 CUT_OFF_STOP_REASONS = frozenset({"max_tokens", "max_output_tokens", "model_context_window_exceeded"})
