@@ -28,7 +28,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 __all__ = [
     "MARK", "TEXT_MARK", "MIN_SECRET", "is_secret_name", "is_secret_variable", "secret_variables",
-    "replace_secrets", "redact_header", "scrub_url", "url_query_secrets",
+    "replace_secrets", "redact_header", "scrub_url", "url_query_secrets", "scrubbed_preview",
 ]
 
 #: What a secret is replaced with in URLs, headers, cassettes and HTTP endpoint messages.
@@ -103,3 +103,20 @@ def url_query_secrets(url: str) -> list[str]:
     found += [value for _, value in parse_qsl(text)]
     found += [pair.partition("=")[2] for pair in text.split("&")]
     return [v for v in found if v]
+
+
+def scrubbed_preview(text: str, scrub: Callable[[str], str], longest: int, limit: int = 300) -> str:
+    """The first ``limit`` characters of ``scrub(text)``: scrubbed before the
+    cut, so a secret that straddles the cut is removed whole, never shown in part.
+
+    ``longest`` is the length of the longest secret. Only a prefix of ``text``
+    is scrubbed, one whose scrubbed form is ``longest`` characters longer than
+    the preview: a secret cut by the end of that prefix can then only sit in
+    those extra characters, never in the preview.
+    """
+    window = 2 * (limit + longest)
+    while True:
+        clean = scrub(text[:window])
+        if window >= len(text) or len(clean) >= limit + longest:
+            return clean[:limit]
+        window *= 4

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from lionops import Branch, iModel, run_and_collect
-from lionops.adapters.common import begin_turn, finish_turn
+from lionops.middles.common import begin_turn, finish_turn
 from lionops.endpoints.cli import (
     CLIProcessError,
     CLIResultError,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lionops import Branch
-from lionops.adapters.cli import ends_inside_json
+from lionops.middles.cli import ends_inside_json
 from lionops.errors import TruncatedOutputError
 from lionops.models import RawOutput
 

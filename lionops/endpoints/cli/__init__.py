@@ -11,7 +11,8 @@ The package is split by concern: :mod:`.records` (run record and errors),
 collectors share), :mod:`.process` (the subprocess: the only IO),
 :mod:`.argv` (secrets in a command line), and one module per agent
 (:mod:`.claude`, :mod:`.codex`, :mod:`.gemini`: its collector and endpoint).
-Every public name is importable from here.
+Every public name is importable from here; the process and agent modules
+load when one of their names is first used.
 
 One run (:meth:`CLIEndpoint.run`):
 
@@ -47,15 +48,44 @@ MCP items, Gemini ``tool_use``/``tool_result``) are reported as
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ...errors import CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError
 from .argv import argv_secrets
-from .claude import ClaudeCodeEndpoint, ClaudeStreamCollector
-from .codex import CODEX_KEY_ENV, CodexEndpoint, CodexStreamCollector
 from .collect import _failure_message  # noqa: F401 - for the decoder tests
 from .decode import LineDecoder
-from .gemini import GEMINI_SETTINGS, GeminiEndpoint, GeminiStreamCollector
-from .process import OFFLOAD_BYTES, CLIEndpoint, CLIExit, CLIStdout, CLITransport
-from .records import (CUT_OFF_STOP_REASONS, REDACTED, CLIError, CLIProcessError, CLIResultError, CLIRun,
-                      CLIStreamError, CLITimeoutError, CLIToolEvent)
+from .records import CUT_OFF_STOP_REASONS, REDACTED, CLIRun, CLIToolEvent
+
+if TYPE_CHECKING:
+    from .claude import ClaudeCodeEndpoint, ClaudeStreamCollector
+    from .codex import CODEX_KEY_ENV, CodexEndpoint, CodexStreamCollector
+    from .gemini import GEMINI_SETTINGS, GeminiEndpoint, GeminiStreamCollector
+    from .process import OFFLOAD_BYTES, CLIEndpoint, CLIExit, CLIStdout, CLITransport
+
+#: Names of the modules that start processes, loaded on first use (so that
+#: ``import lionops`` loads no subprocess machinery): name -> module.
+_LAZY = {
+    "CLIEndpoint": "process", "CLIExit": "process", "CLIStdout": "process", "CLITransport": "process",
+    "OFFLOAD_BYTES": "process",
+    "ClaudeCodeEndpoint": "claude", "ClaudeStreamCollector": "claude",
+    "CodexEndpoint": "codex", "CodexStreamCollector": "codex", "CODEX_KEY_ENV": "codex",
+    "GeminiEndpoint": "gemini", "GeminiStreamCollector": "gemini", "GEMINI_SETTINGS": "gemini",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "CLIEndpoint",

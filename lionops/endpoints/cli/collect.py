@@ -7,6 +7,7 @@ from typing import Any
 
 from .records import CLIRun, CLIToolEvent
 
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 

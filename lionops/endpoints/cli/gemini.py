@@ -11,6 +11,7 @@ from .collect import _Collector, _distinct, _failure_message, _int, _usage
 from .process import CLIEndpoint
 from .records import CLIRun, CLIToolEvent
 
+
 class GeminiStreamCollector(_Collector):
     """Gemini CLI ``-o stream-json`` events.
 

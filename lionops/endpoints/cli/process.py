@@ -32,6 +32,7 @@ from .records import (
     CLIToolEvent,
 )
 
+
 class _Tail:
     """The last ``limit`` bytes written to it."""
 

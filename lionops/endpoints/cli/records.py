@@ -6,8 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._secrets import TEXT_MARK
-from ...errors import (  # noqa: F401 - re-exported: the CLI errors are defined in lionops.errors
-    CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError)
+from ...errors import CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError  # noqa: F401 - re-exported: the CLI errors are defined in lionops.errors
 
 #: What a secret is replaced with in CLI error text.
 REDACTED = TEXT_MARK

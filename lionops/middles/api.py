@@ -50,6 +50,7 @@ from ..operative import request_type_of
 from ..parse import ends_inside_json, extract_json, parse_response, split_reasoning
 from ..trace import annotate
 from .common import begin_turn, finish_turn, record_assistant
+from .shaping import structured_options
 
 __all__ = ["communicate", "provider_messages", "native_requests", "usage_note", "caller_model"]
 
@@ -342,8 +343,8 @@ async def communicate(
     fmt = getattr(chat_param, "response_format", None)
     options: dict[str, Any] = {}
     schema_in_prompt = False
-    if fmt is not None and hasattr(endpoint, "structured_options"):
-        options, schema_in_prompt = endpoint.structured_options(fmt)
+    if fmt is not None and hasattr(endpoint, "structured_output"):
+        options, schema_in_prompt = structured_options(endpoint, fmt)
     invocation = dict(getattr(chat_param, "imodel_kw", None) or {})
     opt_in = invocation.pop("native_tools", None)
     tool_schemas = getattr(chat_param, "tool_schemas", None)

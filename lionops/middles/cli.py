@@ -1,10 +1,10 @@
 """``run_and_collect``: the CLI Middle (ADR-0022 D1/D3).
 
 One turn through a CLI agent subprocess (:mod:`lionops.endpoints.cli`),
-finished exactly like the API path: :func:`~lionops.adapters.common.begin_turn`
+finished exactly like the API path: :func:`~lionops.middles.common.begin_turn`
 records the user turn (with the tool schemas and the request JSON schema in
 the prompt, since a CLI agent has no structured-output channel), and
-:func:`~lionops.adapters.common.finish_turn` records the assistant message
+:func:`~lionops.middles.common.finish_turn` records the assistant message
 and runs the inner parse.
 
 The CLI's own tool calls are recorded as ``action_request`` /
@@ -35,14 +35,13 @@ from typing import Any
 import anyio.to_thread
 
 from .. import observe
-from ..endpoints.cli import CUT_OFF_STOP_REASONS, CLIError, CLIRun, CLIToolEvent
-from ..errors import ConfigurationError
-from ..params import RunParam
+from ..endpoints.cli.records import CUT_OFF_STOP_REASONS, CLIRun, CLIToolEvent
+from ..errors import CLIError, ConfigurationError
 from ..models import RawOutput
+from ..params import RunParam
 from ..parse import ends_inside_json, split_reasoning
 from ..trace import annotate
 from .common import begin_turn, finish_turn, record_assistant
-
 
 
 def _cut_detail(endpoint: Any, run: CLIRun) -> str | None:
