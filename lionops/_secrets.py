@@ -90,7 +90,8 @@ def scrub_url(url: str, query: Callable[[str], str] | None = None) -> str:
         host = f"{host}:{parts.port}"
     kept = ""
     if query is not None:
-        pairs = [(k, MARK if is_secret_name(k) else query(v)) for k, v in parse_qsl(parts.query, keep_blank_values=True)]
+        pairs = [(k, MARK if is_secret_name(k) else query(v))
+                 for k, v in parse_qsl(parts.query, keep_blank_values=True)]
         kept = urlencode(pairs, safe="*")
     return urlunsplit((parts.scheme, host, parts.path, kept, ""))
 

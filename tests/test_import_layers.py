@@ -13,7 +13,8 @@ PACKAGE = pathlib.Path(lionops.__file__).parent
 
 
 def test_import_lionops_loads_no_subprocess_machinery():
-    code = "import sys, lionops; print(sorted(m for m in ('subprocess', 'lionops.endpoints.cli.process') if m in sys.modules))"
+    names = "('subprocess', 'lionops.endpoints.cli.process')"
+    code = f"import sys, lionops; print(sorted(m for m in {names} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]"
 

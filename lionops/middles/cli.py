@@ -123,7 +123,7 @@ def _recorder(branch: Any, provider: str) -> Any:
     def record(event: CLIToolEvent) -> None:
         if observe.observers:  # instrumentation seam
             observe.note("cli_tool", event=event)
-        meta = {"executed_by": "cli", "provider": provider, "call_id": event.call_id}
+        meta: dict[str, Any] = {"executed_by": "cli", "provider": provider, "call_id": event.call_id}
         if event.parent is not None:
             meta["parent_call_id"] = event.parent
         if event.kind == "request":
@@ -192,7 +192,6 @@ async def run_and_collect(
     run_param = chat_param if isinstance(chat_param, RunParam) else None
     stream: StreamFile | None = None
     snapshot: Path | None = None
-    run: CLIRun | None = None
     failure: CLIError | None = None
     if run_param is not None and run_param.snapshot_dir is not None:
         snapshot = Path(run_param.snapshot_dir) / f"{branch.id}.json"
@@ -200,7 +199,7 @@ async def run_and_collect(
         stream = StreamFile.open(run_param.persist_dir, _run_id(branch))
     try:
         try:
-            run = await endpoint.run(
+            run: CLIRun = await endpoint.run(
                 user.content,
                 system=_system_text(branch),
                 options=dict(getattr(chat_param, "imodel_kw", None) or {}),

@@ -29,7 +29,8 @@ def render_instruction(instruction: Any, chat_param: Any, *, schema_in_prompt: b
     if instruction is not None:
         parts.append(instruction if isinstance(instruction, str) else json.dumps(to_jsonable(instruction)))
     if chat_param is not None and chat_param.guidance is not None:
-        parts.append(f"Guidance: {chat_param.guidance if isinstance(chat_param.guidance, str) else json.dumps(to_jsonable(chat_param.guidance))}")
+        guidance = chat_param.guidance
+        parts.append(f"Guidance: {guidance if isinstance(guidance, str) else json.dumps(to_jsonable(guidance))}")
     if chat_param is not None and chat_param.context is not None:
         parts.append(f"Context: {json.dumps(to_jsonable(chat_param.context))}")
     if (schema_in_prompt if tools_in_prompt is None else tools_in_prompt) and chat_param is not None:
@@ -70,15 +71,18 @@ def begin_turn(branch: Any, instruction: Any, chat_param: Any, clear_messages: b
         branch.clear_messages()
     content = render_instruction(instruction, chat_param, schema_in_prompt=schema_in_prompt,
                                  tools_in_prompt=tools_in_prompt)
-    return branch.messages.add(
+    message: Message = branch.messages.add(
         "user", content,
         sender=getattr(chat_param, "sender", None), recipient=getattr(chat_param, "recipient", None),
     )
+    return message
 
 
 def record_assistant(branch: Any, text: str | None, metadata: dict[str, Any] | None = None) -> Message:
     """Record the assistant response (``metadata``: usage, latency, tool calls, ...)."""
-    return branch.messages.add("assistant", text, sender=None, recipient=branch.id, metadata=dict(metadata or {}))
+    message: Message = branch.messages.add("assistant", text, sender=None, recipient=branch.id,
+                                           metadata=dict(metadata or {}))
+    return message
 
 
 async def finish_turn(branch: Any, text: str | None, parse_param: Any, skip_validation: bool,

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import os
 import re
-import re._constants as _sre
-import re._parser as _sre_parse
+import re._constants as _sre  # type: ignore[import-not-found]  # typeshed has no stubs for re's private parser
+import re._parser as _sre_parse  # type: ignore[import-not-found]  # (the same)
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any

@@ -242,7 +242,7 @@ class OpenAIServer:
         if self._httpd is None:
             raise RuntimeError("server not started")
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     @property
     def base_url(self) -> str:
@@ -290,7 +290,8 @@ class OpenAIServer:
 def load_recording(path: str | Path) -> dict[str, Any]:
     """A recorded conversation: ``{"description", "exchanges": [{"request": {...},
     "response": {"status", "headers", "body"}}]}`` (requests redacted)."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+    return data
 
 
 def _shape(body: Any) -> dict[str, Any]:
@@ -321,9 +322,11 @@ def replay(recording: dict[str, Any]) -> Callable[[RecordedRequest], Reply]:
             exchange = exchanges.pop(0)
         want, got = _shape(exchange["request"].get("body")), _shape(request.body)
         if want != got:
-            return Reply(error_body(f"recording: request differs from the recorded one: want {want}, got {got}"), status=400)
+            return Reply(error_body(f"recording: request differs from the recorded one: want {want}, got {got}"),
+                         status=400)
         response = exchange["response"]
-        return Reply(response.get("body"), status=response.get("status", 200), headers=dict(response.get("headers") or {}))
+        return Reply(response.get("body"), status=response.get("status", 200),
+                     headers=dict(response.get("headers") or {}))
 
     return reply
 

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from .collect import _Collector, _distinct, _failure_message, _int, _usage
+from .collect import _Collector, _distinct, _failure_message, _int, _object, _usage
 from .process import CLIEndpoint
 from .records import CLIRun, CLIToolEvent
 
@@ -53,7 +53,7 @@ class GeminiStreamCollector(_Collector):
                 self._text(("message", self._message), event["content"])
         elif kind == "tool_use":
             call_id = event.get("tool_id")
-            args = event.get("parameters") if isinstance(event.get("parameters"), dict) else {}
+            args = _object(event.get("parameters"))
             self._names[str(call_id)] = (event.get("tool_name"), args)
             self._tool(CLIToolEvent("request", call_id, event.get("tool_name"), args))
             self._message += 1
@@ -83,7 +83,7 @@ class GeminiStreamCollector(_Collector):
         run.finished = True
         status = event.get("status")
         run.subtype = status if isinstance(status, str) else None
-        stats = event.get("stats") if isinstance(event.get("stats"), dict) else {}
+        stats = _object(event.get("stats"))
         run.usage = _usage(stats, self._USAGE)
         tool_calls = _int(stats.get("tool_calls"))
         if tool_calls is not None:

@@ -16,21 +16,12 @@ import anyio.abc
 import anyio.to_thread
 
 from ..._secrets import MARK, replace_secrets, secret_variables
-from ...errors import ConfigurationError
+from ...errors import CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError, ConfigurationError
 from ...runtime import current_runtime
 from .argv import argv_secrets, embedded_secrets
 from .collect import _Collector
 from .decode import LineDecoder
-from .records import (
-    REDACTED,
-    CLIError,
-    CLIProcessError,
-    CLIResultError,
-    CLIRun,
-    CLIStreamError,
-    CLITimeoutError,
-    CLIToolEvent,
-)
+from .records import REDACTED, CLIRun, CLIToolEvent
 
 
 class _Tail:
@@ -513,7 +504,8 @@ class CLIEndpoint:
     def _check(self, run: CLIRun, timed_out: bool, argv: Sequence[str] = ()) -> None:
         name = self.provider
         if timed_out:
-            raise self._error(CLITimeoutError, f"{name}: no result within {self.timeout} s; process group killed", run, argv)
+            raise self._error(CLITimeoutError, f"{name}: no result within {self.timeout} s; process group killed",
+                              run, argv)
         if run.is_error:
             raise self._error(
                 CLIResultError,

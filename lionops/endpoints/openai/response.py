@@ -149,7 +149,8 @@ class Answers:
         texts = [t for t in (text_of(m.get("content")) for _, _, m in picked) if t]
         refusals = [r for _, _, m in picked for r in refusals_of(m)]
         reasoning = [r for _, _, m in picked for r in reasoning_of(m)]
-        calls, seen = [], {}
+        calls: list[Any] = []
+        seen: dict[str, int] = {}
         for index, _, m in picked:
             for call in calls_of(m):
                 call_id = call.get("id") if isinstance(call, dict) else None

@@ -14,7 +14,8 @@ from typing import Any
 
 from .response import LEGACY_CALL, Answers, error_of, list_of, reasoning_of, refusals_of, text_of
 
-__all__ = ["StreamAccumulator", "EventFields", "LINE_BREAK", "fold_events", "fold_chunk", "stream_end", "events_of_text"]
+__all__ = ["StreamAccumulator", "EventFields", "LINE_BREAK", "fold_events", "fold_chunk", "stream_end",
+           "events_of_text"]
 
 class StreamAccumulator:
     """Assembles ``chat.completion.chunk`` objects into one ``chat.completion``.

@@ -28,7 +28,8 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio.lowlevel
 import httpx
 from pydantic import SecretStr
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity.stop import stop_base
 
 from ... import clock
 from ..._names import near_miss
@@ -129,8 +130,6 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
-        return None
-    if when is None:
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
@@ -239,7 +238,8 @@ class ChatCompletionsEndpoint:
         if silence_timeout <= 0 or max_response_bytes <= 0:
             raise ConfigurationError("silence_timeout and max_response_bytes must be > 0")
         if structured_output not in ("json_schema", "json_object", "prompt"):
-            raise ConfigurationError(f"structured_output must be json_schema, json_object or prompt, got {structured_output!r}")
+            raise ConfigurationError(
+                f"structured_output must be json_schema, json_object or prompt, got {structured_output!r}")
         reserved = RESERVED & set(default_options)
         if reserved:
             raise ConfigurationError(f"{sorted(reserved)} cannot be default options")
@@ -303,7 +303,8 @@ class ChatCompletionsEndpoint:
         another goes whole): as given, stripped, escaped as in a ``repr``
         (the HTTP library quotes a header it refuses), and the credential of
         an ``<scheme> <credential>`` header value (a server may echo only it)."""
-        found = [self._api_key, *self._extra_headers.values(), *map(SecretStr, url_query_secrets(self._base_url.get_secret_value()))]
+        in_url = map(SecretStr, url_query_secrets(self._base_url.get_secret_value()))
+        found = [self._api_key, *self._extra_headers.values(), *in_url]
         forms: set[str] = set()
         for secret in found:
             value = secret.get_secret_value() if secret is not None else ""
@@ -432,19 +433,12 @@ class ChatCompletionsEndpoint:
             ends_at = min(ends_at, inherited)
         stopped_by_deadline: list[float] = []
 
-        def past_deadline(state: Any) -> bool:
-            """tenacity stop: the next wait would end after the deadline."""
-            wait = float(state.upcoming_sleep)
-            if clock.monotonic() + wait >= ends_at:
-                stopped_by_deadline.append(wait)
-                return True
-            return False
-
         def before_sleep(state: Any) -> None:
             exc = state.outcome.exception()
             delay = float(state.next_action.sleep)
             retries.append({"status": getattr(exc, "status", None), "delay_s": delay})
-            logger.info("%s: retry %d in %.2f s after %s", self.provider, state.attempt_number, delay, type(exc).__name__)
+            logger.info("%s: retry %d in %.2f s after %s", self.provider, state.attempt_number, delay,
+                        type(exc).__name__)
 
         async def attempt_once(number: int) -> dict[str, Any]:
             try:
@@ -468,7 +462,7 @@ class ChatCompletionsEndpoint:
                     raise
                 replay: list[EndpointError] = [first]
                 retrying = AsyncRetrying(
-                    stop=stop_after_attempt(self.max_retries + 1) | past_deadline,
+                    stop=stop_after_attempt(self.max_retries + 1) | _PastDeadline(ends_at, stopped_by_deadline),
                     wait=self._wait,
                     retry=retry_if_exception(_retryable),
                     sleep=clock.sleep,
@@ -479,7 +473,7 @@ class ChatCompletionsEndpoint:
                     with attempt:
                         attempts = attempt.retry_state.attempt_number
                         if replay:  # attempt 1, already made: its failure decides the first wait
-                            raise replay.pop()
+                            raise replay.pop() from None  # its chain is dropped below anyway
                         data = await attempt_once(attempts)
             latency = time.perf_counter() - started
             done = self._answers.completion(data, latency=latency, attempts=attempts, retries=retries, n=body.get("n"))
@@ -542,7 +536,7 @@ class ChatCompletionsEndpoint:
         retry_after = getattr(state.outcome.exception(), "retry_after", None)
         if retry_after is not None:
             return float(retry_after)
-        n = state.attempt_number
+        n: int = state.attempt_number
         return min(self.backoff_initial * self.backoff_factor ** (n - 1), self.backoff_max)
 
     def _headers(self) -> dict[str, str]:
@@ -776,6 +770,21 @@ async def _decoded(response: httpx.Response) -> AsyncIterator[bytes]:
         yield tail
 
 
+class _PastDeadline(stop_base):
+    """tenacity stop: the next wait would end after ``ends_at``; each such wait is kept in ``stopped``."""
+
+    def __init__(self, ends_at: float, stopped: list[float]) -> None:
+        self.ends_at = ends_at
+        self.stopped = stopped
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        wait = float(retry_state.upcoming_sleep)
+        if clock.monotonic() + wait >= self.ends_at:
+            self.stopped.append(wait)
+            return True
+        return False
+
+
 def _retryable(exc: BaseException) -> bool:
     """Whether a failed request may be made again (429, 5xx, a refused connection)."""
     return bool(getattr(exc, "retryable", False))
@@ -795,10 +804,7 @@ def _error_message(response: httpx.Response) -> str:
         return response.text
     if isinstance(data, dict):
         err = data.get("error")
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return err["message"]
-        if isinstance(err, str):
-            return err
-        if isinstance(data.get("message"), str):
-            return data["message"]
+        for message in (err.get("message") if isinstance(err, dict) else None, err, data.get("message")):
+            if isinstance(message, str):
+                return message
     return response.text
