@@ -13,7 +13,7 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from lionops import Branch, MismatchError, act, ActionParam
+from lionops import ActionParam, Branch, MismatchError, act
 from lionops.middles.common import begin_turn, finish_turn
 
 pytestmark = pytest.mark.anyio
