@@ -6,11 +6,14 @@ builds a :class:`ClaudeCodeEndpoint`; ``provider="codex"`` a
 All are CLI-backed (``is_cli`` is true), so ``prepare_operate_kw`` selects
 ``RunParam`` and the coordinator selects ``run_and_collect`` (ADR-0022 D1/D3).
 
-The package is split by concern: :mod:`.records` (run record and errors),
+The package is split by concern: :mod:`.records` (the run record; the
+errors are defined in :mod:`lionops.errors`),
 :mod:`.decode` (stdout bytes to events, pure), :mod:`.collect` (what the
 collectors share), :mod:`.process` (the subprocess: the only IO),
 :mod:`.argv` (secrets in a command line), and one module per agent
-(:mod:`.claude`, :mod:`.codex`, :mod:`.gemini`: its collector and endpoint).
+(:mod:`.claude`, :mod:`.codex`, :mod:`.gemini`: its collector and endpoint;
+the files an agent needs are declared by ``state_files()`` and written by
+the process module).
 Every public name is importable from here; the process and agent modules
 load when one of their names is first used.
 

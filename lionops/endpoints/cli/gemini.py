@@ -158,15 +158,11 @@ class GeminiEndpoint(CLIEndpoint):
         home = self.state_dir()
         return {"GEMINI_CLI_HOME": home, "TMPDIR": os.path.join(home, "tmp")}
 
-    def prepare(self) -> None:
+    def state_files(self) -> dict[str, str | None]:
         if self.base_url is None:
-            return
+            return {}
         home = self.state_dir()
-        os.makedirs(os.path.join(home, "tmp"), exist_ok=True)
-        settings = os.path.join(home, ".gemini", "settings.json")
-        if not os.path.exists(settings):
-            os.makedirs(os.path.dirname(settings), exist_ok=True)
-            data = json.loads(json.dumps(GEMINI_SETTINGS))
-            data["general"]["maxAttempts"] = self.max_attempts
-            with open(settings, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=2)
+        data = json.loads(json.dumps(GEMINI_SETTINGS))
+        data["general"]["maxAttempts"] = self.max_attempts
+        return {os.path.join(home, "tmp"): None,
+                os.path.join(home, ".gemini", "settings.json"): json.dumps(data, indent=2)}

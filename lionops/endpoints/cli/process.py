@@ -288,8 +288,19 @@ class CLIEndpoint:
         os.makedirs(self.home, exist_ok=True)
         return self.home
 
+    def state_files(self) -> dict[str, str | None]:
+        """Files the CLI needs before it starts: path -> text (``None``: a folder)."""
+        return {}
+
     def prepare(self) -> None:
-        """Files the CLI needs before it starts (called by :meth:`spawn` only)."""
+        """Make the :meth:`state_files` that do not exist yet (called by :meth:`spawn` only)."""
+        for path, text in self.state_files().items():
+            if text is None:
+                os.makedirs(path, exist_ok=True)
+            elif not os.path.exists(path):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w", encoding="utf-8") as fh:
+                    fh.write(text)
 
     # -- running
 

@@ -1,4 +1,4 @@
-"""CLI run records and errors: what a turn produced and how it failed."""
+"""CLI run records: what a turn produced (the CLI errors are defined in :mod:`lionops.errors`)."""
 
 from __future__ import annotations
 

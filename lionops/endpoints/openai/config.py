@@ -3,7 +3,7 @@
 :data:`PROVIDER_DEFAULTS` names each provider's default base URL and the
 environment variables it reads; the constants here are the defaults of the
 endpoint's time and size bounds, and :func:`call_deadline` bounds every
-``chat()`` made inside one adapter call. Pure: no IO.
+``chat()`` made inside one call of the adapter phase. Pure: no IO.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ ENDPOINT_KEYWORDS = (
     "native_tools", "silence_timeout", "max_response_bytes",
 )
 
-#: Request keys the adapter owns; default options may not set them.
+#: Request keys the Middle owns; default options may not set them.
 RESERVED = frozenset({"messages"})
 
 #: The longest preview of a body (or an error text) an error message shows.
