@@ -9,9 +9,9 @@ yields a transition :class:`Trace`.
 """
 
 from .act import act
-from .adapters import Middle
-from .adapters.api import communicate
-from .adapters.cli import run_and_collect
+from .middles import Middle
+from .middles.api import communicate
+from .middles.cli import run_and_collect
 from .alcall import AlcallParams
 from .branch import Branch
 from .errors import (
@@ -62,7 +62,7 @@ __all__ += [
 ]
 __all__ += ["EndpointProviderError"]
 
-from .endpoints.cli import CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError
+from .errors import CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError
 
 __all__ += ["instrument", "uninstrument", "InstrumentationError"]
 __all__ += ["CLIError", "CLIProcessError", "CLIResultError", "CLIStreamError", "CLITimeoutError"]

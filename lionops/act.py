@@ -53,7 +53,7 @@ from pydantic import BaseModel
 from . import observe
 from ._defaults import DEFAULT_ACTION_CALL_PARAMS
 from .alcall import AlcallParams, is_cancellation
-from .errors import ConfigurationError
+from .errors import ConfigurationError, InvalidActionRequest, RequestLimitError, ToolOutputError
 from .hooks import VERBOSE_ARGS_LIMIT, HookPoint, safe_str, summarize
 from .models import (
     ActionRecord,
@@ -90,19 +90,6 @@ _SHAPE_ERROR = (
     "action_request must be an ActionRequest, BaseModel with 'function'"
     " and 'arguments', or dict with 'function' and 'arguments'."
 )
-
-
-class InvalidActionRequest(ValueError):
-    """A request of valid shape whose content cannot be invoked (non-object arguments, no name)."""
-
-
-class RequestLimitError(ValueError):
-    """An action request past the per-call cap (``Branch.max_requests``): never run."""
-
-
-class ToolOutputError(TypeError):
-    """A tool returned a value that cannot be serialized to JSON (an error
-    payload under ``suppress_errors``, like any tool failure)."""
 
 
 def _check_output(function: str, output: Any) -> None:

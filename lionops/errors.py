@@ -1,13 +1,60 @@
-"""Exceptions raised by lionops.
+"""Exceptions raised by lionops: one tree under :class:`LionopsError`.
 
-Every exception lionops raises on purpose derives from :class:`LionopsError`
-or from the built-in type the ADR names (``ValueError``, ``TypeError``), so
-callers can catch either the ADR contract or the library family.
+Every exception lionops raises on purpose derives from :class:`LionopsError`.
+Where the ADR or Python's conventions name a built-in type (``ValueError``,
+``TypeError``, ``LookupError``, ``TimeoutError``, ...), the class derives
+from that type too, so callers can catch either the ADR contract or the
+library family::
+
+    LionopsError
+    ├── ConfigurationError (ValueError)
+    ├── RemovedKeywordError (TypeError)
+    ├── MisspelledKeywordError (TypeError)
+    ├── MismatchError (ValueError)
+    │   ├── RefusalError
+    │   └── TruncatedOutputError
+    ├── InternalInvariantError
+    ├── UnknownToolError (LookupError)
+    ├── ToolNotOfferedError (LookupError)
+    ├── ToolArgumentsError (ValueError)
+    ├── InvalidActionRequest (ValueError)
+    ├── RequestLimitError (ValueError)
+    ├── ToolOutputError (TypeError)
+    ├── EndpointError                      HTTP (API) endpoints
+    │   ├── EndpointStatusError
+    │   │   ├── EndpointAuthError
+    │   │   └── EndpointRateLimitError
+    │   ├── EndpointResponseError
+    │   │   └── EndpointProviderError
+    │   └── EndpointConnectionError
+    │       └── EndpointTimeoutError (TimeoutError)
+    ├── CLIError (RuntimeError)            CLI agent endpoints
+    │   ├── CLIProcessError
+    │   ├── CLITimeoutError (TimeoutError)
+    │   ├── CLIStreamError
+    │   └── CLIResultError
+    ├── CassetteError (ValueError)         record and replay
+    │   └── CassetteNotFoundError (FileNotFoundError)
+    └── ReplayDivergence (AssertionError)
+
+The classes are also importable from the modules that raise them
+(``lionops.tools``, ``lionops.endpoints.cli``, ``lionops.replay``, ...).
+Other packages over the core keep their own branches of the tree
+(``lionops.temporal.errors.DurableError``,
+``lionops.instrumentation.InstrumentationError``). No message, and no
+exception chain, carries a secret.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    from .endpoints.cli.records import CLIRun
+    from .trace import Trace
 
 __all__ = [
     "LionopsError",
@@ -240,3 +287,201 @@ class EndpointTimeoutError(EndpointConnectionError, TimeoutError):
         self.limit = limit
         self.seconds = seconds
         super().__init__(message, provider=provider, url=url)
+
+
+# --------------------------------------------------------------------------
+# Tools and action requests (ADR-0022 D4).
+
+__all__ += [
+    "UnknownToolError",
+    "ToolNotOfferedError",
+    "ToolArgumentsError",
+    "InvalidActionRequest",
+    "RequestLimitError",
+    "ToolOutputError",
+]
+
+
+class UnknownToolError(LookupError, LionopsError):
+    """The requested function is not a registered tool."""
+
+    def __init__(self, name: Any, known: Iterable[str]) -> None:
+        self.name = name
+        self.known = sorted(known)
+        super().__init__(f"unknown function {name!r}; registered tools: {self.known}")
+
+
+class ToolNotOfferedError(LookupError, LionopsError):
+    """A registered tool that was not offered in this call (only offered tools run)."""
+
+    def __init__(self, name: str, offered: Iterable[str], *, replaced: bool = False) -> None:
+        self.name = name
+        self.offered = sorted(offered)
+        self.replaced = replaced
+        what = "was registered anew after it was offered" if replaced else "is not offered"
+        super().__init__(f"{name!r} {what} in this call; offered tools: {self.offered}")
+
+
+class ToolArgumentsError(ValueError, LionopsError):
+    """Arguments do not satisfy the tool's signature (validated before the call)."""
+
+    def __init__(self, tool: str, error: ValidationError | str) -> None:
+        self.tool = tool
+        if isinstance(error, ValidationError):
+            parts = []
+            for e in error.errors(include_url=False):
+                loc = ".".join(str(x) for x in e.get("loc", ())) or "(arguments)"
+                parts.append(f"{loc}: {e.get('msg')}")
+            detail = "; ".join(parts)
+        else:
+            detail = error
+        super().__init__(f"invalid arguments for {tool!r}: {detail}")
+
+
+class InvalidActionRequest(ValueError, LionopsError):
+    """A request of valid shape whose content cannot be invoked (non-object arguments, no name)."""
+
+
+class RequestLimitError(ValueError, LionopsError):
+    """An action request past the per-call cap (``Branch.max_requests``): never run."""
+
+
+class ToolOutputError(TypeError, LionopsError):
+    """A tool returned a value that cannot be serialized to JSON (an error
+    payload under ``suppress_errors``, like any tool failure)."""
+
+
+# --------------------------------------------------------------------------
+# CLI agent errors, raised by CLI-backed iModels (the CLI path of ADR-0022 D3).
+
+__all__ += ["CLIError", "CLIProcessError", "CLITimeoutError", "CLIStreamError", "CLIResultError"]
+
+
+class CLIError(LionopsError, RuntimeError):
+    """A CLI turn failed. The message says why and ends with the stderr tail.
+
+    Attributes:
+        provider: ``"claude_code"``, ``"codex"``, ...
+        returncode: the exit status (negative: killed by that signal), or
+            ``None`` when the process had not exited on its own.
+        stderr_tail: the last bytes of stderr, decoded, secrets redacted.
+        stream_path: the persisted JSONL stream of the run, when persisted
+            (set by ``run_and_collect``).
+        run: the partial :class:`~lionops.endpoints.cli.CLIRun` (events seen
+            before the failure).
+    """
+
+    def __init__(self, message: str, *, provider: str | None = None, returncode: int | None = None,
+                 stderr_tail: str = "", run: CLIRun | None = None) -> None:
+        self.provider = provider
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+        self.stream_path: str | None = None
+        self.run = run
+        self.summary = message
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        text = self.summary
+        if self.stream_path:
+            text += f" (stream: {self.stream_path})"
+        tail = self.stderr_tail.strip()
+        text += f"; stderr tail: {tail!r}" if tail else "; stderr was empty"
+        return text
+
+
+class CLIProcessError(CLIError):
+    """The CLI could not start, exited non-zero, was killed by a signal, or
+    exited without a final result event (a crash mid-stream)."""
+
+
+class CLITimeoutError(CLIError, TimeoutError):
+    """The CLI ran past ``timeout`` seconds; its process group was killed."""
+
+
+class CLIStreamError(CLIError):
+    """The stdout stream is corrupt: a JSON line could not be decoded nor
+    repaired. ``line`` is its 1-based stdout line number,
+    ``preview`` its first 120 characters."""
+
+    def __init__(self, message: str, *, line: int | None = None, preview: str = "", **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.line = line
+        self.preview = preview
+
+
+class CLIResultError(CLIError):
+    """The CLI's final result reports failure (``is_error: true``, Codex
+    ``turn.failed``), whatever the exit code.
+
+    ``subtype`` is the result subtype (``"error_max_turns"``,
+    ``"error_during_execution"``, ``"turn.failed"``, ...); the message is
+    never empty.
+    """
+
+    def __init__(self, message: str, *, subtype: str | None = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.subtype = subtype
+
+
+# --------------------------------------------------------------------------
+# Record and replay (``lionops.replay``).
+
+__all__ += ["CassetteError", "CassetteNotFoundError", "ReplayDivergence"]
+
+
+class CassetteError(LionopsError, ValueError):
+    """A cassette is missing, unreadable, not JSON, or not a valid cassette
+    (see docs/replay.md, "What is validated").
+
+    Every malformed cassette raises this, never ``RecursionError``,
+    ``KeyError`` or ``TypeError``. The message is one line: the source and
+    the first problem found.
+
+    Attributes:
+        problems: every problem found, one line each (``loc: message``).
+    """
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems: list[str] = problems if problems is not None else [message]
+
+
+class CassetteNotFoundError(CassetteError, FileNotFoundError):
+    """No cassette at the path and the record mode does not record."""
+
+
+class ReplayDivergence(LionopsError, AssertionError):
+    """A replay did not take the recorded path.
+
+    Attributes:
+        kind: what differs: ``"transition"``, ``"exchange"`` (a request the
+            recording lacks), ``"unused_exchange"``, ``"tool_call"``,
+            ``"unused_tool_call"``, ``"call"`` (the normalized call),
+            ``"result"``, ``"error"`` or ``"operation"`` (operations beyond
+            or short of the cassette).
+        index: the transition index, request number, tool-call index or
+            operation number the difference is at.
+        expected, actual: the recorded and the replayed item, as text
+            (``None`` where one side has nothing).
+        operation: the operation's position in the cassette.
+        traced: the replay's ``Traced`` (or ``None`` when the run raised);
+            ``trace``: the replayed trace when one exists.
+
+    A subclass of ``AssertionError`` so test runners report it as a failure.
+    """
+
+    def __init__(self, message: str, *, kind: str, index: int | None = None, expected: str | None = None,
+                 actual: str | None = None, operation: int = 0) -> None:
+        super().__init__(f"operation {operation}: {message}")
+        self.kind = kind
+        self.index = index
+        self.expected = expected
+        self.actual = actual
+        self.operation = operation
+        self.traced: Any = None
+        self.trace: Trace | None = None
+
+    def __repr__(self) -> str:
+        return (f"ReplayDivergence(kind={self.kind!r}, operation={self.operation}, index={self.index}, "
+                f"expected={self.expected!r}, actual={self.actual!r})")

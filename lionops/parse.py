@@ -55,6 +55,7 @@ from .alcall import alcall
 from .models import ActionRequestModel, RawOutput, normalize_request_keys
 from .operative import request_exclude_of, request_type_of
 from .params import FuzzyMatchKeysParams
+from .middles.shaping import structured_options
 from .trace import annotate
 
 __all__ = [
@@ -483,8 +484,8 @@ async def _parse_model_retry(
     if chat is None:
         return None
     endpoint = getattr(imodel, "endpoint", imodel)
-    structured = getattr(endpoint, "structured_options", None)
-    options, schema_in_prompt = structured(fmt) if structured else ({}, True)
+    shaped = hasattr(endpoint, "structured_output")
+    options, schema_in_prompt = structured_options(endpoint, fmt) if shaped else ({}, True)
     messages = _parse_messages(text, fmt, schema_in_prompt)
     extra = dict(getattr(parse_param, "imodel_kw", None) or {})
     calls = {"n": 0}

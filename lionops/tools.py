@@ -11,7 +11,7 @@ import inspect
 import json
 import types
 import weakref
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +20,7 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from ._frozen import FrozenDict, freeze, thaw
+from .errors import ToolArgumentsError, ToolNotOfferedError, UnknownToolError
 
 __all__ = [
     "Tool", "ToolInvocation", "ActionManager", "ToolArgumentsError", "UnknownToolError",
@@ -32,42 +33,6 @@ __all__ = [
 TOOL_RUNNER: ContextVar[Callable[[Tool, dict[str, Any]], Awaitable[Any]] | None] = ContextVar(
     "lionops_tool_runner", default=None
 )
-
-
-class UnknownToolError(LookupError):
-    """The requested function is not a registered tool."""
-
-    def __init__(self, name: Any, known: Iterable[str]) -> None:
-        self.name = name
-        self.known = sorted(known)
-        super().__init__(f"unknown function {name!r}; registered tools: {self.known}")
-
-
-class ToolNotOfferedError(LookupError):
-    """A registered tool that was not offered in this call (only offered tools run)."""
-
-    def __init__(self, name: str, offered: Iterable[str], *, replaced: bool = False) -> None:
-        self.name = name
-        self.offered = sorted(offered)
-        self.replaced = replaced
-        what = "was registered anew after it was offered" if replaced else "is not offered"
-        super().__init__(f"{name!r} {what} in this call; offered tools: {self.offered}")
-
-
-class ToolArgumentsError(ValueError):
-    """Arguments do not satisfy the tool's signature (validated before the call)."""
-
-    def __init__(self, tool: str, error: ValidationError | str) -> None:
-        self.tool = tool
-        if isinstance(error, ValidationError):
-            parts = []
-            for e in error.errors(include_url=False):
-                loc = ".".join(str(x) for x in e.get("loc", ())) or "(arguments)"
-                parts.append(f"{loc}: {e.get('msg')}")
-            detail = "; ".join(parts)
-        else:
-            detail = error
-        super().__init__(f"invalid arguments for {tool!r}: {detail}")
 
 
 def _first_paragraph(doc: str | None) -> str:

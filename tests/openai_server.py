@@ -73,7 +73,8 @@ async def failing_operate(server: OpenAIServer, error: type[BaseException], mode
 
 def sent(server: OpenAIServer, index: int = -1) -> dict[str, Any]:
     """The JSON body of a chat request the server received."""
-    return server.chat_requests[index].body
+    body: dict[str, Any] = server.chat_requests[index].body
+    return body
 
 
 def user_text(body: dict[str, Any]) -> str:
@@ -81,7 +82,8 @@ def user_text(body: dict[str, Any]) -> str:
     content = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
     if isinstance(content, list):
         return "".join(p.get("text", "") for p in content)
-    return content
+    text: str = content
+    return text
 
 
 def dumps(value: Any) -> str:

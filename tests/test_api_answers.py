@@ -708,7 +708,7 @@ async def test_data_events_reset_the_silence_bound(server):
 
 
 def test_caller_model_of_each_response_format():
-    from lionops.adapters.api import caller_model
+    from lionops.middles.api import caller_model
     from lionops.operative import Step
 
     def generated(base=None, **kw):

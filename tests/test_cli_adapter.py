@@ -9,7 +9,6 @@ import anyio
 import pytest
 
 from lionops import Branch, iModel, run_and_collect
-from lionops.adapters.common import begin_turn, finish_turn
 from lionops.endpoints.cli import (
     CLIProcessError,
     CLIResultError,
@@ -17,6 +16,7 @@ from lionops.endpoints.cli import (
     CLITimeoutError,
 )
 from lionops.errors import ConfigurationError
+from lionops.middles.common import begin_turn, finish_turn
 from lionops.params import ChatParam, RunParam
 
 from .cli_support import (

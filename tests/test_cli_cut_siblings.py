@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from lionops import Branch
-from lionops.adapters.cli import ends_inside_json
 from lionops.errors import TruncatedOutputError
+from lionops.middles.cli import ends_inside_json
 from lionops.models import RawOutput
 
 from .cli_support import WITH_ACTIONS, fake_model

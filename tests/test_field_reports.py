@@ -1,7 +1,7 @@
 """Failures seen in similar pipelines, each as a test of the behaviour lionops promises.
 
 Each is a kind of fault; each expected behaviour is a test here. The model's
-text goes through the real inner parse (lionops.adapters.common.finish_turn).
+text goes through the real inner parse (lionops.middles.common.finish_turn).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 from lionops import ActionParam, Branch, MismatchError, act
-from lionops.adapters.common import begin_turn, finish_turn
+from lionops.middles.common import begin_turn, finish_turn
 
 pytestmark = pytest.mark.anyio
 

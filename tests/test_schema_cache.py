@@ -18,7 +18,8 @@ from pydantic import BaseModel
 
 from lionops import Branch
 from lionops._frozen import FrozenDict, FrozenList, freeze, thaw
-from lionops.adapters.common import request_schema, schema_prompt
+from lionops.middles.common import request_schema, schema_prompt
+from lionops.middles.shaping import structured_options
 from lionops.testing import completion, tool_call
 
 from .openai_server import model, sent, server  # noqa: F401 - fixtures
@@ -83,16 +84,16 @@ async def test_every_call_sends_the_same_schema_and_a_call_without_tools_sends_n
 
 async def test_the_shared_response_format_option_refuses_changes(model):
     endpoint = model.endpoint
-    options, in_prompt = endpoint.structured_options(Forecast)
-    again, _ = endpoint.structured_options(Forecast)
+    options, in_prompt = structured_options(endpoint, Forecast)
+    again, _ = structured_options(endpoint, Forecast)
     assert options is not again and options["response_format"] is again["response_format"] and not in_prompt
     options["tools"] = []  # the top level is the caller's own
-    assert "tools" not in endpoint.structured_options(Forecast)[0]
+    assert "tools" not in structured_options(endpoint, Forecast)[0]
     with pytest.raises(TypeError, match="read-only"):
         options["response_format"]["json_schema"]["strict"] = False
     mutable = thaw(options["response_format"])
     mutable["json_schema"]["strict"] = False
-    assert endpoint.structured_options(Forecast)[0]["response_format"]["json_schema"]["strict"] is True
+    assert structured_options(endpoint, Forecast)[0]["response_format"]["json_schema"]["strict"] is True
 
 
 def test_frozen_containers_are_plain_json_to_everything_that_reads_them():

@@ -55,8 +55,8 @@ def select_middle(ctx: OperationContext) -> Any:
     if ctx.middle is not None:
         return ctx.middle
     if isinstance(ctx.chat_param, RunParam) or getattr(ctx.branch.chat_model, "is_cli", False):
-        return _module(".adapters.cli").run_and_collect
-    return _module(".adapters.api").communicate
+        return _module(".middles.cli").run_and_collect
+    return _module(".middles.api").communicate
 
 
 def read_requests(result: Any) -> Any:

@@ -32,7 +32,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from ..errors import LionopsError
+from ..errors import CassetteError, CassetteNotFoundError
 from ..messages import atomic_write_text
 from ..trace import Trace
 from .redact import MAX_PATTERNS, REPLACEMENT, Redactor, pattern_problem
@@ -51,27 +51,6 @@ CASSETTE_VERSION = 1
 MAX_CASSETTE_DEPTH = 256
 #: Integers in a cassette (indices, exit statuses) stay within 64 bits.
 _INT64 = 2**63
-
-
-class CassetteError(LionopsError, ValueError):
-    """A cassette is missing, unreadable, not JSON, or not a valid cassette
-    (see docs/replay.md, "What is validated").
-
-    Every malformed cassette raises this, never ``RecursionError``,
-    ``KeyError`` or ``TypeError``. The message is one line: the source and
-    the first problem found.
-
-    Attributes:
-        problems: every problem found, one line each (``loc: message``).
-    """
-
-    def __init__(self, message: str, problems: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.problems: list[str] = problems if problems is not None else [message]
-
-
-class CassetteNotFoundError(CassetteError, FileNotFoundError):
-    """No cassette at the path and the record mode does not record."""
 
 
 class _Record(BaseModel):

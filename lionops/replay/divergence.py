@@ -4,47 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import LionopsError
+from ..errors import ReplayDivergence
 from ..hooks import summarize
 from ..trace import Trace, TransitionRecord
 
 __all__ = ["ReplayDivergence", "same_json", "first_difference", "compare_traces", "describe_transition", "unmatched_exchange"]
-
-
-class ReplayDivergence(LionopsError, AssertionError):
-    """A replay did not take the recorded path.
-
-    Attributes:
-        kind: what differs: ``"transition"``, ``"exchange"`` (a request the
-            recording lacks), ``"unused_exchange"``, ``"tool_call"``,
-            ``"unused_tool_call"``, ``"call"`` (the normalized call),
-            ``"result"``, ``"error"`` or ``"operation"`` (operations beyond
-            or short of the cassette).
-        index: the transition index, request number, tool-call index or
-            operation number the difference is at.
-        expected, actual: the recorded and the replayed item, as text
-            (``None`` where one side has nothing).
-        operation: the operation's position in the cassette.
-        traced: the replay's ``Traced`` (or ``None`` when the run raised);
-            ``trace``: the replayed trace when one exists.
-
-    A subclass of ``AssertionError`` so test runners report it as a failure.
-    """
-
-    def __init__(self, message: str, *, kind: str, index: int | None = None, expected: str | None = None,
-                 actual: str | None = None, operation: int = 0) -> None:
-        super().__init__(f"operation {operation}: {message}")
-        self.kind = kind
-        self.index = index
-        self.expected = expected
-        self.actual = actual
-        self.operation = operation
-        self.traced: Any = None
-        self.trace: Trace | None = None
-
-    def __repr__(self) -> str:
-        return (f"ReplayDivergence(kind={self.kind!r}, operation={self.operation}, index={self.index}, "
-                f"expected={self.expected!r}, actual={self.actual!r})")
 
 
 def _short(value: Any, limit: int = 120) -> str:

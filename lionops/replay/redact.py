@@ -25,18 +25,19 @@ from __future__ import annotations
 
 import os
 import re
-import re._constants as _sre
-import re._parser as _sre_parse
+import re._constants as _sre  # type: ignore[import-not-found]  # typeshed has no stubs for re's private parser
+import re._parser as _sre_parse  # type: ignore[import-not-found]  # (the same)
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from .._secrets import MARK, MIN_SECRET, is_secret_name, redact_header, scrub_url, secret_variables
 
 __all__ = ["Redactor", "DEFAULT_PATTERNS", "REPLACEMENT", "pattern_problem", "MAX_PATTERN_LENGTH",
            "MAX_PATTERNS", "MAX_QUANTIFIER", "MAX_WORK"]
 
 #: What a secret is replaced with (the same mark the endpoint's ``scrub`` uses).
-REPLACEMENT = "***"
+REPLACEMENT = MARK
 
 #: Key shapes redacted by default (regular expressions).
 DEFAULT_PATTERNS: tuple[str, ...] = (
@@ -48,12 +49,6 @@ DEFAULT_PATTERNS: tuple[str, ...] = (
     r"\bAIza[0-9A-Za-z_\-]{35}",
 )
 
-_SECRET_NAME = re.compile(
-    r"(?i)(^|[-_])(api[-_]?key|token|access[-_]?token|refresh[-_]?token|secret|client[-_]?secret|"
-    r"password|passwd|authorization|cookie|set-cookie|credentials?|signature)$"
-)
-_SECRET_ENV = re.compile(r"(?i)(api[-_]?key|token|secret|password|passwd)")
-_MIN_SECRET = 4
 
 
 #: A pattern read from a cassette is at most this many characters long.
@@ -151,13 +146,8 @@ def pattern_problem(pattern: Any) -> str | None:
     return None
 
 
-def is_secret_name(name: str) -> bool:
-    """Whether a header, field or query parameter name denotes a credential."""
-    return bool(_SECRET_NAME.search(name.strip()))
-
-
 def _env_secrets() -> list[str]:
-    return [v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 8]
+    return secret_variables(os.environ, min_length=8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,12 +180,12 @@ class Redactor:
         pats = (*(DEFAULT_PATTERNS if self.defaults else ()), *self.patterns)
         object.__setattr__(self, "_compiled", tuple(re.compile(p) for p in pats))
         found = [*self.secrets, *(_env_secrets() if self.env else ())]
-        literals = sorted({s for s in found if isinstance(s, str) and len(s) >= _MIN_SECRET}, key=len, reverse=True)
+        literals = sorted({s for s in found if isinstance(s, str) and len(s) >= MIN_SECRET}, key=len, reverse=True)
         object.__setattr__(self, "_literals", tuple(literals))
 
     def with_secrets(self, values: Iterable[str]) -> Redactor:
         """A redactor that also removes ``values`` (shorter than 4 characters ignored)."""
-        new = tuple(v for v in values if isinstance(v, str) and len(v) >= _MIN_SECRET and v not in self.secrets)
+        new = tuple(v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET and v not in self.secrets)
         return self if not new else replace(self, secrets=(*self.secrets, *new))
 
     def with_scrubbers(self, scrubbers: Iterable[Callable[[str], str]]) -> Redactor:
@@ -243,26 +233,15 @@ class Redactor:
         for name, value in headers:
             key = name.lower()
             if is_secret_name(key):
-                scheme, _, token = value.partition(" ")
-                if token and scheme.isalpha():
-                    found.append(token.strip())
-                    out[key] = f"{scheme} {REPLACEMENT}"
-                else:
-                    found.append(value)
-                    out[key] = REPLACEMENT
+                out[key], secret = redact_header(value)
+                found.append(secret)
             else:
                 out[key] = self.text(value)
         return out, found
 
     def url(self, url: str) -> str:
         """``url`` without user info and with credential query values redacted."""
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        query = [(k, REPLACEMENT if is_secret_name(k) else self.text(v))
-                 for k, v in parse_qsl(parts.query, keep_blank_values=True)]
-        return urlunsplit((parts.scheme, host, parts.path, urlencode(query, safe="*"), ""))
+        return scrub_url(url, self.text)
 
     def __repr__(self) -> str:
         return (f"Redactor(patterns={len(self._compiled)}, secrets={len(self._literals)}, "

@@ -1,8 +1,8 @@
 """Recording one ``operate()`` run, and replaying it against its recording.
 
 Both run the real machine through ``branch.operate_traced``; only the
-adapter's transport (:data:`~lionops.endpoints.openai.HTTP_TRANSPORT` for
-API models, :data:`~lionops.endpoints.cli.CLI_TRANSPORT` for CLI agents)
+adapter's transport (``Runtime.http_transport`` for
+API models, ``Runtime.cli_transport`` for CLI agents)
 and, on replay, the tool functions (:data:`~lionops.tools.TOOL_RUNNER`) are
 swapped. Parsing, validation, gating, authorization, hooks, ``act()`` and
 enrichment run as in production.
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 from ..act import BEFORE_DISPATCH
 from ..branch import OperateKwargs
 from ..clock import RecordingClock, use_clock
-from ..endpoints.cli import CLI_TRANSPORT, CLITimeoutError, argv_secrets
+from ..endpoints.cli import CLITimeoutError, argv_secrets
 from ..errors import EndpointConnectionError, EndpointStatusError
-from ..endpoints.openai import HTTP_TRANSPORT
 from ..messages import to_jsonable
 from ..models import Instruct, decode_arguments
+from ..runtime import use_runtime
 from ..hooks import summarize
 from ..tools import TOOL_RUNNER, Tool
 from ..trace import Trace, Traced
@@ -191,13 +191,10 @@ async def record_operation(branch: Branch, kw: dict[str, Any], redactor: Redacto
     exchanges: list[Any] = []
     transport = RecordingTransport(redactor, exchanges)
     start = len(branch.logs)
-    token = HTTP_TRANSPORT.set(transport)
-    cli_token = CLI_TRANSPORT.set(CliRecorder(redactor, exchanges))
     try:
-        traced, error, trace = await _run(branch, kw)
+        with use_runtime(http_transport=transport, cli_transport=CliRecorder(redactor, exchanges)):
+            traced, error, trace = await _run(branch, kw)
     finally:
-        CLI_TRANSPORT.reset(cli_token)
-        HTTP_TRANSPORT.reset(token)
         await transport.aclose()
     if trace is None:  # raised before the machine ran: still an operation, so later ones keep their places
         trace = Trace()
@@ -452,19 +449,15 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
     requests = RequestCheck(op.tool_calls, redactor, blocked.append, operation=operation,
                             cut_short=_act_raised(op.trace_obj()))
     start = len(branch.logs)
-    http_token = HTTP_TRANSPORT.set(transport)
-    cli_token = CLI_TRANSPORT.set(cli)
     check_token = BEFORE_DISPATCH.set(requests)
     tool_token = None if run_tools else TOOL_RUNNER.set(server)
     try:
-        with use_clock(RecordingClock()):
+        with use_clock(RecordingClock()), use_runtime(http_transport=transport, cli_transport=cli):
             traced, error, trace = await _run(branch, kw)
     finally:
         if tool_token is not None:
             TOOL_RUNNER.reset(tool_token)
         BEFORE_DISPATCH.reset(check_token)
-        CLI_TRANSPORT.reset(cli_token)
-        HTTP_TRANSPORT.reset(http_token)
     outputs = not run_tools
     def first_seen(kind: str) -> ReplayDivergence | None:
         return next((d for d in seen if d.kind == kind), None)

@@ -3,7 +3,8 @@
 :class:`OpenAIServer` listens on ``127.0.0.1`` on a free port in a daemon
 thread and answers ``POST /v1/chat/completions`` with scripted
 :class:`Reply` objects, in order. It records every request it receives with
-the ``Authorization`` header redacted and the query left out, so recorded
+every credential header (``Authorization``, ``x-api-key``, ...) redacted and
+the query left out, so recorded
 fixtures never hold a key. It serves the tests and ``make demo``; it is a real HTTP
 peer, so the adapter under test runs its whole transport path.
 
@@ -25,15 +26,16 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+
+from .._secrets import MARK, is_secret_name, redact_header, scrub_url
 
 __all__ = [
     "OpenAIServer", "Reply", "RecordedRequest", "completion", "chunked", "tool_call", "error_body",
     "load_recording", "replay", "REDACTED",
 ]
 
-#: What a recorded Authorization header is replaced with.
-REDACTED = "Bearer ***"
+#: What a recorded ``Authorization: Bearer <key>`` header is replaced with.
+REDACTED = f"Bearer {MARK}"
 
 _ids = itertools.count(1)
 
@@ -240,7 +242,7 @@ class OpenAIServer:
         if self._httpd is None:
             raise RuntimeError("server not started")
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     @property
     def base_url(self) -> str:
@@ -288,7 +290,8 @@ class OpenAIServer:
 def load_recording(path: str | Path) -> dict[str, Any]:
     """A recorded conversation: ``{"description", "exchanges": [{"request": {...},
     "response": {"status", "headers", "body"}}]}`` (requests redacted)."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+    return data
 
 
 def _shape(body: Any) -> dict[str, Any]:
@@ -319,9 +322,11 @@ def replay(recording: dict[str, Any]) -> Callable[[RecordedRequest], Reply]:
             exchange = exchanges.pop(0)
         want, got = _shape(exchange["request"].get("body")), _shape(request.body)
         if want != got:
-            return Reply(error_body(f"recording: request differs from the recorded one: want {want}, got {got}"), status=400)
+            return Reply(error_body(f"recording: request differs from the recorded one: want {want}, got {got}"),
+                         status=400)
         response = exchange["response"]
-        return Reply(response.get("body"), status=response.get("status", 200), headers=dict(response.get("headers") or {}))
+        return Reply(response.get("body"), status=response.get("status", 200),
+                     headers=dict(response.get("headers") or {}))
 
     return reply
 
@@ -356,12 +361,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self) -> str:
         """The request path without its query (a query may carry a key, as
         ``?api-key=`` does on some gateways): routed on, recorded, shown."""
-        return urlsplit(self.path).path
+        return scrub_url(self.path)
 
     def _record(self, body: Any) -> RecordedRequest:
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        if "authorization" in headers:
-            headers["authorization"] = REDACTED
+        headers = {k.lower(): redact_header(v)[0] if is_secret_name(k) else v for k, v in self.headers.items()}
         req = RecordedRequest(self.command, self._route, headers, body, time.time())
         self.owner.requests.append(req)
         return req

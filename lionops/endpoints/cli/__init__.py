@@ -6,12 +6,16 @@ builds a :class:`ClaudeCodeEndpoint`; ``provider="codex"`` a
 All are CLI-backed (``is_cli`` is true), so ``prepare_operate_kw`` selects
 ``RunParam`` and the coordinator selects ``run_and_collect`` (ADR-0022 D1/D3).
 
-The package is split by concern: :mod:`.records` (run record and errors),
+The package is split by concern: :mod:`.records` (the run record; the
+errors are defined in :mod:`lionops.errors`),
 :mod:`.decode` (stdout bytes to events, pure), :mod:`.collect` (what the
 collectors share), :mod:`.process` (the subprocess: the only IO),
 :mod:`.argv` (secrets in a command line), and one module per agent
-(:mod:`.claude`, :mod:`.codex`, :mod:`.gemini`: its collector and endpoint).
-Every public name is importable from here.
+(:mod:`.claude`, :mod:`.codex`, :mod:`.gemini`: its collector and endpoint;
+the files an agent needs are declared by ``state_files()`` and written by
+the process module).
+Every public name is importable from here; the process and agent modules
+load when one of their names is first used.
 
 One run (:meth:`CLIEndpoint.run`):
 
@@ -34,7 +38,8 @@ is terminated (SIGTERM, then SIGKILL after ``kill_grace`` seconds) and the
 child is reaped before :meth:`CLIEndpoint.run` returns or raises.
 
 Steps 1 and 3 (the process) are :meth:`CLIEndpoint.spawn`. When
-:data:`CLI_TRANSPORT` is set, :meth:`CLIEndpoint.run` calls it instead:
+the runtime has a ``cli_transport`` (:func:`lionops.runtime.use_runtime`),
+:meth:`CLIEndpoint.run` calls it instead:
 record and replay (:mod:`lionops.replay`) capture a run there, or serve a
 recorded one with no subprocess; the decoding, collecting, sink and error
 checks of step 2 and 4 run the same either way.
@@ -46,15 +51,44 @@ MCP items, Gemini ``tool_use``/``tool_result``) are reported as
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ...errors import CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError
 from .argv import argv_secrets
-from .claude import ClaudeCodeEndpoint, ClaudeStreamCollector
-from .codex import CODEX_KEY_ENV, CodexEndpoint, CodexStreamCollector
 from .collect import _failure_message  # noqa: F401 - for the decoder tests
 from .decode import LineDecoder
-from .gemini import GEMINI_SETTINGS, GeminiEndpoint, GeminiStreamCollector
-from .process import CLI_TRANSPORT, OFFLOAD_BYTES, CLIEndpoint, CLIExit, CLIStdout, CLITransport
-from .records import (CUT_OFF_STOP_REASONS, REDACTED, CLIError, CLIProcessError, CLIResultError, CLIRun,
-                      CLIStreamError, CLITimeoutError, CLIToolEvent)
+from .records import CUT_OFF_STOP_REASONS, REDACTED, CLIRun, CLIToolEvent
+
+if TYPE_CHECKING:
+    from .claude import ClaudeCodeEndpoint, ClaudeStreamCollector
+    from .codex import CODEX_KEY_ENV, CodexEndpoint, CodexStreamCollector
+    from .gemini import GEMINI_SETTINGS, GeminiEndpoint, GeminiStreamCollector
+    from .process import OFFLOAD_BYTES, CLIEndpoint, CLIExit, CLIStdout, CLITransport
+
+#: Names of the modules that start processes, loaded on first use (so that
+#: ``import lionops`` loads no subprocess machinery): name -> module.
+_LAZY = {
+    "CLIEndpoint": "process", "CLIExit": "process", "CLIStdout": "process", "CLITransport": "process",
+    "OFFLOAD_BYTES": "process",
+    "ClaudeCodeEndpoint": "claude", "ClaudeStreamCollector": "claude",
+    "CodexEndpoint": "codex", "CodexStreamCollector": "codex", "CODEX_KEY_ENV": "codex",
+    "GeminiEndpoint": "gemini", "GeminiStreamCollector": "gemini", "GEMINI_SETTINGS": "gemini",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "CLIEndpoint",
@@ -77,7 +111,6 @@ __all__ = [
     "CLIStdout",
     "CLIExit",
     "CLITransport",
-    "CLI_TRANSPORT",
     "CODEX_KEY_ENV",
     "GEMINI_SETTINGS",
     "OFFLOAD_BYTES",

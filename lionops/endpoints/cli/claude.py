@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .collect import _Collector, _failure_message, _int, _usage
+from .collect import _Collector, _failure_message, _int, _object, _usage
 from .process import CLIEndpoint
 from .records import CLIRun, CLIToolEvent
 
@@ -75,7 +75,7 @@ class ClaudeStreamCollector(_Collector):
             if block.get("type") == "text" and parent is None and isinstance(block.get("text"), str):
                 self._text(key, block["text"])
             elif block.get("type") in ("tool_use", "server_tool_use"):
-                args = block.get("input") if isinstance(block.get("input"), dict) else {}
+                args = _object(block.get("input"))
                 call_id = block.get("id")
                 self._names[str(call_id)] = (block.get("name"), args)
                 self._tool(CLIToolEvent("request", call_id, block.get("name"), args, parent=parent))

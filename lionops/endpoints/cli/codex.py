@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from .collect import _Collector, _distinct, _failure_message, _usage
+from .collect import _Collector, _distinct, _failure_message, _object, _usage
 from .process import CLIEndpoint
 from .records import CLIRun, CLIToolEvent
 
@@ -116,7 +116,7 @@ class CodexStreamCollector(_Collector):
             return
         if kind == "mcp_tool_call":
             name = f"{item.get('server')}.{item.get('tool')}"
-            args = item.get("arguments") if isinstance(item.get("arguments"), dict) else {}
+            args = _object(item.get("arguments"))
             output = item.get("result") if item.get("error") is None else item.get("error")
         elif kind in self._TOOL_ARGS:
             name = kind

@@ -7,6 +7,12 @@ from typing import Any
 
 from .records import CLIRun, CLIToolEvent
 
+
+def _object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from ...hooks import summarize
 
+
 def _preview(text: str, limit: int = 120) -> str:
     return summarize(text, limit)
 

@@ -7,9 +7,10 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from .collect import _Collector, _distinct, _failure_message, _int, _usage
+from .collect import _Collector, _distinct, _failure_message, _int, _object, _usage
 from .process import CLIEndpoint
 from .records import CLIRun, CLIToolEvent
+
 
 class GeminiStreamCollector(_Collector):
     """Gemini CLI ``-o stream-json`` events.
@@ -52,7 +53,7 @@ class GeminiStreamCollector(_Collector):
                 self._text(("message", self._message), event["content"])
         elif kind == "tool_use":
             call_id = event.get("tool_id")
-            args = event.get("parameters") if isinstance(event.get("parameters"), dict) else {}
+            args = _object(event.get("parameters"))
             self._names[str(call_id)] = (event.get("tool_name"), args)
             self._tool(CLIToolEvent("request", call_id, event.get("tool_name"), args))
             self._message += 1
@@ -82,7 +83,7 @@ class GeminiStreamCollector(_Collector):
         run.finished = True
         status = event.get("status")
         run.subtype = status if isinstance(status, str) else None
-        stats = event.get("stats") if isinstance(event.get("stats"), dict) else {}
+        stats = _object(event.get("stats"))
         run.usage = _usage(stats, self._USAGE)
         tool_calls = _int(stats.get("tool_calls"))
         if tool_calls is not None:
@@ -157,15 +158,11 @@ class GeminiEndpoint(CLIEndpoint):
         home = self.state_dir()
         return {"GEMINI_CLI_HOME": home, "TMPDIR": os.path.join(home, "tmp")}
 
-    def prepare(self) -> None:
+    def state_files(self) -> dict[str, str | None]:
         if self.base_url is None:
-            return
+            return {}
         home = self.state_dir()
-        os.makedirs(os.path.join(home, "tmp"), exist_ok=True)
-        settings = os.path.join(home, ".gemini", "settings.json")
-        if not os.path.exists(settings):
-            os.makedirs(os.path.dirname(settings), exist_ok=True)
-            data = json.loads(json.dumps(GEMINI_SETTINGS))
-            data["general"]["maxAttempts"] = self.max_attempts
-            with open(settings, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=2)
+        data = json.loads(json.dumps(GEMINI_SETTINGS))
+        data["general"]["maxAttempts"] = self.max_attempts
+        return {os.path.join(home, "tmp"): None,
+                os.path.join(home, ".gemini", "settings.json"): json.dumps(data, indent=2)}

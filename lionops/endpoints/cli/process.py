@@ -8,7 +8,6 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -16,21 +15,14 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from ...errors import ConfigurationError
+from ..._secrets import MARK, replace_secrets, secret_variables
+from ...errors import CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError, ConfigurationError
+from ...runtime import current_runtime
 from .argv import argv_secrets, embedded_secrets
 from .collect import _Collector
 from .decode import LineDecoder
-from .records import (
-    _SECRET_NAME,
-    REDACTED,
-    CLIError,
-    CLIProcessError,
-    CLIResultError,
-    CLIRun,
-    CLIStreamError,
-    CLITimeoutError,
-    CLIToolEvent,
-)
+from .records import REDACTED, CLIRun, CLIToolEvent
+
 
 class _Tail:
     """The last ``limit`` bytes written to it."""
@@ -160,9 +152,6 @@ class CLIExit:
 #: ``await transport(endpoint, argv, stdin, stdout) -> CLIExit``: one CLI run.
 CLITransport = Callable[["CLIEndpoint", list[str], str, CLIStdout], Awaitable[CLIExit]]
 
-#: When set, :meth:`CLIEndpoint.run` hands the run to this transport instead
-#: of :meth:`CLIEndpoint.spawn` (record and replay install theirs here).
-CLI_TRANSPORT: ContextVar[CLITransport | None] = ContextVar("lionops_cli_transport", default=None)
 
 
 class CLIEndpoint:
@@ -299,15 +288,26 @@ class CLIEndpoint:
         os.makedirs(self.home, exist_ok=True)
         return self.home
 
+    def state_files(self) -> dict[str, str | None]:
+        """Files the CLI needs before it starts: path -> text (``None``: a folder)."""
+        return {}
+
     def prepare(self) -> None:
-        """Files the CLI needs before it starts (called by :meth:`spawn` only)."""
+        """Make the :meth:`state_files` that do not exist yet (called by :meth:`spawn` only)."""
+        for path, text in self.state_files().items():
+            if text is None:
+                os.makedirs(path, exist_ok=True)
+            elif not os.path.exists(path):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w", encoding="utf-8") as fh:
+                    fh.write(text)
 
     # -- running
 
     def secrets(self, argv: Sequence[str] = ()) -> list[str]:
         """Secret values of ``env`` (secret-named variables, and credentials
         written inside any value), ``args`` and ``argv``, longest first."""
-        found = [v for k, v in self.env.items() if v and _SECRET_NAME.search(k)]
+        found = secret_variables(self.env)
         # A credential inside another variable's value (``EXTRA_HEADERS="Authorization: Bearer V"``).
         found += [s for v in self.env.values() for s in embedded_secrets(v)]
         found += argv_secrets(self.args) + argv_secrets(argv)
@@ -315,13 +315,11 @@ class CLIEndpoint:
 
     def redact(self, text: str, mark: str = REDACTED, argv: Sequence[str] = ()) -> str:
         """``text`` with the secrets of ``env``, ``args`` and ``argv`` replaced by ``mark``."""
-        for value in self.secrets(argv):
-            text = text.replace(value, mark)
-        return text
+        return replace_secrets(text, self.secrets(argv), mark)
 
     def scrub(self, text: str) -> str:
         """``text`` with secret ``env`` values replaced by ``***`` (the mark of cassettes)."""
-        return self.redact(text, "***")
+        return self.redact(text, MARK)
 
     def _environ(self) -> dict[str, str]:
         env = dict(os.environ) if self.inherit_env else {}
@@ -369,7 +367,7 @@ class CLIEndpoint:
         system = system if system is not None else self.system
         argv = self.argv(options, system)
         stdout = CLIStdout(decoder, collector, sink)
-        transport = CLI_TRANSPORT.get()
+        transport = current_runtime().cli_transport
         stdin = self.stdin_text(prompt, system)
         if transport is None:
             done = await self.spawn(argv, stdin, stdout)
@@ -517,7 +515,8 @@ class CLIEndpoint:
     def _check(self, run: CLIRun, timed_out: bool, argv: Sequence[str] = ()) -> None:
         name = self.provider
         if timed_out:
-            raise self._error(CLITimeoutError, f"{name}: no result within {self.timeout} s; process group killed", run, argv)
+            raise self._error(CLITimeoutError, f"{name}: no result within {self.timeout} s; process group killed",
+                              run, argv)
         if run.is_error:
             raise self._error(
                 CLIResultError,

@@ -1,89 +1,21 @@
-"""CLI run records and errors: what a turn produced and how it failed."""
+"""CLI run records: what a turn produced (the CLI errors are defined in :mod:`lionops.errors`)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import LionopsError
+from ..._secrets import TEXT_MARK
+from ...errors import CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError  # noqa: F401 - re-exported: the CLI errors are defined in lionops.errors
 
-#: Environment variable names whose values are redacted from errors and logs.
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
-#: Redaction marker.
-REDACTED = "[redacted]"
+#: What a secret is replaced with in CLI error text.
+REDACTED = TEXT_MARK
 
 #: Stop reasons that mean the answer was cut off at a token limit.
 CUT_OFF_STOP_REASONS = frozenset({"max_tokens", "max_output_tokens", "model_context_window_exceeded"})
 
 
 # ---------------------------------------------------------------- errors
-
-
-class CLIError(LionopsError, RuntimeError):
-    """A CLI turn failed. The message says why and ends with the stderr tail.
-
-    Attributes:
-        provider: ``"claude_code"``, ``"codex"``, ...
-        returncode: the exit status (negative: killed by that signal), or
-            ``None`` when the process had not exited on its own.
-        stderr_tail: the last bytes of stderr, decoded, secrets redacted.
-        stream_path: the persisted JSONL stream of the run, when persisted
-            (set by ``run_and_collect``).
-        run: the partial :class:`CLIRun` (events seen before the failure).
-    """
-
-    def __init__(self, message: str, *, provider: str | None = None, returncode: int | None = None,
-                 stderr_tail: str = "", run: CLIRun | None = None) -> None:
-        self.provider = provider
-        self.returncode = returncode
-        self.stderr_tail = stderr_tail
-        self.stream_path: str | None = None
-        self.run = run
-        self.summary = message
-        super().__init__(message)
-
-    def __str__(self) -> str:
-        text = self.summary
-        if self.stream_path:
-            text += f" (stream: {self.stream_path})"
-        tail = self.stderr_tail.strip()
-        text += f"; stderr tail: {tail!r}" if tail else "; stderr was empty"
-        return text
-
-
-class CLIProcessError(CLIError):
-    """The CLI could not start, exited non-zero, was killed by a signal, or
-    exited without a final result event (a crash mid-stream)."""
-
-
-class CLITimeoutError(CLIError, TimeoutError):
-    """The CLI ran past ``timeout`` seconds; its process group was killed."""
-
-
-class CLIStreamError(CLIError):
-    """The stdout stream is corrupt: a JSON line could not be decoded nor
-    repaired. ``line`` is its 1-based stdout line number,
-    ``preview`` its first 120 characters."""
-
-    def __init__(self, message: str, *, line: int | None = None, preview: str = "", **kw: Any) -> None:
-        super().__init__(message, **kw)
-        self.line = line
-        self.preview = preview
-
-
-class CLIResultError(CLIError):
-    """The CLI's final result reports failure (``is_error: true``, Codex
-    ``turn.failed``), whatever the exit code.
-
-    ``subtype`` is the result subtype (``"error_max_turns"``,
-    ``"error_during_execution"``, ``"turn.failed"``, ...); the message is
-    never empty.
-    """
-
-    def __init__(self, message: str, *, subtype: str | None = None, **kw: Any) -> None:
-        super().__init__(message, **kw)
-        self.subtype = subtype
 
 
 # ---------------------------------------------------------------- run record

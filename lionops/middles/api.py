@@ -50,6 +50,7 @@ from ..operative import request_type_of
 from ..parse import ends_inside_json, extract_json, parse_response, split_reasoning
 from ..trace import annotate
 from .common import begin_turn, finish_turn, record_assistant
+from .shaping import structured_options
 
 __all__ = ["communicate", "provider_messages", "native_requests", "usage_note", "caller_model"]
 
@@ -199,7 +200,7 @@ def provider_messages(branch: Any, progression: Any = None) -> list[dict[str, An
     return out
 
 
-def native_requests(tool_calls: list[dict[str, Any]]) -> list[ActionRequestModel]:
+def native_requests(tool_calls: list[Any]) -> list[ActionRequestModel]:
     """``tool_calls`` as action requests, in order.
 
     ``arguments`` arrive as JSON text and are decoded (twice at most).
@@ -215,7 +216,8 @@ def native_requests(tool_calls: list[dict[str, Any]]) -> list[ActionRequestModel
             out.append(ActionRequestModel(invalid=f"tool call entry is not an object: {_preview(call)}"))
             continue
         call_id = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else None
-        fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+        function = call.get("function")
+        fn: dict[str, Any] = function if isinstance(function, dict) else {}
         name = fn.get("name") if isinstance(fn.get("name"), str) and fn.get("name") else None
         raw = fn.get("arguments")
         try:
@@ -225,7 +227,8 @@ def native_requests(tool_calls: list[dict[str, Any]]) -> list[ActionRequestModel
                                           call_id=call_id))
             continue
         if name is None:
-            out.append(ActionRequestModel(arguments=arguments, invalid=f"tool call {call.get('id')!s} has no function name",
+            out.append(ActionRequestModel(arguments=arguments,
+                                          invalid=f"tool call {call.get('id')!s} has no function name",
                                           call_id=call_id))
             continue
         out.append(ActionRequestModel(function=name, arguments=arguments, call_id=call_id))
@@ -272,8 +275,9 @@ def caller_model(response_format: Any) -> type[BaseModel] | None:
     request = request_type_of(response_format)
     if not (isinstance(request, type) and issubclass(request, BaseModel)):
         return None
-    if request is response_format:
-        return request  # not generated: the caller's class itself
+    generated = request is not response_format  # else the caller's class itself
+    if not generated:
+        return request
     base = request.__bases__[0] if request.__bases__ else BaseModel
     return base if base is not BaseModel and issubclass(base, BaseModel) else None
 
@@ -342,8 +346,8 @@ async def communicate(
     fmt = getattr(chat_param, "response_format", None)
     options: dict[str, Any] = {}
     schema_in_prompt = False
-    if fmt is not None and hasattr(endpoint, "structured_options"):
-        options, schema_in_prompt = endpoint.structured_options(fmt)
+    if fmt is not None and hasattr(endpoint, "structured_output"):
+        options, schema_in_prompt = structured_options(endpoint, fmt)
     invocation = dict(getattr(chat_param, "imodel_kw", None) or {})
     opt_in = invocation.pop("native_tools", None)
     tool_schemas = getattr(chat_param, "tool_schemas", None)
@@ -388,7 +392,7 @@ async def communicate(
         "attempts": completion.attempts,
     }
     if completion.tool_calls:
-        metadata["tool_calls"] = [_call_summary(c, r) for c, r in zip(completion.tool_calls, requests)]
+        metadata["tool_calls"] = [_call_summary(c, r) for c, r in zip(completion.tool_calls, requests, strict=False)]
     if completion.refusal:
         metadata["refusal"] = completion.refusal
     if reasoning:

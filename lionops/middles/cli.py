@@ -1,10 +1,10 @@
 """``run_and_collect``: the CLI Middle (ADR-0022 D1/D3).
 
 One turn through a CLI agent subprocess (:mod:`lionops.endpoints.cli`),
-finished exactly like the API path: :func:`~lionops.adapters.common.begin_turn`
+finished exactly like the API path: :func:`~lionops.middles.common.begin_turn`
 records the user turn (with the tool schemas and the request JSON schema in
 the prompt, since a CLI agent has no structured-output channel), and
-:func:`~lionops.adapters.common.finish_turn` records the assistant message
+:func:`~lionops.middles.common.finish_turn` records the assistant message
 and runs the inner parse.
 
 The CLI's own tool calls are recorded as ``action_request`` /
@@ -35,14 +35,13 @@ from typing import Any
 import anyio.to_thread
 
 from .. import observe
-from ..endpoints.cli import CUT_OFF_STOP_REASONS, CLIError, CLIRun, CLIToolEvent
-from ..errors import ConfigurationError
-from ..params import RunParam
+from ..endpoints.cli.records import CUT_OFF_STOP_REASONS, CLIRun, CLIToolEvent
+from ..errors import CLIError, ConfigurationError
 from ..models import RawOutput
+from ..params import RunParam
 from ..parse import ends_inside_json, split_reasoning
 from ..trace import annotate
 from .common import begin_turn, finish_turn, record_assistant
-
 
 
 def _cut_detail(endpoint: Any, run: CLIRun) -> str | None:
@@ -124,7 +123,7 @@ def _recorder(branch: Any, provider: str) -> Any:
     def record(event: CLIToolEvent) -> None:
         if observe.observers:  # instrumentation seam
             observe.note("cli_tool", event=event)
-        meta = {"executed_by": "cli", "provider": provider, "call_id": event.call_id}
+        meta: dict[str, Any] = {"executed_by": "cli", "provider": provider, "call_id": event.call_id}
         if event.parent is not None:
             meta["parent_call_id"] = event.parent
         if event.kind == "request":
@@ -193,7 +192,6 @@ async def run_and_collect(
     run_param = chat_param if isinstance(chat_param, RunParam) else None
     stream: StreamFile | None = None
     snapshot: Path | None = None
-    run: CLIRun | None = None
     failure: CLIError | None = None
     if run_param is not None and run_param.snapshot_dir is not None:
         snapshot = Path(run_param.snapshot_dir) / f"{branch.id}.json"
@@ -201,7 +199,7 @@ async def run_and_collect(
         stream = StreamFile.open(run_param.persist_dir, _run_id(branch))
     try:
         try:
-            run = await endpoint.run(
+            run: CLIRun = await endpoint.run(
                 user.content,
                 system=_system_text(branch),
                 options=dict(getattr(chat_param, "imodel_kw", None) or {}),

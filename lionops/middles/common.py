@@ -5,17 +5,12 @@ finishing a turn (raw text under ``skip_validation``, else the inner parse).
 from __future__ import annotations
 
 import json
-import weakref
-from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel
-
-from .._frozen import freeze
 from ..messages import Message, to_jsonable
-from ..operative import request_type_of
 from ..parse import parse_response
 from ..tools import ToolSchema
+from .shaping import per_request_model, request_model_of, request_schema
 
 __all__ = [
     "request_schema", "schema_prompt", "render_instruction", "begin_turn",
@@ -23,56 +18,6 @@ __all__ = [
 ]
 
 _SCHEMA_PROMPT = "Answer with one JSON object only, matching this JSON schema:\n"
-
-#: request model class -> (its pydantic core schema when the values were
-#: made, {key: value}); see :func:`per_request_model`.
-_PER_MODEL: weakref.WeakKeyDictionary[type, tuple[Any, dict[str, Any]]] = weakref.WeakKeyDictionary()
-
-
-def request_model_of(response_format: Any) -> type[BaseModel] | None:
-    """The *request* model class behind ``response_format`` (a model class, a
-    generated response type or a model instance), else ``None``."""
-    target = request_type_of(response_format)
-    if isinstance(target, type) and issubclass(target, BaseModel):
-        return target
-    if isinstance(target, BaseModel):
-        return type(target)
-    return None
-
-
-def per_request_model(model: type[BaseModel], key: str, build: Callable[[type[BaseModel]], Any]) -> Any:
-    """``build(model)``, made once per model class and ``key`` and shared by
-    every call (so it must not be changed: schemas are read-only containers).
-
-    Made again after the class is rebuilt (``model_rebuild()`` changes its
-    core schema); a class that is not complete yet is not cached.
-    """
-    core = getattr(model, "__pydantic_core_schema__", None)
-    entry = _PER_MODEL.get(model)
-    if entry is None or entry[0] is not core:
-        entry = (core, {})
-        if getattr(model, "__pydantic_complete__", False):
-            _PER_MODEL[model] = entry
-    values = entry[1]
-    if key not in values:
-        values[key] = build(model)
-    return values[key]
-
-
-def request_schema(response_format: Any) -> dict[str, Any] | None:
-    """JSON schema the model is shown: the *request* model (no ``action_responses``).
-
-    For a model class it is generated once per class and shared: a read-only
-    mapping (:class:`lionops._frozen.FrozenDict`; ``thaw`` it to change a copy).
-    A dict schema is returned as given.
-    """
-    model = request_model_of(response_format)
-    if model is not None:
-        return per_request_model(model, "schema", lambda m: freeze(m.model_json_schema()))  # type: ignore[no-any-return]
-    target = request_type_of(response_format)
-    if isinstance(target, dict):
-        return target
-    return None
 
 
 def render_instruction(instruction: Any, chat_param: Any, *, schema_in_prompt: bool,
@@ -84,7 +29,8 @@ def render_instruction(instruction: Any, chat_param: Any, *, schema_in_prompt: b
     if instruction is not None:
         parts.append(instruction if isinstance(instruction, str) else json.dumps(to_jsonable(instruction)))
     if chat_param is not None and chat_param.guidance is not None:
-        parts.append(f"Guidance: {chat_param.guidance if isinstance(chat_param.guidance, str) else json.dumps(to_jsonable(chat_param.guidance))}")
+        guidance = chat_param.guidance
+        parts.append(f"Guidance: {guidance if isinstance(guidance, str) else json.dumps(to_jsonable(guidance))}")
     if chat_param is not None and chat_param.context is not None:
         parts.append(f"Context: {json.dumps(to_jsonable(chat_param.context))}")
     if (schema_in_prompt if tools_in_prompt is None else tools_in_prompt) and chat_param is not None:
@@ -125,15 +71,18 @@ def begin_turn(branch: Any, instruction: Any, chat_param: Any, clear_messages: b
         branch.clear_messages()
     content = render_instruction(instruction, chat_param, schema_in_prompt=schema_in_prompt,
                                  tools_in_prompt=tools_in_prompt)
-    return branch.messages.add(
+    message: Message = branch.messages.add(
         "user", content,
         sender=getattr(chat_param, "sender", None), recipient=getattr(chat_param, "recipient", None),
     )
+    return message
 
 
 def record_assistant(branch: Any, text: str | None, metadata: dict[str, Any] | None = None) -> Message:
     """Record the assistant response (``metadata``: usage, latency, tool calls, ...)."""
-    return branch.messages.add("assistant", text, sender=None, recipient=branch.id, metadata=dict(metadata or {}))
+    message: Message = branch.messages.add("assistant", text, sender=None, recipient=branch.id,
+                                           metadata=dict(metadata or {}))
+    return message
 
 
 async def finish_turn(branch: Any, text: str | None, parse_param: Any, skip_validation: bool,

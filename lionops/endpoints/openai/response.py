@@ -1,0 +1,273 @@
+"""Response normalisation: a decoded Chat Completions body -> :class:`ChatCompletion`.
+
+Pure: no IO. :class:`Answers` holds what one endpoint needs to judge an
+answer and word a refusal (its provider name, URL and secret scrubbers);
+a body that is not a complete answer becomes a typed
+:class:`~lionops.errors.EndpointResponseError` (or
+:class:`~lionops.errors.EndpointProviderError` for the provider's own error),
+never a partial answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import EndpointProviderError, EndpointResponseError
+from .config import BODY_PREVIEW
+
+__all__ = ["ChatCompletion", "Answers"]
+
+@dataclass(frozen=True, slots=True)
+class ChatCompletion:
+    """The first choice of one Chat Completions answer, normalized.
+
+    Attributes:
+        text: the assistant text (parts joined), or ``None``.
+        refusal: the provider's refusal text, or ``None``.
+        tool_calls: the raw ``tool_calls`` entries (``{"id", "type",
+            "function": {"name", "arguments"}}``), arguments still JSON text;
+            every entry the server sent, also one that is not an object.
+        finish_reason: ``"stop"``, ``"length"``, ``"tool_calls"``,
+            ``"content_filter"``, ... or ``None``.
+        usage: token counts (``prompt_tokens``, ``completion_tokens``,
+            ``total_tokens``); empty when the server sent none.
+        model: the model name the server reports.
+        latency_s: wall time of the whole call in seconds, retries included.
+        attempts: HTTP requests made (1 + retries).
+        retries: one ``{"status", "delay_s"}`` per retry, in order.
+        raw: the decoded response body.
+        reasoning: the text of ``reasoning_content`` / ``reasoning`` fields
+            (or their stream deltas), kept as a fact; never parsed.
+        choices: how many choices the server sent (merged into this answer
+            unless the request asked for ``n > 1``).
+    """
+
+    text: str | None
+    refusal: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    model: str | None = None
+    latency_s: float = 0.0
+    attempts: int = 1
+    retries: list[dict[str, Any]] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    reasoning: str | None = field(default=None, repr=False)
+    choices: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Answers:
+    """How one endpoint's answers are read and its refusals worded.
+
+    Attributes:
+        provider: the provider name shown in messages.
+        url: the request URL as shown (no credentials).
+        scrub: removes the endpoint's secrets from a text.
+        preview: at most :data:`BODY_PREVIEW` characters of a text, secrets removed before the cut.
+    """
+
+    provider: str
+    url: str
+    scrub: Callable[[str], str]
+    preview: Callable[[str], str]
+
+    def provider_error(self, err: Any, status: int, where: str) -> EndpointProviderError:
+        """The provider's own error (``{"message", "code", ...}`` or text) as a typed error."""
+        message = err.get("message") if isinstance(err, dict) else err
+        message = self.scrub(message if isinstance(message, str) else json.dumps(err, default=str))
+        code = err.get("code") if isinstance(err, dict) else None
+        return EndpointProviderError(
+            f"{self.provider}: POST {self.url} answered {status} with {where}: {message[:BODY_PREVIEW]!r}"
+            + (f" (code {code!r})" if code is not None else ""),
+            provider_message=message[:BODY_PREVIEW], code=code, provider=self.provider, url=self.url,
+        )
+
+
+    def response_error(self, what: str, status: int, text: str) -> EndpointResponseError:
+        return EndpointResponseError(
+            f"{self.provider}: POST {self.url} answered {status} with {what}: {self.preview(text)!r}",
+            provider=self.provider, url=self.url,
+        )
+
+
+    def decode_json(self, text: str, status: int, what: str) -> Any:
+        try:
+            return json.loads(text)
+        except RecursionError:
+            raise self.response_error("JSON nested too deep to decode", status, text) from None
+        except ValueError:
+            raise self.response_error(what, status, text) from None
+
+
+    def completion(self, data: Any, *, latency: float, attempts: int,
+                    retries: list[dict[str, Any]], n: Any = None) -> ChatCompletion:
+        """The normalized answer of a decoded body (see :class:`ChatCompletion`).
+
+        Every choice of the requested answer is read: with ``n`` unset or 1,
+        all choices the server sent are merged, in index order, into one
+        answer (some servers put the text in ``choices[0]`` and the tool
+        call in ``choices[1]``); with ``n > 1`` the answer is the lowest-index
+        choice and the others stay in ``raw``. A body that is not a
+        completion (an ``error`` object, no or null ``choices``, a choice or
+        message that is not an object) raises a typed error; nothing of it
+        is passed on."""
+
+        def bad(what: str) -> EndpointResponseError:  # the body is shown only when it is refused
+            return self.response_error(what, 200, dumps_preview(data))
+
+        if not isinstance(data, dict):
+            raise bad("a JSON body that is not an object")
+        err = error_of(data)
+        if err is not None:
+            raise self.provider_error(err, 200, "an error object")
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise bad("no choices")
+        picked: list[tuple[int, dict[str, Any], dict[str, Any]]] = []
+        for pos, choice in enumerate(choices):
+            if not isinstance(choice, dict):
+                raise bad("a choice that is not an object")
+            message = choice.get("message") or {}
+            if not isinstance(message, dict):
+                raise bad("a message that is not an object")
+            if not isinstance(message.get("tool_calls") or [], list):
+                raise bad("tool_calls that is not a list")
+            if message.get("function_call") is not None and not isinstance(message["function_call"], dict):
+                raise bad("a function_call that is not an object")
+            if choice.get("finish_reason") == "error" or choice.get("error"):
+                err = choice.get("error") or text_of(message.get("content")) or "finish_reason 'error'"
+                raise self.provider_error(err, 200, "a choice that ended in an error")
+            index = choice.get("index")
+            picked.append((index if isinstance(index, int) else pos, choice, message))
+        picked.sort(key=lambda item: item[0])
+        if isinstance(n, int) and n > 1:
+            picked = picked[:1]
+        texts = [t for t in (text_of(m.get("content")) for _, _, m in picked) if t]
+        refusals = [r for _, _, m in picked for r in refusals_of(m)]
+        reasoning = [r for _, _, m in picked for r in reasoning_of(m)]
+        calls: list[Any] = []
+        seen: dict[str, int] = {}
+        for index, _, m in picked:
+            for call in calls_of(m):
+                call_id = call.get("id") if isinstance(call, dict) else None
+                if isinstance(call_id, str) and call_id and seen.setdefault(call_id, index) != index:
+                    raise bad(f"the tool-call id {call_id[:64]!r} in choice {seen[call_id]} and again in choice "
+                              f"{index} (one call or two cannot be told)")
+                calls.append(call)
+        usage = data.get("usage") or {}
+        return ChatCompletion(
+            text="\n".join(texts) if texts else (text_of(picked[0][2].get("content"))),
+            refusal="\n".join(refusals) or None,
+            tool_calls=calls,
+            finish_reason=merged_finish([c.get("finish_reason") for _, c, _ in picked]),
+            usage={k: v for k, v in usage.items() if isinstance(v, int)} if isinstance(usage, dict) else {},
+            model=data.get("model") if isinstance(data.get("model"), str) else None,
+            latency_s=latency,
+            attempts=attempts,
+            retries=retries,
+            raw=data,
+            reasoning="\n".join(reasoning) or None,
+            choices=len(choices),
+        )
+
+
+def error_of(obj: Any) -> Any:
+    """The provider error an answer object carries: its ``error`` (object or
+    text), or the object itself when it is an error (``"object": "error"``,
+    ``"type": "error"``); ``None`` when it carries none."""
+    if not isinstance(obj, dict):
+        return None
+    if obj.get("error"):
+        return obj["error"]
+    if obj.get("object") == "error" or obj.get("type") == "error":
+        return obj
+    return None
+
+
+#: The tool-call index under which a stream's legacy ``function_call`` deltas join.
+LEGACY_CALL = -1
+
+
+def calls_of(message: dict[str, Any]) -> list[Any]:
+    """A message's tool calls: its ``tool_calls``, then the legacy
+    ``function_call`` (``{"name", "arguments"}``) as one more call, so a server
+    that answers in the older shape has its call run, never dropped."""
+    calls = list(message.get("tool_calls") or [])
+    legacy = message.get("function_call")
+    if isinstance(legacy, dict) and legacy:
+        calls.append({"id": None, "type": "function", "function": legacy})
+    return calls
+
+
+def refusals_of(message: dict[str, Any]) -> list[str]:
+    """The refusal text of a message or delta: its ``refusal``, and content
+    parts of type ``refusal``."""
+    out = [message["refusal"]] if isinstance(message.get("refusal"), str) and message["refusal"] else []
+    content = message.get("content")
+    if isinstance(content, list):
+        out.extend(p["refusal"] for p in content
+                   if isinstance(p, dict) and p.get("type") == "refusal" and isinstance(p.get("refusal"), str)
+                   and p["refusal"])
+    return out
+
+
+def reasoning_of(message: dict[str, Any]) -> list[str]:
+    """The reasoning text of a message or delta: ``reasoning_content``,
+    ``reasoning``, and content parts of type ``reasoning`` / ``thinking``."""
+    out = []
+    content = message.get("content")
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict) and part.get("type") in ("reasoning", "thinking"):
+                value = part.get("text") or part.get("thinking") or part.get("reasoning")
+                if isinstance(value, str) and value:
+                    out.append(value)
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            out.append(value)
+        elif isinstance(value, dict) and isinstance(value.get("content"), str):
+            out.append(value["content"])
+    return out
+
+
+FINISH_RANK = {"length": 0, "content_filter": 1, "tool_calls": 2, "function_call": 2, "stop": 3}
+
+
+def merged_finish(reasons: list[Any]) -> str | None:
+    """One finish reason for merged choices: a cut-off or filter wins, then tool calls."""
+    real = [r for r in reasons if isinstance(r, str) and r]
+    if not real:
+        return None
+    return min(real, key=lambda r: FINISH_RANK.get(r, 4))
+
+
+def dumps_preview(data: Any) -> str:
+    try:
+        return json.dumps(data, default=str)[: 4 * BODY_PREVIEW]
+    except (ValueError, RecursionError):
+        return repr(data)[: 4 * BODY_PREVIEW]
+
+
+def list_of(obj: dict[str, Any], key: str) -> list[Any]:
+    """``obj[key]`` as a list (absent or null: empty); ``ValueError`` for another type."""
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{key} that is not a list")
+    return value
+
+
+def text_of(content: Any) -> str | None:
+    """Assistant ``content`` as text: a string, or the text parts of a list."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in ("text", "output_text")]
+        return "".join(parts) if parts else None
+    return str(content)

@@ -1,0 +1,810 @@
+"""Transport and retry: the one module of the OpenAI family that does HTTP IO.
+
+:class:`ChatCompletionsEndpoint` sends one ``POST {base_url}/chat/completions``
+per logical call over one reused ``httpx.AsyncClient`` (or the runtime's
+``http_transport``), reads every answer through httpx's streaming API with
+its size capped after decompression, retries 429, 5xx and refused
+connections within the call's deadline (honouring ``Retry-After``), and hands
+the body to :mod:`.response` or the event stream to :mod:`.stream`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import email.utils
+import functools
+import importlib.util
+import logging
+import os
+import ssl
+import time
+import weakref
+import zlib
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio.lowlevel
+import httpx
+from pydantic import SecretStr
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity.stop import stop_base
+
+from ... import clock
+from ..._names import near_miss
+from ..._secrets import replace_secrets, scrub_url, scrubbed_preview, url_query_secrets
+from ...errors import (
+    ConfigurationError,
+    EndpointAuthError,
+    EndpointConnectionError,
+    EndpointError,
+    EndpointRateLimitError,
+    EndpointResponseError,
+    EndpointStatusError,
+    EndpointTimeoutError,
+    MisspelledKeywordError,
+)
+from ...runtime import current_runtime
+from ...trace import current_meta
+from .config import (
+    _CALL_ENDS_AT,
+    DEFAULT_DEADLINE,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    ENDPOINT_KEYWORDS,
+    PROVIDER_DEFAULTS,
+    RESERVED,
+    StructuredMode,
+    check_deadline,
+)
+from .response import Answers, ChatCompletion
+from .stream import LINE_BREAK, EventFields, StreamAccumulator, events_of_text, fold_chunk, fold_events, stream_end
+
+__all__ = ["ChatCompletionsEndpoint", "parse_retry_after"]
+
+logger = logging.getLogger("lionops.http")
+
+#: Request URLs that hold credentials (user info, query) -> the form shown.
+_SHOWN_URLS: dict[str, str] = {}
+
+
+#: Every live endpoint, so the HTTP libraries' log records can be scrubbed of their secrets.
+_LIVE: weakref.WeakSet[ChatCompletionsEndpoint] = weakref.WeakSet()
+
+
+class _RedactingFilter(logging.Filter):
+    """Keeps endpoint secrets out of httpx's and httpcore's log records.
+
+    httpx logs every request URL at INFO level: a lionops endpoint's URL is
+    logged in its public form (no query), as lionops shows it. httpcore's
+    DEBUG records show response headers, where an echoing server may return
+    the key: every record's text is scrubbed of every live endpoint's
+    secrets."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and _SHOWN_URLS:
+            record.args = tuple(
+                _SHOWN_URLS.get(str(arg), arg) if isinstance(arg, httpx.URL) else arg for arg in record.args
+            )
+        endpoints = list(_LIVE)
+        if endpoints:
+            try:
+                text = record.getMessage()
+            except Exception:  # noqa: BLE001 - a record that cannot format is left to logging
+                return True
+            clean = text
+            for endpoint in endpoints:
+                clean = endpoint.scrub(clean)
+            if clean != text:
+                record.msg, record.args = clean, ()
+        return True
+
+
+#: Filters on a logger do not see its children's records, so each is named.
+_HTTP_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11", "httpcore.http2",
+                 "httpcore.proxy", "httpcore.socks")
+_FILTER = _RedactingFilter()
+for _name in _HTTP_LOGGERS:
+    logging.getLogger(_name).addFilter(_FILTER)
+
+
+def _seconds(number: float) -> float | None:
+    """A delay read from a header, at least 0; ``None`` (unreadable, so the
+    backoff applies) for ``nan``, which is no number of seconds."""
+    return None if number != number else max(0.0, number)
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (delta seconds
+    or an HTTP-date), never negative; ``None`` when absent or unreadable."""
+    with contextlib.suppress(ValueError, TypeError):
+        ms = _seconds(float(headers.get("retry-after-ms")) / 1000.0)  # type: ignore[arg-type]
+        if ms is not None:
+            return ms
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    value = value.strip()
+    with contextlib.suppress(ValueError):
+        return _seconds(float(value))
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+@functools.cache
+def _default_ssl_context() -> ssl.SSLContext:
+    """One verifying SSL context per process (building one costs tens of ms)."""
+    return httpx.create_ssl_context()
+
+
+class ChatCompletionsEndpoint:
+    """An OpenAI-compatible Chat Completions endpoint (the API path of ADR-0022 D3).
+
+    Args:
+        provider: a key of :data:`PROVIDER_DEFAULTS` (default ``"openai"``).
+        model: the model name sent as ``model``.
+        base_url: the API root (``.../v1``); default from the provider's
+            environment variable (``OPENAI_BASE_URL`` for ``openai``) or
+            :data:`PROVIDER_DEFAULTS`.
+        api_key: the bearer key (surrounding whitespace removed); default
+            from the provider's environment variable (``OPENAI_API_KEY``).
+            ``None`` sends no Authorization.
+        timeout: seconds one socket operation may wait (one connect, one
+            write, one read of the body, a pool slot). It does not bound the
+            call: a server that sends a byte every few seconds never trips it.
+        deadline: seconds for the whole call: every attempt, every retry wait
+            and a whole stream. A retry whose wait would pass the deadline is
+            not made. Per call: ``chat(..., deadline=...)`` (so
+            ``operate(..., deadline=...)``). Default 600.
+        max_retries: retries after the first request on 429, 5xx and refused
+            connections (2 → at most 3 requests).
+        retry_after_cap: the longest ``Retry-After`` honoured, in seconds; a
+            larger value raises :class:`~lionops.errors.EndpointRateLimitError`
+            at once instead of waiting.
+        backoff_initial, backoff_factor, backoff_max: the wait before retry
+            *n* when the server gives no ``Retry-After``:
+            ``min(backoff_initial * backoff_factor ** (n - 1), backoff_max)`` s.
+        structured_output: how a pydantic response format is asked for:
+            ``"json_schema"`` (native ``response_format``, strict when the
+            schema allows it), ``"json_object"`` (JSON mode, schema in the
+            prompt) or ``"prompt"`` (schema in the prompt only).
+        stream: ask for a server-sent-event stream by default (``stream=`` per
+            call wins); chunks are assembled into one answer, tool-call deltas
+            by index, id or position. A stream cuts the read timeout to
+            the gap between chunks rather than the whole answer.
+        silence_timeout: the longest a stream may go without a ``data:``
+            event, in seconds; keep-alive comments (``: ping``) do not reset
+            it. Past it the call raises
+            :class:`~lionops.errors.EndpointTimeoutError`.
+        max_response_bytes: the largest response body read, counted after
+            decompression (plain and streamed); a larger one raises
+            :class:`~lionops.errors.EndpointResponseError` without reading
+            further. Default 16 MiB.
+        native_tools: send the offered tools as native ``tools`` also when a
+            caller model exists (``communicate`` otherwise asks for the
+            requests inside the structured answer, see docs/semantics.md).
+        headers: extra HTTP headers for every request.
+        verify: TLS verification: ``True`` (system defaults, one shared
+            context), ``False``, a CA bundle path or an ``ssl.SSLContext``.
+        **default_options: request options sent with every call
+            (``temperature``, ``max_tokens``, ...); per-call options win.
+
+    Raises:
+        ConfigurationError: unknown provider, bad numbers, an unknown
+            ``structured_output``, ``messages`` in the default options, or
+            user info in ``base_url``.
+        MisspelledKeywordError (a TypeError): a default option is a near
+            miss of one of these keywords (``timout``, ``api_kye``).
+
+    ``is_cli`` is false. The client is created lazily inside the running
+    event loop (asyncio or trio) and reused by every call made in that loop;
+    call :meth:`aclose` when done.
+    """
+
+    is_cli = False
+
+    def __init__(
+        self,
+        provider: str = "openai",
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | SecretStr | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        *,
+        deadline: float = DEFAULT_DEADLINE,
+        retry_after_cap: float = 60.0,
+        backoff_initial: float = 0.5,
+        backoff_factor: float = 2.0,
+        backoff_max: float = 8.0,
+        structured_output: StructuredMode = "json_schema",
+        stream: bool = False,
+        headers: Mapping[str, str] | None = None,
+        verify: bool | str | ssl.SSLContext = True,
+        silence_timeout: float = 60.0,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        native_tools: bool = False,
+        **default_options: Any,
+    ) -> None:
+        defaults = PROVIDER_DEFAULTS.get(provider)
+        if defaults is None:
+            raise ConfigurationError(f"unknown provider {provider!r}; known: {sorted(PROVIDER_DEFAULTS)}")
+        if max_retries < 0 or timeout <= 0 or retry_after_cap < 0:
+            raise ConfigurationError("max_retries must be >= 0, timeout > 0, retry_after_cap >= 0")
+        deadline = check_deadline(deadline)
+        if silence_timeout <= 0 or max_response_bytes <= 0:
+            raise ConfigurationError("silence_timeout and max_response_bytes must be > 0")
+        if structured_output not in ("json_schema", "json_object", "prompt"):
+            raise ConfigurationError(
+                f"structured_output must be json_schema, json_object or prompt, got {structured_output!r}")
+        reserved = RESERVED & set(default_options)
+        if reserved:
+            raise ConfigurationError(f"{sorted(reserved)} cannot be default options")
+        for name in default_options:  # ``timout=``, ``api_kye=`` would be sent in every request body
+            suggestion = near_miss(name, ENDPOINT_KEYWORDS)
+            if suggestion is not None:
+                raise MisspelledKeywordError(name, suggestion, where=f"iModel(provider={provider!r})")
+        if api_key is None and defaults.key_env:
+            api_key = os.environ.get(defaults.key_env) or None
+        if base_url is None and defaults.base_url_env:
+            base_url = os.environ.get(defaults.base_url_env) or None
+        self.provider = provider
+        self.model = model
+        full_url = (base_url or defaults.base_url).rstrip("/")
+        try:
+            has_userinfo = "@" in urlsplit(full_url).netloc
+        except ValueError:
+            raise ConfigurationError(f"{provider}: base_url is not a valid URL") from None
+        if has_userinfo:
+            # httpx would send it as Basic auth in place of the bearer key, and
+            # an echoing server would return it: refused, never shown.
+            raise ConfigurationError(
+                f"{provider}: base_url must not contain user info ('user:password@'); "
+                "pass the key as api_key= or a header in headers="
+            )
+        # The query may carry credentials (``?api-key=``): only the public form is shown.
+        self._base_url = SecretStr(full_url)
+        self.base_url = scrub_url(full_url)
+        if self.base_url != full_url:
+            _SHOWN_URLS[str(httpx.URL(self._request_url()))] = self.url
+        if isinstance(api_key, str):  # a key read from a file often ends in a newline
+            api_key = SecretStr(api_key.strip())
+        self._api_key = api_key
+        self.timeout = float(timeout)
+        self.deadline = deadline
+        self.max_retries = int(max_retries)
+        self.retry_after_cap = float(retry_after_cap)
+        self.backoff_initial = float(backoff_initial)
+        self.backoff_factor = float(backoff_factor)
+        self.backoff_max = float(backoff_max)
+        self.structured_output: StructuredMode = structured_output
+        self.stream = bool(stream)
+        self.silence_timeout = float(silence_timeout)
+        self.max_response_bytes = int(max_response_bytes)
+        self.native_tools = bool(native_tools)
+        self._extra_headers = {k: SecretStr(v) for k, v in (headers or {}).items()}
+        self.verify = verify
+        self.default_options = dict(default_options)
+        self._client: httpx.AsyncClient | None = None
+        self._client_token: Any = None
+        _LIVE.add(self)
+
+    # ------------------------------------------------------------ secrets
+
+    @property
+    def has_api_key(self) -> bool:
+        return self._api_key is not None and bool(self._api_key.get_secret_value())
+
+    def _secrets(self) -> list[str]:
+        """Every form of every secret value, longest first (so a form holding
+        another goes whole): as given, stripped, escaped as in a ``repr``
+        (the HTTP library quotes a header it refuses), and the credential of
+        an ``<scheme> <credential>`` header value (a server may echo only it)."""
+        in_url = map(SecretStr, url_query_secrets(self._base_url.get_secret_value()))
+        found = [self._api_key, *self._extra_headers.values(), *in_url]
+        forms: set[str] = set()
+        for secret in found:
+            value = secret.get_secret_value() if secret is not None else ""
+            forms.update((value, value.strip(), repr(value)[1:-1]))
+            forms.update(part for part in value.split()[1:] if len(part) >= 8)
+        return sorted((v for v in forms if len(v) >= 4), key=len, reverse=True)
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the API key, extra header values and the base URL's
+        query values replaced by ``***``."""
+        return replace_secrets(text, self._secrets())
+
+    def preview(self, text: str) -> str:
+        """At most 300 characters of ``text``, secrets removed before the cut."""
+        secrets = self._secrets()
+        return scrubbed_preview(text, self.scrub, len(secrets[0]) if secrets else 0)
+
+    @property
+    def _answers(self) -> Answers:
+        """How this endpoint's answers are read and its refusals worded."""
+        return Answers(self.provider, self.url, self.scrub, self.preview)
+
+    # ------------------------------------------------------------ client
+
+    @property
+    def url(self) -> str:
+        """The Chat Completions URL as shown (``{base_url}/chat/completions``)."""
+        return f"{self.base_url}/chat/completions"
+
+    def _request_url(self) -> str:
+        full = urlsplit(self._base_url.get_secret_value())
+        return urlunsplit((full.scheme, full.netloc, f"{full.path}/chat/completions", full.query, ""))
+
+    def _client_for_loop(self) -> httpx.AsyncClient:
+        """The client of the running event loop, created on first use.
+
+        A client cannot move between event loops; one made in a loop that has
+        since ended is dropped and a new one made for the current loop. While
+        the runtime has an ``http_transport`` (:func:`lionops.runtime.use_runtime`),
+        a light client over that transport is used instead and the cached one
+        is left alone.
+        """
+        override = current_runtime().http_transport
+        if override is not None:  # owned by whoever set it; the client holds no sockets
+            return httpx.AsyncClient(transport=override, timeout=httpx.Timeout(self.timeout), trust_env=False)
+        token = anyio.lowlevel.current_token()
+        if self._client is None or self._client_token != token:
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout),
+                verify=_default_ssl_context() if self.verify is True else self.verify,
+            )
+            self._client_token = token
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the client of the current event loop (a later call makes a new one)."""
+        client, self._client, self._client_token = self._client, None, None
+        if client is not None:
+            await client.aclose()
+
+    # ------------------------------------------------------------ calls
+
+    def request_body(self, messages: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+        """The JSON body: ``model``, ``messages``, default options, then ``options``.
+
+        ``stream`` (default: the endpoint's) adds ``"stream": true`` and, unless
+        given, ``stream_options={"include_usage": true}``.
+
+        Raises:
+            ConfigurationError: no model name.
+        """
+        stream = options.pop("stream", None)
+        body: dict[str, Any] = {"model": self.model}
+        body.update(self.default_options)
+        body.update({k: v for k, v in options.items() if v is not None})
+        if not body.get("model"):
+            raise ConfigurationError(f"{self.provider}: no model name; pass iModel(model=...)")
+        if self.stream if stream is None else stream:
+            body["stream"] = True
+            body.setdefault("stream_options", {"include_usage": True})
+        body["messages"] = messages
+        return body
+
+    async def chat(self, messages: list[dict[str, Any]], **options: Any) -> ChatCompletion:
+        """One logical Chat Completions call.
+
+        Args:
+            messages: OpenAI-shaped messages (``role``, ``content``, ...).
+            **options: request options (``tools``, ``response_format``,
+                ``temperature``, ...); ``None`` values are left out.
+                ``deadline`` (seconds) is not sent: it replaces the endpoint's
+                deadline for this call.
+
+        Returns:
+            The normalized first choice (:class:`ChatCompletion`).
+
+        Raises:
+            EndpointAuthError: 401/403 (never retried).
+            EndpointRateLimitError: 429 after the retries, or a
+                ``Retry-After`` above ``retry_after_cap``.
+            EndpointStatusError: any other 4xx, or 5xx after the retries.
+            EndpointTimeoutError: one socket operation waited past ``timeout``
+                (``limit="timeout"``), or the call would outlast its
+                ``deadline`` (``limit="deadline"``; a retry whose wait would
+                pass it is not made).
+            EndpointConnectionError: refused/reset connection after the retries.
+            EndpointResponseError: a 2xx body that is not a completion object
+                (or a stream chunk that is not JSON).
+            ConfigurationError: no model name, or a bad ``deadline``.
+
+        Every error carries ``attempts`` and ``retries``, and no exception
+        chain. The trace of the running ``operate()`` gets ``http_attempts``,
+        ``http_retries`` and ``http_statuses`` (one per attempt; ``None`` for
+        an attempt without an HTTP answer), also when the call fails: those
+        of its first call (a parse model's re-ask does not replace them).
+        """
+        deadline = self.deadline if options.get("deadline") is None else check_deadline(options["deadline"])
+        options.pop("deadline", None)
+        body = self.request_body(messages, **options)
+        client = self._client_for_loop()
+        retries: list[dict[str, Any]] = []
+        statuses: list[int | None] = []
+        ends_at = clock.monotonic() + deadline
+        inherited = _CALL_ENDS_AT.get()
+        if inherited is not None:  # inside an adapter call: its total bounds this call too
+            ends_at = min(ends_at, inherited)
+        stopped_by_deadline: list[float] = []
+
+        def before_sleep(state: Any) -> None:
+            exc = state.outcome.exception()
+            delay = float(state.next_action.sleep)
+            retries.append({"status": getattr(exc, "status", None), "delay_s": delay})
+            logger.info("%s: retry %d in %.2f s after %s", self.provider, state.attempt_number, delay,
+                        type(exc).__name__)
+
+        async def attempt_once(number: int) -> dict[str, Any]:
+            try:
+                data = await self._attempt(client, body, number, ends_at, deadline)
+            except EndpointError as exc:
+                statuses.append(getattr(exc, "status", None))
+                raise
+            statuses.append(200)
+            return data
+
+        started = time.perf_counter()
+        attempts = 1
+        failure: EndpointError | None = None
+        try:
+            try:
+                # The first request runs outside the retry loop, so an answered
+                # call pays nothing for it; a retryable failure enters it below.
+                data = await attempt_once(1)
+            except EndpointError as first:
+                if not (_retryable(first) and self.max_retries):
+                    raise
+                replay: list[EndpointError] = [first]
+                retrying = AsyncRetrying(
+                    stop=stop_after_attempt(self.max_retries + 1) | _PastDeadline(ends_at, stopped_by_deadline),
+                    wait=self._wait,
+                    retry=retry_if_exception(_retryable),
+                    sleep=clock.sleep,
+                    before_sleep=before_sleep,
+                    reraise=True,
+                )
+                async for attempt in retrying:
+                    with attempt:
+                        attempts = attempt.retry_state.attempt_number
+                        if replay:  # attempt 1, already made: its failure decides the first wait
+                            raise replay.pop() from None  # its chain is dropped below anyway
+                        data = await attempt_once(attempts)
+            latency = time.perf_counter() - started
+            done = self._answers.completion(data, latency=latency, attempts=attempts, retries=retries, n=body.get("n"))
+        except EndpointError as exc:
+            failure = exc
+        meta = current_meta()
+        if meta is not None and "http_statuses" not in meta:  # the adapter call's own; a parse re-ask adds none
+            meta.update(http_attempts=attempts, http_retries=list(retries), http_statuses=list(statuses))
+        if failure is None:
+            return done
+        if stopped_by_deadline:
+            failure = self._deadline_error(
+                deadline, attempts,
+                f"the retry after {type(failure).__name__} ({self._status_text(failure)}) "
+                f"would wait {stopped_by_deadline[-1]:g} s",
+            )
+        raise self._settled(failure, attempts, retries)
+
+    async def _attempt(self, client: httpx.AsyncClient, body: dict[str, Any], attempt: int,
+                       ends_at: float, deadline: float) -> dict[str, Any]:
+        """One request, cancelled when the call's deadline passes."""
+        left = ends_at - clock.monotonic()
+        if left <= 0:
+            raise self._deadline_error(deadline, attempt - 1, "no time was left for another request")
+        with anyio.CancelScope(deadline=anyio.current_time() + left) as scope:
+            return await self._post_once(client, body, attempt)
+        # Only this scope's own cancellation gets here (a caller's propagates).
+        assert scope.cancelled_caught
+        raise self._deadline_error(deadline, attempt, f"attempt {attempt} was still running")
+
+    def _deadline_error(self, deadline: float, attempts: int, what: str) -> EndpointTimeoutError:
+        err = EndpointTimeoutError(
+            f"{self.provider}: POST {self.url} ran out of its total deadline of {deadline:g} s: {what}",
+            limit="deadline", seconds=deadline, provider=self.provider, url=self.url,
+        )
+        err.attempts = attempts
+        return err
+
+    @staticmethod
+    def _status_text(err: EndpointError) -> str:
+        status = getattr(err, "status", None)
+        return f"HTTP {status}" if status is not None else "no HTTP answer"
+
+    @staticmethod
+    def _settled(err: EndpointError, attempts: int, retries: list[dict[str, Any]]) -> EndpointError:
+        """``err`` as the call's failure: attempts and retries on it, the attempt
+        count in its message, and no exception chain (the HTTP library's
+        exceptions hold the request headers)."""
+        err.attempts = max(attempts, 1)
+        err.retries = list(retries)
+        if err.attempts > 1 and err.args and f"after {err.attempts} attempts" not in str(err.args[0]):
+            err.args = (f"{err.args[0]} (after {err.attempts} attempts)", *err.args[1:])
+        err.__cause__ = None
+        err.__context__ = None
+        err.__suppress_context__ = True
+        return err
+
+    def _wait(self, state: Any) -> float:
+        """tenacity wait: the server's ``Retry-After`` when given, else backoff."""
+        retry_after = getattr(state.outcome.exception(), "retry_after", None)
+        if retry_after is not None:
+            return float(retry_after)
+        n: int = state.attempt_number
+        return min(self.backoff_initial * self.backoff_factor ** (n - 1), self.backoff_max)
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        headers.update({k: v.get_secret_value() for k, v in self._extra_headers.items()})
+        if self.has_api_key:
+            assert self._api_key is not None
+            headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
+        return headers
+
+    async def _post_once(self, client: httpx.AsyncClient, body: dict[str, Any], attempt: int) -> dict[str, Any]:
+        """One HTTP request; the decoded (or stream-assembled) completion object."""
+        url = self.url
+        logger.debug("%s: POST %s model=%s attempt=%d stream=%s", self.provider, url, body.get("model"),
+                     attempt, bool(body.get("stream")))
+        try:
+            return await self._exchange(client, body, attempt)
+        except httpx.TimeoutException as exc:
+            raise EndpointTimeoutError(
+                f"{self.provider}: POST {url}: one {_TIMEOUT_KINDS.get(type(exc).__name__, 'socket operation')} "
+                f"waited longer than the timeout of {self.timeout:g} s ({type(exc).__name__})",
+                limit="timeout", seconds=self.timeout, provider=self.provider, url=url,
+            ) from None
+        except httpx.TransportError as exc:
+            err = EndpointConnectionError(
+                f"{self.provider}: cannot reach POST {url}: {self.preview(str(exc)) or type(exc).__name__}",
+                provider=self.provider, url=url,
+            )
+            err.retryable = isinstance(exc, httpx.ConnectError)  # type: ignore[attr-defined]
+            raise err from None
+        except httpx.HTTPError as exc:  # too many redirects, an invalid URL, ...
+            raise EndpointResponseError(
+                f"{self.provider}: POST {url}: {type(exc).__name__}: {self.preview(str(exc))}",
+                provider=self.provider, url=url,
+            ) from None
+
+    # ------------------------------------------------------------ answers
+
+    async def _exchange(self, client: httpx.AsyncClient, body: dict[str, Any], attempt: int) -> dict[str, Any]:
+        """Send ``body`` and read the answer through httpx's streaming API, so
+        no body is held past ``max_response_bytes`` (counted decompressed).
+
+        An event stream is assembled chunk by chunk, also when the request did
+        not ask for one; a plain JSON answer is used as is, also when it did
+        (a server that ignores ``stream: true``)."""
+        async with client.stream("POST", self._request_url(), json=body, headers=self._headers()) as response:
+            logger.debug("%s: %s %d", self.provider, self.url, response.status_code)
+            status = response.status_code
+            try:
+                if not response.is_success:
+                    raise self._status_error(await self._buffered(response), self.url, attempt)
+                if "text/event-stream" in response.headers.get("content-type", "").lower():
+                    return await self._read_events(response)
+                raw = await self._read_body(response)
+            except httpx.DecodingError as exc:
+                raise self._answers.response_error(f"a body that cannot be decoded ({type(exc).__name__}: {exc})"[:300],
+                                           status, "") from None
+            ctype = response.headers.get("content-type") or "no content type"
+        text = raw.decode("utf-8-sig", errors="replace")  # a byte-order mark is not part of the JSON
+        if text.lstrip().startswith(("data:", ":")):
+            return events_of_text(text, status, self._answers)  # an event stream labelled as something else
+        data = self._answers.decode_json(text, status, f"a body that is not JSON ({ctype})")
+        if not isinstance(data, dict):
+            raise self._answers.response_error("a JSON body that is not an object", status, text)
+        if data.get("object") == "chat.completion.chunk":  # one stream chunk sent as the whole body
+            acc = StreamAccumulator()
+            fold_chunk(acc, data, text, status, self._answers)
+            return stream_end(acc, False, status, self._answers)
+        return data
+
+    async def _read_body(self, response: httpx.Response, *, truncate: bool = False) -> bytes:
+        """The decompressed body, at most ``max_response_bytes``; past the cap
+        the read stops and raises (``truncate``: returns what was read)."""
+        data = bytearray()
+        async for chunk in _decoded(response):
+            data += chunk
+            if len(data) > self.max_response_bytes:
+                if truncate:
+                    return bytes(data[: self.max_response_bytes])
+                raise self._too_large(response.status_code)
+        return bytes(data)
+
+    async def _buffered(self, response: httpx.Response) -> httpx.Response:
+        """An error response with its body read (capped), for :meth:`_status_error`."""
+        try:
+            raw = await self._read_body(response, truncate=True)
+        except httpx.DecodingError:
+            raw = b""  # the status still decides (a 503 stays retryable); its body is unreadable
+        headers = [(k, v) for k, v in response.headers.multi_items()
+                   if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+        return httpx.Response(response.status_code, headers=headers, content=raw, request=response.request)
+
+    def _too_large(self, status: int) -> EndpointResponseError:
+        return EndpointResponseError(
+            f"{self.provider}: POST {self.url} answered {status} with a body larger than "
+            f"max_response_bytes={self.max_response_bytes} (counted decompressed); reading stopped",
+            provider=self.provider, url=self.url,
+        )
+
+    async def _read_events(self, response: httpx.Response) -> dict[str, Any]:
+        """Assemble a server-sent-event stream into one completion object.
+
+        Every wait for the next ``data:`` event is bounded by
+        ``silence_timeout`` (comments and blank lines do not reset it); the
+        bytes read are bounded by ``max_response_bytes``."""
+        acc, fields = StreamAccumulator(), EventFields()
+        chunks = _decoded(response).__aiter__()
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pending, total, ended = "", 0, False
+        last_data = anyio.current_time()
+        try:
+            while not ended:
+                chunk: bytes | None = None
+                wait = last_data + self.silence_timeout - anyio.current_time()
+                with anyio.move_on_after(max(wait, 0.0)):
+                    try:
+                        chunk = await chunks.__anext__()
+                    except StopAsyncIteration:
+                        ended = True
+                if chunk is None and not ended:
+                    raise EndpointTimeoutError(
+                        f"{self.provider}: the stream from POST {self.url} sent no data event for "
+                        f"{self.silence_timeout:g} s (silence_timeout; keep-alive comments do not count)",
+                        provider=self.provider, url=self.url,
+                    )
+                if chunk:
+                    total += len(chunk)
+                    if total > self.max_response_bytes:
+                        raise self._too_large(response.status_code)
+                pending += decoder.decode(chunk or b"", final=ended)
+                held = "" if ended or not pending.endswith("\r") else "\r"  # maybe the first half of \r\n
+                lines = LINE_BREAK.split(pending[: len(pending) - len(held)])
+                pending = "" if ended else lines.pop() + held
+                payloads = fields.feed(lines, end=ended)
+                if payloads:
+                    last_data = anyio.current_time()
+                if fold_events(acc, payloads, response.status_code, self._answers):
+                    return stream_end(acc, True, response.status_code, self._answers)
+        finally:
+            with contextlib.suppress(Exception):
+                await chunks.aclose()  # type: ignore[attr-defined]
+        return stream_end(acc, False, response.status_code, self._answers)
+
+    def _status_error(self, response: httpx.Response, url: str, attempt: int) -> EndpointStatusError:
+        status = response.status_code
+        body = self.preview(response.text)
+        detail = self.preview(_error_message(response).strip()) or response.reason_phrase
+        retry_after = parse_retry_after(response.headers)
+        kw: dict[str, Any] = dict(status=status, body=body, attempts=attempt, provider=self.provider, url=url)
+        message = f"{self.provider}: HTTP {status} from POST {url}: {detail}"
+        retryable = status == 429 or status >= 500
+        if retryable and retry_after is not None and retry_after > self.retry_after_cap:
+            retryable = False
+            message += f" (server asks to retry after {retry_after:g} s, above the cap of {self.retry_after_cap:g} s)"
+        elif attempt > 1:
+            message += f" (after {attempt} attempts)"
+        err: EndpointStatusError
+        if status in (401, 403):
+            err = EndpointAuthError(message, **kw)
+            retryable = False
+        elif status == 429:
+            err = EndpointRateLimitError(message, retry_after=retry_after, **kw)
+        else:
+            err = EndpointStatusError(message, **kw)
+        err.retryable = retryable  # type: ignore[attr-defined]
+        err.retry_after = retry_after  # type: ignore[attr-defined]
+        return err
+
+    def __repr__(self) -> str:
+        return (
+            f"ChatCompletionsEndpoint(provider={self.provider!r}, model={self.model!r}, "
+            f"base_url={self.base_url!r}, api_key={'set' if self.has_api_key else 'unset'}, "
+            f"timeout={self.timeout:g}, deadline={self.deadline:g}, max_retries={self.max_retries}, "
+            f"structured_output={self.structured_output!r})"
+        )
+
+    __str__ = __repr__
+
+
+#: Decompressed bytes produced per step when lionops inflates a body itself.
+_INFLATE_STEP = 1 << 16
+
+
+@functools.cache
+def _decodable() -> frozenset[str]:
+    """The content codings httpx decodes here: its own, and ``br`` / ``zstd``
+    when their optional packages are installed."""
+    found = {"identity", "gzip", "x-gzip", "deflate"}
+    if importlib.util.find_spec("brotli") or importlib.util.find_spec("brotlicffi"):
+        found.add("br")
+    if importlib.util.find_spec("zstandard"):
+        found.add("zstd")
+    return frozenset(found)
+
+
+async def _decoded(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's bytes after content decoding, at most 64 KiB at a time.
+
+    gzip and deflate are inflated here with a bound per step, so one small
+    compressed chunk never becomes a large buffer before the size cap can
+    count it; other encodings (``br``, ``zstd``) are decoded by httpx.
+    """
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    unknown = [c for c in (c.strip() for c in encoding.split(",")) if c and c not in _decodable()]
+    if unknown:
+        # httpx passes a coding it has no decoder for through as is: compressed
+        # bytes would be read as the answer.
+        raise httpx.DecodingError(f"Content-Encoding {unknown[0][:40]!r}, which this installation cannot decode")
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        async for chunk in response.aiter_bytes():
+            yield chunk
+        return
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | 16 if encoding != "deflate" else zlib.MAX_WBITS)
+    first = True
+    async for raw in response.aiter_raw():
+        pending = raw
+        while pending:
+            try:
+                out = inflater.decompress(pending, _INFLATE_STEP)
+            except zlib.error as exc:
+                if not (first and encoding == "deflate"):
+                    raise httpx.DecodingError(str(exc)) from None
+                inflater = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as some servers send
+                out = inflater.decompress(pending, _INFLATE_STEP)
+            first = False
+            pending = inflater.unconsumed_tail
+            if out:
+                yield out
+    tail = inflater.flush()
+    if tail:
+        yield tail
+
+
+class _PastDeadline(stop_base):
+    """tenacity stop: the next wait would end after ``ends_at``; each such wait is kept in ``stopped``."""
+
+    def __init__(self, ends_at: float, stopped: list[float]) -> None:
+        self.ends_at = ends_at
+        self.stopped = stopped
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        wait = float(retry_state.upcoming_sleep)
+        if clock.monotonic() + wait >= self.ends_at:
+            self.stopped.append(wait)
+            return True
+        return False
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Whether a failed request may be made again (429, 5xx, a refused connection)."""
+    return bool(getattr(exc, "retryable", False))
+
+
+#: httpx timeout exception -> the socket operation it bounds.
+_TIMEOUT_KINDS = {"ConnectTimeout": "connect", "ReadTimeout": "read", "WriteTimeout": "write",
+                  "PoolTimeout": "wait for a pooled connection"}
+
+
+def _error_message(response: httpx.Response) -> str:
+    """The ``error.message`` of an OpenAI-style error body, else the body, uncut
+    (the caller removes secrets, then cuts)."""
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text
+    if isinstance(data, dict):
+        err = data.get("error")
+        for message in (err.get("message") if isinstance(err, dict) else None, err, data.get("message")):
+            if isinstance(message, str):
+                return message
+    return response.text
