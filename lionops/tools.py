@@ -12,7 +12,6 @@ import json
 import types
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,18 +19,13 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from ._frozen import FrozenDict, freeze, thaw
+from .runtime import current_runtime
 
 __all__ = [
     "Tool", "ToolInvocation", "ActionManager", "ToolArgumentsError", "UnknownToolError",
-    "ToolNotOfferedError", "FrozenArguments", "ToolSchema", "TOOL_RUNNER",
+    "ToolNotOfferedError", "FrozenArguments", "ToolSchema",
 ]
 
-#: Record/replay seam: when set, :meth:`Tool.invoke` awaits ``runner(tool, kwargs)``
-#: with the validated keyword arguments instead of calling the function
-#: (``lionops.replay`` serves recorded outputs this way); ``None`` normally.
-TOOL_RUNNER: ContextVar[Callable[[Tool, dict[str, Any]], Awaitable[Any]] | None] = ContextVar(
-    "lionops_tool_runner", default=None
-)
 
 
 class UnknownToolError(LookupError):
@@ -276,12 +270,13 @@ class Tool:
 
     async def invoke(self, arguments: dict[str, Any]) -> Any:
         """Validate ``arguments`` and call the function (``blocking`` sync ones in a
-        thread), or the :data:`TOOL_RUNNER` of this context when one is set."""
+        thread), or through the runtime's ``tool_runner`` when one is installed
+        (:func:`lionops.runtime.use_runtime`)."""
         return await self._call(self.validate_arguments(arguments))
 
     async def _call(self, kwargs: dict[str, Any]) -> Any:
         """:meth:`invoke` with already validated keyword arguments."""
-        runner = TOOL_RUNNER.get()
+        runner = current_runtime().tool_runner
         if runner is not None:
             return await runner(self, kwargs)
         if self.is_async:

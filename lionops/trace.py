@@ -7,7 +7,6 @@ them (also when the call raises) and ``operate_traced`` returns
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import json
 import math
@@ -16,18 +15,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .messages import to_jsonable
 from .models import ActionRecord
+from .runtime import current_runtime
 
 if TYPE_CHECKING:
     from .engine.definition import MachineDefinition
 
 __all__ = ["TransitionRecord", "Trace", "Traced", "TRACE_FORMAT", "annotate", "current_meta"]
 
-_meta: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("lionops_trace_meta", default=None)
-
-
 def current_meta() -> dict[str, Any] | None:
-    """The ``meta`` dict of the trace being recorded in this context, if any."""
-    return _meta.get()
+    """The ``meta`` dict of the trace being recorded in this context, if any
+    (the runtime's ``trace_meta``)."""
+    return current_runtime().trace_meta
 
 
 def annotate(**facts: Any) -> None:
@@ -36,7 +34,7 @@ def annotate(**facts: Any) -> None:
 
     Adapters call this; values must not contain secrets.
     """
-    meta = _meta.get()
+    meta = current_runtime().trace_meta
     if meta is not None:
         meta.update(facts)
 

@@ -1,4 +1,4 @@
-"""CLI agent runs in cassettes, through :data:`lionops.endpoints.cli.CLI_TRANSPORT`.
+"""CLI agent runs in cassettes, through the runtime's ``cli_transport``.
 
 :class:`CliRecorder` runs the real subprocess (``endpoint.spawn``) and keeps
 each run, redacted, as a :class:`~lionops.replay.cassette.CliExchange`: the
@@ -69,7 +69,7 @@ class _Tap:
 
 
 class CliRecorder:
-    """A :data:`~lionops.endpoints.cli.CLI_TRANSPORT` that runs the real CLI
+    """A runtime ``cli_transport`` that runs the real CLI
     and appends each run, redacted by ``redactor`` (plus the endpoint's secret
     ``env`` values), to ``exchanges`` as a :class:`CliExchange`.
 
@@ -111,7 +111,7 @@ async def _serve(exchange: CliExchange, stdout: CLIStdout) -> CLIExit:
 
 
 class CliReplay(RecordedExchanges):
-    """A :data:`~lionops.endpoints.cli.CLI_TRANSPORT` serving recorded CLI
+    """A runtime ``cli_transport`` serving recorded CLI
     ``exchanges`` with no subprocess (arguments: :class:`RecordedExchanges`).
 
     Raises (when called):

@@ -1,30 +1,32 @@
 """Recording one ``operate()`` run, and replaying it against its recording.
 
 Both run the real machine through ``branch.operate_traced``; only the
-adapter's transport (:data:`~lionops.endpoints.openai.HTTP_TRANSPORT` for
-API models, :data:`~lionops.endpoints.cli.CLI_TRANSPORT` for CLI agents)
-and, on replay, the tool functions (:data:`~lionops.tools.TOOL_RUNNER`) are
+adapter's transport (the runtime's ``http_transport`` for API models,
+``cli_transport`` for CLI agents) and, on replay, the tool functions (its
+``tool_runner``) are
 swapped. Parsing, validation, gating, authorization, hooks, ``act()`` and
 enrichment run as in production.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..act import BEFORE_DISPATCH
-from ..branch import OperateKwargs
-from ..clock import RecordingClock, use_clock
-from ..endpoints.cli import CLI_TRANSPORT, CLITimeoutError, argv_secrets
+from ..clock import RecordingClock
+from ..endpoints import cli as cli_endpoints
+from ..endpoints import openai as openai_endpoints
+from ..endpoints.cli import CLITimeoutError, argv_secrets
 from ..errors import EndpointConnectionError, EndpointStatusError
-from ..endpoints.openai import HTTP_TRANSPORT
 from ..messages import to_jsonable
 from ..models import Instruct, decode_arguments
 from ..hooks import summarize
-from ..tools import TOOL_RUNNER, Tool
+from ..pipeline.prepare import OperateKwargs
+from ..runtime import use_runtime
+from ..tools import Tool
 from ..trace import Trace, Traced
 from .cassette import CallRecord, CliExchange, ErrorRecord, HttpExchange, Operation, OutcomeRecord, ToolCallRecord
 from .cli import CliRecorder, CliReplay
@@ -178,6 +180,25 @@ async def _run(branch: Branch, kw: dict[str, Any]) -> tuple[Traced | None, Excep
     return traced, None, traced.trace
 
 
+
+@contextlib.contextmanager
+def _seams(**changes: Any) -> Iterator[None]:
+    """Install the replay's seams with one :func:`~lionops.runtime.use_runtime`.
+
+    Endpoints that still read their own transport context variables
+    (``HTTP_TRANSPORT``, ``CLI_TRANSPORT``) get the same transports there
+    too; where those variables are gone this adds nothing.
+    """
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(use_runtime(**changes))
+        for module, var_name, seam in ((openai_endpoints, "HTTP_TRANSPORT", "http_transport"),
+                                       (cli_endpoints, "CLI_TRANSPORT", "cli_transport")):
+            var = getattr(module, var_name, None)
+            if var is not None and seam in changes:
+                stack.callback(var.reset, var.set(changes[seam]))
+        yield
+
+
 async def record_operation(branch: Branch, kw: dict[str, Any], redactor: Redactor
                            ) -> tuple[Operation, Traced | None, Exception | None]:
     """Run ``branch.operate_traced(**kw)`` for real, recording it.
@@ -191,13 +212,8 @@ async def record_operation(branch: Branch, kw: dict[str, Any], redactor: Redacto
     exchanges: list[Any] = []
     transport = RecordingTransport(redactor, exchanges)
     start = len(branch.logs)
-    token = HTTP_TRANSPORT.set(transport)
-    cli_token = CLI_TRANSPORT.set(CliRecorder(redactor, exchanges))
-    try:
+    with _seams(http_transport=transport, cli_transport=CliRecorder(redactor, exchanges)):
         traced, error, trace = await _run(branch, kw)
-    finally:
-        CLI_TRANSPORT.reset(cli_token)
-        HTTP_TRANSPORT.reset(token)
         await transport.aclose()
     if trace is None:  # raised before the machine ran: still an operation, so later ones keep their places
         trace = Trace()
@@ -253,7 +269,7 @@ def recorded_exception(error: ErrorRecord) -> Exception:
 
 
 class ToolServer:
-    """The :data:`TOOL_RUNNER` of a replay: serves each authorized call the
+    """The runtime ``tool_runner`` of a replay: serves each authorized call the
     recorded output (or error) of the first unused recorded call with the
     same function and validated arguments."""
 
@@ -291,7 +307,7 @@ class ToolServer:
 
 
 class RequestCheck:
-    """The :data:`~lionops.act.BEFORE_DISPATCH` check of a replay: before
+    """The runtime ``before_dispatch`` check of a replay: before
     ``act()`` authorizes or invokes anything, each action request must be the
     recorded one of its index (same function, same arguments once decoded,
     of the same JSON types), and no recorded request may be missing. So a cassette edited
@@ -452,19 +468,13 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
     requests = RequestCheck(op.tool_calls, redactor, blocked.append, operation=operation,
                             cut_short=_act_raised(op.trace_obj()))
     start = len(branch.logs)
-    http_token = HTTP_TRANSPORT.set(transport)
-    cli_token = CLI_TRANSPORT.set(cli)
-    check_token = BEFORE_DISPATCH.set(requests)
-    tool_token = None if run_tools else TOOL_RUNNER.set(server)
-    try:
-        with use_clock(RecordingClock()):
-            traced, error, trace = await _run(branch, kw)
-    finally:
-        if tool_token is not None:
-            TOOL_RUNNER.reset(tool_token)
-        BEFORE_DISPATCH.reset(check_token)
-        CLI_TRANSPORT.reset(cli_token)
-        HTTP_TRANSPORT.reset(http_token)
+    seams: dict[str, Any] = {
+        "http_transport": transport, "cli_transport": cli, "before_dispatch": requests, "clock": RecordingClock(),
+    }
+    if not run_tools:
+        seams["tool_runner"] = server
+    with _seams(**seams):
+        traced, error, trace = await _run(branch, kw)
     outputs = not run_tools
     def first_seen(kind: str) -> ReplayDivergence | None:
         return next((d for d in seen if d.kind == kind), None)

@@ -5,7 +5,7 @@ exchange, redacted, as an :class:`~lionops.replay.cassette.HttpExchange`.
 :class:`ReplayTransport` answers from recorded exchanges without any
 network: a request is matched on method, URL and normalized body (JSON
 decoded and redacted), the first unused equal exchange serving it. Both
-are installed through :data:`lionops.endpoints.openai.HTTP_TRANSPORT`.
+are installed as the runtime's ``http_transport`` (:func:`lionops.runtime.use_runtime`).
 :class:`RecordedExchanges` is the bookkeeping it shares with the CLI replay
 (:mod:`lionops.replay.cli`).
 """

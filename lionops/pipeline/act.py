@@ -37,25 +37,24 @@ other strategy raises ``ConfigurationError``.
 
 from __future__ import annotations
 
-import contextvars
 import copy
 import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import pydantic_core
 from pydantic import BaseModel
 
-from . import observe
-from ._defaults import DEFAULT_ACTION_CALL_PARAMS
-from .alcall import AlcallParams, is_cancellation
-from .errors import ConfigurationError
-from .hooks import VERBOSE_ARGS_LIMIT, HookPoint, safe_str, summarize
-from .models import (
+from .. import observe
+from .._defaults import DEFAULT_ACTION_CALL_PARAMS
+from ..alcall import AlcallParams, is_cancellation
+from ..errors import ConfigurationError
+from ..hooks import VERBOSE_ARGS_LIMIT, HookPoint, safe_str, summarize
+from ..models import (
     ActionRecord,
     ActionRequestModel,
     ActionResponseModel,
@@ -63,14 +62,13 @@ from .models import (
     decode_arguments,
     normalize_request_keys,
 )
-from .params import ActionParam
-from .tools import FrozenArguments, Tool, ToolArgumentsError, ToolInvocation, ToolNotOfferedError, UnknownToolError
-
-if TYPE_CHECKING:
-    from .branch import Branch
+from ..params import ActionParam
+from ..runtime import current_runtime
+from ..tools import FrozenArguments, Tool, ToolArgumentsError, ToolInvocation, ToolNotOfferedError, UnknownToolError
+from .context import BranchLike, OperationContext
 
 __all__ = [
-    "act", "InvalidActionRequest", "ToolOutputError", "RequestLimitError", "DENIAL_ERROR", "BEFORE_DISPATCH",
+    "act", "phase", "InvalidActionRequest", "ToolOutputError", "RequestLimitError", "DENIAL_ERROR",
 ]
 
 logger = logging.getLogger("lionops.act")
@@ -78,13 +76,6 @@ logger = logging.getLogger("lionops.act")
 #: The error text of a governance denial payload.
 DENIAL_ERROR = "denied by governance gate"
 
-#: A check of one call's requests before any is authorized or invoked:
-#: called with ``(index, function, arguments, invalid)`` per request once
-#: every shape is checked; what it raises ends ``act()`` with nothing
-#: dispatched (no gate, hook, tool or record). Replay sets it to compare the
-#: requests with its recording (``lionops.replay``).
-BEFORE_DISPATCH: contextvars.ContextVar[Callable[[list[tuple[int, Any, Any, str | None]]], None] | None] = (
-    contextvars.ContextVar("lionops_before_dispatch", default=None))
 
 _SHAPE_ERROR = (
     "action_request must be an ActionRequest, BaseModel with 'function'"
@@ -165,9 +156,9 @@ def _error_payload(function: Any, exc: BaseException) -> dict[str, Any]:
     }
 
 
-def _hooked(branch: Branch, point: HookPoint) -> bool:
+def _hooked(branch: BranchLike, point: HookPoint) -> bool:
     """Whether ``point`` has handlers: payload summaries are built only for them."""
-    return bool(branch._hooks[point])
+    return branch._hooked(point)
 
 
 #: event-log kind of each decision (the entry's content is the record).
@@ -182,7 +173,7 @@ class _Batch:
 
     __slots__ = ("branch", "param", "tools", "offered", "records", "errors")
 
-    def __init__(self, branch: Branch, param: ActionParam, tools: dict[str, Tool | None]) -> None:
+    def __init__(self, branch: BranchLike, param: ActionParam, tools: dict[str, Tool | None]) -> None:
         self.branch = branch
         self.param = param
         #: offered name -> the Tool offered under it (the one whose schema was shown)
@@ -244,7 +235,7 @@ def _record(req: _Request, raw: Any, decision: Decision, *, arguments: dict[str,
     )
 
 
-def _hook_payload(branch: Branch, rec: ActionRecord, **extra: Any) -> dict[str, Any]:
+def _hook_payload(branch: BranchLike, rec: ActionRecord, **extra: Any) -> dict[str, Any]:
     """A TOOL_POST / TOOL_ERROR payload, from the record (summaries cut at 200 characters)."""
     payload = {
         "function": rec.function, "arguments": summarize(rec.arguments), "index": rec.index,
@@ -373,7 +364,7 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
 
 
 async def act(
-    branch: Branch,
+    branch: BranchLike,
     action_request: Any,
     action_param: ActionParam,
     *,
@@ -418,7 +409,9 @@ async def act(
     """
     items = action_request if isinstance(action_request, list) else [action_request]
     requests = [_normalize(i, item) for i, item in enumerate(items)]
-    check = BEFORE_DISPATCH.get()
+    # The runtime's before_dispatch check (replay compares the requests with
+    # its recording): what it raises ends act() with nothing dispatched.
+    check = current_runtime().before_dispatch
     if check is not None:
         check([(r.index, r.function, r.arguments, r.invalid) for r in requests])
     strategy = action_param.strategy
@@ -468,3 +461,12 @@ async def act(
     # What the strategy returned, in its order (an AlcallParams may drop or
     # blank results: the ADR drops None responses), then the over-cap ones.
     return [rec.response() if rec is not None else None for rec in [*results, *over]]  # type: ignore[misc]
+
+
+async def phase(ctx: OperationContext) -> None:
+    """D4: every request the adapter phase read goes through :func:`act`."""
+    assert ctx.action_param is not None
+    ctx.responses = await act(
+        ctx.branch, ctx.requests, ctx.action_param, offered=ctx.offered, records=ctx.actions,
+    )
+    ctx.acted = True
