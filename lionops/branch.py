@@ -11,9 +11,9 @@ import copy
 import inspect
 import json
 import logging
+import math
 import uuid
 from collections.abc import Awaitable, Callable
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -26,15 +26,17 @@ from ._defaults import (
     DEFAULT_MAX_REQUESTS,
     DEFAULT_OBSERVER_TIMEOUT,
 )
+from ._files import atomic_write_text
 from .alcall import AlcallParams
-from .hooks import HookPoint, safe_str
-from .messages import EventLog, MessageLog, atomic_write_text, to_jsonable
+from .hooks import HookPoint
+from .messages import EventLog, MessageLog, to_jsonable
 from .models import ActionResponseModel
 from .params import ActionParam
 from .pipeline.act import act as act_fn
 from .pipeline.context import OperationContext
 from .pipeline.machine import run_operation
 from .pipeline.prepare import OperateKwargs, check_flags
+from .text import safe_str
 from .tools import ActionManager, Tool, ToolInvocation
 from .trace import Trace, Traced
 
@@ -235,7 +237,9 @@ class Branch:
                         await out
                 except Exception as exc:  # noqa: BLE001 - observers never change the outcome
                     logger.warning("hook %s failed: %s", point.value, safe_str(exc))
-                    self.logs.log("hook_error", {"hook": point.value, "error": safe_str(exc), "type": type(exc).__name__})
+                    self.logs.log("hook_error", {
+                        "hook": point.value, "error": safe_str(exc), "type": type(exc).__name__,
+                    })
             if scope.cancelled_caught:
                 logger.warning("hook %s timed out after %ss", point.value, self.observer_timeout)
                 self.logs.log("hook_timeout", {"hook": point.value, "timeout_s": self.observer_timeout})
@@ -315,7 +319,7 @@ class Branch:
         verbose_action: bool = False,
         call_params: AlcallParams | None = None,
         tools: Any = None,
-    ) -> list[ActionResponseModel]:
+    ) -> list[ActionResponseModel | None]:
         """Run action requests through :func:`lionops.act` with an ActionParam
         built from these keywords (ADR-0022 D4).
 

@@ -77,7 +77,8 @@ def _targets(module: str, path: Path) -> set[str]:
               and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
             target = node.args[0].value
             if target.startswith("."):
-                anchor = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else package
+                given = node.args[1] if len(node.args) > 1 else None
+                anchor = given.value if isinstance(given, ast.Constant) else package
                 dots = len(target) - len(target.lstrip("."))
                 parts = str(anchor).split(".")
                 if dots > 1:

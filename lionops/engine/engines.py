@@ -33,7 +33,9 @@ Fired = tuple[TransitionDef | None, dict[str, bool]]
 
 
 class EngineRun(Protocol):
-    state: str
+    @property
+    def state(self) -> str:
+        """The current state."""
 
     def fire(self) -> Fired:
         """Evaluate the current state's guards in table order; fire the first that holds.
@@ -46,12 +48,25 @@ class EngineRun(Protocol):
 
 
 class Engine(Protocol):
-    name: str
-    definition: MachineDefinition
-    handlers: Mapping[str, Callable[..., Any] | None]
-    outcomes: Mapping[str, Callable[[Any], Any]]
-    terminals: frozenset[str]
-    failure_trigger: str
+    """What the driver needs of an engine (read-only)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def definition(self) -> MachineDefinition: ...
+
+    @property
+    def handlers(self) -> Mapping[str, Callable[..., Any] | None]: ...
+
+    @property
+    def outcomes(self) -> Mapping[str, Callable[[Any], Any]]: ...
+
+    @property
+    def terminals(self) -> frozenset[str]: ...
+
+    @property
+    def failure_trigger(self) -> str: ...
 
     def begin(self, ctx: Any, initial: str | None = None) -> EngineRun:
         """Start a run on ``ctx`` in ``initial`` (default: the machine's initial state)."""
@@ -141,7 +156,8 @@ class _EngineBase:
             auto_transitions=False, send_event=True, ignore_invalid_triggers=False,
         )
         for t in d.transitions:
-            m.add_transition(t.trigger, d.sources(t), t.dest, conditions=[_GuardCondition(t.guard)])
+            sources: list[Any] = list(d.sources(t))
+            m.add_transition(t.trigger, sources, t.dest, conditions=[_GuardCondition(t.guard)])
         return m
 
     def __repr__(self) -> str:
@@ -249,7 +265,9 @@ class CompiledEngine(_EngineBase):
             for trigger, event in machine.events.items():
                 for tr in event.transitions.get(state, []):
                     (cond,) = tr.conditions
-                    gname = cond.func.guard_name
+                    func = cond.func
+                    assert isinstance(func, _GuardCondition)  # every condition is one (see _build_machine)
+                    gname = func.guard_name
                     tdef = by_key[(state, trigger)]
                     if tdef.dest != tr.dest:  # pragma: no cover - guards against drift
                         raise ValueError(f"compiled dest differs for {state}/{trigger}")

@@ -41,7 +41,7 @@ import copy
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +53,7 @@ from .. import observe
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS
 from ..alcall import AlcallParams, is_cancellation
 from ..errors import ConfigurationError
-from ..hooks import VERBOSE_ARGS_LIMIT, HookPoint, safe_str, summarize
+from ..hooks import HookPoint
 from ..models import (
     ActionRecord,
     ActionRequestModel,
@@ -64,6 +64,7 @@ from ..models import (
 )
 from ..params import ActionParam
 from ..runtime import current_runtime
+from ..text import VERBOSE_ARGS_LIMIT, safe_str, summarize
 from ..tools import FrozenArguments, Tool, ToolArgumentsError, ToolInvocation, ToolNotOfferedError, UnknownToolError
 from .context import BranchLike, OperationContext
 
@@ -125,7 +126,8 @@ def _normalize(index: int, item: Any) -> _Request:
     if isinstance(item, ActionRequestModel):
         function, arguments, invalid = item.function, item.arguments, item.invalid
     elif isinstance(item, BaseModel) and {"function", "arguments"} <= set(type(item).model_fields):
-        function, arguments = getattr(item, "function"), getattr(item, "arguments")
+        # any model class that declares both fields (checked just above)
+        function, arguments = getattr(item, "function"), getattr(item, "arguments")  # noqa: B009
     elif isinstance(item, Mapping):
         data = normalize_request_keys(dict(item))
         if not {"function", "arguments"} <= set(data):
@@ -204,7 +206,7 @@ class _Batch:
                            type=rec.error_type, reason=rec.reason, invoked=rec.invoked)
             if rec.duration_s is not None:
                 content["duration_s"] = rec.duration_s
-        branch.logs.log(kind, content)
+        branch.logs.log(kind, content, record=rec)
         return rec
 
     def write_messages(self) -> list[ActionRecord]:
@@ -216,12 +218,10 @@ class _Batch:
             meta: dict[str, Any] = {"index": rec.index, "decision": rec.decision}
             if rec.call_id is not None:
                 meta["call_id"] = rec.call_id
-            branch.messages.add("action_request", {"function": rec.function, "arguments": rec.raw_arguments},
-                                sender=branch.id, recipient=function, metadata=dict(meta))
-            branch.messages.add(
-                "action_response", {"function": rec.function, "arguments": rec.raw_arguments, "output": rec.output},
-                sender=function, recipient=branch.id, metadata=meta,
-            )
+            branch.messages.add_action_request(rec.function, rec.raw_arguments,
+                                               sender=branch.id, recipient=function, metadata=dict(meta))
+            branch.messages.add_action_response(rec.function, rec.raw_arguments, rec.output,
+                                                sender=function, recipient=branch.id, metadata=meta)
         return ordered
 
 
@@ -311,7 +311,7 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         _interrupted(batch, req, raw, exc, "gate", arguments=kwargs, started=None, invoked=False)
         raise
     if verdict != "allowed":
-        output = {"error": DENIAL_ERROR, "function": function}
+        output: dict[str, Any] = {"error": DENIAL_ERROR, "function": function}
         if verdict == "timed_out":
             output["reason"] = reason
         return batch.keep(_record(req, raw, verdict, arguments=kwargs, reason=reason, output=output))  # type: ignore[arg-type]
@@ -370,7 +370,7 @@ async def act(
     *,
     offered: Iterable[str | Tool] | None = None,
     records: list[ActionRecord] | None = None,
-) -> list[ActionResponseModel]:
+) -> list[ActionResponseModel | None]:
     """Run action requests through governance and tools (ADR-0022 D4).
 
     Args:
@@ -424,9 +424,9 @@ async def act(
     # Names are bound to their Tools now: a tool registered anew under an
     # offered name later in the call (by a Middle, gate, hook or tool) is not
     # the tool that was offered, and does not run.
-    batch = _Batch(branch, action_param, {
-        t.name: t for t in offered if isinstance(t, Tool)} | {
-        t: branch.acts.get(t) for t in offered if isinstance(t, str)})
+    bound: dict[str, Tool | None] = {t.name: t for t in offered if isinstance(t, Tool)}
+    bound |= {t: branch.acts.get(t) for t in offered if isinstance(t, str)}
+    batch = _Batch(branch, action_param, bound)
     cap = branch.max_requests
     results: list[ActionRecord | None] = []
     over: list[ActionRecord] = []
@@ -460,7 +460,7 @@ async def act(
             records.extend(ordered)
     # What the strategy returned, in its order (an AlcallParams may drop or
     # blank results: the ADR drops None responses), then the over-cap ones.
-    return [rec.response() if rec is not None else None for rec in [*results, *over]]  # type: ignore[misc]
+    return [rec.response() if rec is not None else None for rec in [*results, *over]]
 
 
 async def phase(ctx: OperationContext) -> None:

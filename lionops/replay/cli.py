@@ -86,7 +86,8 @@ class CliRecorder:
         done = await endpoint.spawn(argv, stdin, tap)  # type: ignore[arg-type]
         redactor = _redactor(self.redactor, endpoint)
         text = bytes(tap.data).decode("utf-8", errors="replace")
-        error = None if done.start_error is None else ErrorRecord(type="OSError", message=redactor.text(done.start_error))
+        error = (None if done.start_error is None
+                 else ErrorRecord(type="OSError", message=redactor.text(done.start_error)))
         self.exchanges.append(CliExchange(
             command=command_of(endpoint, argv, redactor), input=redactor.text(stdin),
             lines=[redactor.text(line) for line in text.split("\n")] if text else [],

@@ -23,9 +23,9 @@ from ..endpoints.cli import CLITimeoutError, argv_secrets
 from ..errors import EndpointConnectionError, EndpointStatusError
 from ..messages import to_jsonable
 from ..models import Instruct, decode_arguments
-from ..hooks import summarize
 from ..pipeline.prepare import OperateKwargs
 from ..runtime import use_runtime
+from ..text import summarize
 from ..tools import Tool
 from ..trace import Trace, Traced
 from .cassette import CallRecord, CliExchange, ErrorRecord, HttpExchange, Operation, OutcomeRecord, ToolCallRecord
@@ -142,23 +142,23 @@ _CASSETTE_DECISION = {"denied": "denied", "timed_out": "denied", "invalid": "inv
 
 
 def tool_calls_since(branch: Branch, start: int, redactor: Redactor) -> list[ToolCallRecord]:
-    """What ``act()`` did with each action request: the decision field of the
-    branch's event log entries from ``start`` on, which ``act()`` copies from
-    its typed :class:`~lionops.models.ActionRecord`."""
+    """What ``act()`` did with each action request: the typed
+    :class:`~lionops.models.ActionRecord` each event-log entry from ``start``
+    on carries (the error message is the entry's text of the exception)."""
     out: list[ToolCallRecord] = []
     for entry in list(branch.logs)[start:]:
-        c = entry.content
-        decision = c.get("decision")
-        if entry.kind not in ("action", "denied", "action_error") or decision is None:
+        rec = entry.record
+        if rec is None:
             continue
-        fields: dict[str, Any] = {"index": c.get("index", -1), "function": to_jsonable(c.get("function")),
-                                  "arguments": to_jsonable(c.get("arguments"))}
-        if decision == "allowed":
-            fields.update(decision="allowed", output=to_jsonable(c.get("output")))
-        elif c.get("invoked"):
-            fields.update(decision="allowed", error={"type": c.get("type") or "Exception", "message": c.get("error", "")})
+        fields: dict[str, Any] = {"index": rec.index, "function": to_jsonable(rec.function),
+                                  "arguments": to_jsonable(rec.raw_arguments)}
+        if rec.decision == "allowed":
+            fields.update(decision="allowed", output=to_jsonable(rec.output))
+        elif rec.invoked:
+            fields.update(decision="allowed",
+                          error={"type": rec.error_type or "Exception", "message": entry.content.get("error", "")})
         else:
-            fields.update(decision=_CASSETTE_DECISION[decision])
+            fields.update(decision=_CASSETTE_DECISION[rec.decision])
         out.append(ToolCallRecord.model_validate(redactor.value(fields)))
     out.sort(key=lambda r: r.index)
     return out
@@ -303,7 +303,7 @@ class ToolServer:
         raise err
 
     def unused(self) -> list[ToolCallRecord]:
-        return [c for c, u in zip(self.calls, self.used) if not u]
+        return [c for c, u in zip(self.calls, self.used, strict=False) if not u]
 
 
 class RequestCheck:

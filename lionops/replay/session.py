@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack, get_args
 
 from .._version import __version__
-from ..hooks import summarize
+from ..text import summarize
 from ..trace import Traced
 from .cassette import Cassette, CassetteError, CassetteNotFoundError, Operation, RedactionRecord
 from .divergence import ReplayDivergence
@@ -136,9 +136,11 @@ class CassetteSession:
                                           operation=index, run_tools=self.run_tools)
         if not self._may_record():
             if self._recorded is None:
-                raise CassetteNotFoundError(f"no cassette at {self.path} (record mode {self.record_mode!r} does not record)")
+                raise CassetteNotFoundError(
+                    f"no cassette at {self.path} (record mode {self.record_mode!r} does not record)")
             raise ReplayDivergence(
-                f"{self.path} holds {len(recorded)} operation(s); record mode {self.record_mode!r} does not record more",
+                f"{self.path} holds {len(recorded)} operation(s);"
+                f" record mode {self.record_mode!r} does not record more",
                 kind="operation", index=index, expected=None, actual=f"operation {index}", operation=index,
             )
         op, traced, error = await record_operation(branch, dict(kw), self.redactor)
