@@ -11,14 +11,12 @@ import functools
 import json
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
+from .engine.definition import MachineDefinition, default_definition
 from .messages import to_jsonable
 from .models import ActionRecord
 from .runtime import current_runtime
-
-if TYPE_CHECKING:
-    from .engine.definition import MachineDefinition
 
 __all__ = ["TransitionRecord", "Trace", "Traced", "TRACE_FORMAT", "annotate", "current_meta"]
 
@@ -311,8 +309,6 @@ def _check_trace(d: Any, definition: MachineDefinition | None) -> None:
         raise _fail("", f"'started_at' is {started!r}, not a time")
     _field(d, "meta", dict, "", required=False)
     if definition is None:
-        from .engine.definition import default_definition
-
         definition = default_definition()
     if machine != definition.name:
         raise _fail("", f"machine {machine!r} is not {definition.name!r}")

@@ -240,3 +240,21 @@ def test_pipeline_never_imports_the_facade() -> None:
     for module, targets in GRAPH.items():
         if module.startswith("lionops.pipeline"):
             assert not {t for t in targets if t in ("lionops.branch", "lionops.operate")}, module
+
+
+def test_the_reader_sees_every_kind_of_import(tmp_path: Path) -> None:
+    source = tmp_path / "fake.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "import importlib\n"
+        "from .models import ActionRecord\n"
+        "if TYPE_CHECKING:\n"
+        "    from .branch import Branch\n"
+        "def later():\n"
+        "    from .operate import operate\n"
+        "    return importlib.import_module('.replay', 'lionops'), importlib.import_module('lionops.otel')\n",
+        encoding="utf-8",
+    )
+    assert _targets("lionops.fake", source) == {
+        "lionops.models", "lionops.operate", "lionops.replay", "lionops.otel",
+    }

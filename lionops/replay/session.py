@@ -37,6 +37,7 @@ from ..text import summarize
 from ..trace import Traced
 from .cassette import Cassette, CassetteError, CassetteNotFoundError, Operation, RedactionRecord
 from .divergence import ReplayDivergence
+from .rebuild import rebuild
 from .redact import Redactor
 from .run import failed_to_reach, record_operation, replay_operation
 
@@ -236,8 +237,6 @@ async def replay(source: str | Path | Cassette, branch: Branch | None = None, /,
     if branch is None:
         if kw:
             raise TypeError("replay without a branch rebuilds the call from the cassette; pass no keywords")
-        from .rebuild import rebuild
-
         branch, kw = rebuild(op, operation=operation)
     stored = list(cassette.redaction.patterns)
     redactor = Redactor(patterns=(*stored, *(p for p in patterns if p not in stored)))
