@@ -36,6 +36,7 @@ from ..pipeline.machine import PHASES
 from ..errors import ConfigurationError, EndpointAuthError, EndpointStatusError, RemovedKeywordError
 from ..hooks import HookPoint, safe_str
 from ..messages import EventLog, LogEntry, MessageLog, to_jsonable
+from ..models import ActionRecord
 from ..tools import ActionManager, Tool, ToolArgumentsError, ToolInvocation
 from ..runtime import current_runtime, use_runtime
 from ..trace import Traced
@@ -133,8 +134,8 @@ class _WorkflowMessages(MessageLog):
 class _WorkflowLog(EventLog):
     """Event log entries stamped with workflow time."""
 
-    def log(self, kind: str, content: dict[str, Any]) -> LogEntry:
-        entry = LogEntry(kind=kind, content=content, timestamp=workflow.now().timestamp())
+    def log(self, kind: str, content: dict[str, Any], *, record: ActionRecord | None = None) -> LogEntry:
+        entry = LogEntry(kind=kind, content=content, timestamp=workflow.now().timestamp(), record=record)
         self._items.append(entry)
         if self._sinks:
             self._forward(entry)
