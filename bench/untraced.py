@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from lionops import Branch, Traced
-from lionops.engine.context import OperationContext
 from lionops.engine.engines import Engine
-from lionops.operate import _resolve_engine
+from lionops.pipeline.context import OperationContext
+from lionops.pipeline.machine import resolve_engine
 
 
 async def drive_untraced(ctx: OperationContext, engine: Engine) -> Any:
@@ -39,9 +39,16 @@ async def drive_untraced(ctx: OperationContext, engine: Engine) -> Any:
 class UntracedBranch(Branch):
     """A Branch whose ``operate()`` records no trace (benchmark only).
 
-    Only ``_run`` differs: the keyword handling, context and engine
+    Only the drive differs: the keyword handling, context and engine
     selection are Branch's own, so the difference to Branch is recording.
     """
 
-    async def _run(self, ctx: OperationContext, engine: Engine | str | None = None) -> Traced:
-        return Traced(await drive_untraced(ctx, _resolve_engine(engine, self.engine)), None)  # type: ignore[arg-type]
+    async def operate_traced(self, **kw: Any) -> Traced:
+        kwargs = dict(kw)
+        engine = kwargs.pop("engine", None)
+        kwargs.setdefault("action_strategy", "concurrent")
+        ctx = OperationContext(branch=self, call_kwargs=kwargs)
+        try:
+            return Traced(await drive_untraced(ctx, resolve_engine(engine, self.engine)), None)
+        finally:
+            self.trim_history()

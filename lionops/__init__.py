@@ -8,14 +8,24 @@ governed ``act()`` path (gate, act), attaching results (enrich). Every call
 yields a transition :class:`Trace`.
 """
 
-from .act import act
-from .middles import Middle
-from .middles.api import communicate
-from .middles.cli import run_and_collect
+from ._version import __version__
 from .alcall import AlcallParams
 from .branch import Branch
 from .errors import (
+    CLIError,
+    CLIProcessError,
+    CLIResultError,
+    CLIStreamError,
+    CLITimeoutError,
     ConfigurationError,
+    EndpointAuthError,
+    EndpointConnectionError,
+    EndpointError,
+    EndpointProviderError,
+    EndpointRateLimitError,
+    EndpointResponseError,
+    EndpointStatusError,
+    EndpointTimeoutError,
     LionopsError,
     MismatchError,
     MisspelledKeywordError,
@@ -27,42 +37,32 @@ from .fields import FieldModel, Spec
 from .hooks import HookPoint
 from .imodel import iModel
 from .instrumentation import InstrumentationError, instrument, uninstrument
+from .middles import Middle
+from .middles.api import communicate
+from .middles.cli import run_and_collect
 from .models import ActionRecord, ActionRequestModel, ActionResponseModel, Instruct, RawOutput, Reason
 from .operate import operate, prepare_operate_kw
 from .operative import Operative, Step
 from .params import ActionParam, ChatParam, HandleValidation, ParseParam, RunParam
+from .pipeline.act import act
 from .tools import Tool, ToolInvocation
 from .trace import Trace, Traced, TransitionRecord
 
-from .errors import (
-    EndpointAuthError,
-    EndpointConnectionError,
-    EndpointError,
-    EndpointProviderError,
-    EndpointRateLimitError,
-    EndpointResponseError,
-    EndpointStatusError,
-    EndpointTimeoutError,
-)
-
-__version__ = "0.1.0"
-
 __all__ = [
+    # the operation and its records (ADR-0022)
     "Branch", "iModel", "Tool", "ToolInvocation", "HookPoint", "Instruct", "Reason",
-    "ActionRequestModel", "ActionResponseModel", "ActionRecord", "ChatParam", "RunParam", "ParseParam",
-    "ActionParam", "AlcallParams", "HandleValidation", "Spec", "FieldModel", "Operative",
-    "Step", "prepare_operate_kw", "operate", "act", "Middle", "communicate",
-    "run_and_collect", "Trace", "TransitionRecord", "Traced", "ConfigurationError",
-    "LionopsError", "MismatchError", "MisspelledKeywordError", "RefusalError", "TruncatedOutputError",
-    "RemovedKeywordError", "RawOutput", "__version__",
-]
-__all__ += [
+    "ActionRequestModel", "ActionResponseModel", "ActionRecord", "RawOutput",
+    "ChatParam", "RunParam", "ParseParam", "ActionParam", "AlcallParams", "HandleValidation",
+    "Spec", "FieldModel", "Operative", "Step", "prepare_operate_kw", "operate", "act",
+    "Middle", "communicate", "run_and_collect", "Trace", "TransitionRecord", "Traced",
+    # observability
+    "instrument", "uninstrument",
+    # the error tree (every one a LionopsError)
+    "LionopsError", "ConfigurationError", "RemovedKeywordError", "MisspelledKeywordError",
+    "MismatchError", "RefusalError", "TruncatedOutputError",
     "EndpointError", "EndpointStatusError", "EndpointAuthError", "EndpointRateLimitError",
-    "EndpointResponseError", "EndpointConnectionError", "EndpointTimeoutError",
+    "EndpointResponseError", "EndpointProviderError", "EndpointConnectionError", "EndpointTimeoutError",
+    "CLIError", "CLIProcessError", "CLIResultError", "CLIStreamError", "CLITimeoutError",
+    "InstrumentationError",
+    "__version__",
 ]
-__all__ += ["EndpointProviderError"]
-
-from .errors import CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError
-
-__all__ += ["instrument", "uninstrument", "InstrumentationError"]
-__all__ += ["CLIError", "CLIProcessError", "CLIResultError", "CLIStreamError", "CLITimeoutError"]

@@ -43,7 +43,7 @@ class FrozenList(list):  # type: ignore[type-arg]
         raise TypeError("this list is shared and read-only; copy it to change it")
 
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
-    append = extend = insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         return (FrozenList, (list(self),))

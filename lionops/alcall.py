@@ -64,7 +64,7 @@ class _BackoffWait(wait_base):
         self.backoff = backoff
 
     def __call__(self, retry_state: Any) -> float:
-        return float(self.initial) * float(self.backoff) ** (retry_state.attempt_number - 1)
+        return float(self.initial) * float(self.backoff) ** (int(retry_state.attempt_number) - 1)
 
 
 @dataclass(slots=True, frozen=True)
@@ -157,8 +157,10 @@ async def alcall(
     # Slots are taken by the spawning loop, so calls start in input order and
     # no more than max_concurrent tasks ever exist at once (bounded fan-out).
     # A limit of at least n never makes a call wait: no semaphore then.
-    slots = anyio.Semaphore(params.max_concurrent) if (params.max_concurrent or n) < n else None
-    start_lock = anyio.Lock() if params.throttle_period else None
+    limit = params.max_concurrent or n
+    slots = anyio.Semaphore(limit) if limit < n else None
+    period = params.throttle_period or 0.0
+    start_lock = anyio.Lock() if period else None
     last_start: list[float | None] = [None]
 
     async def throttle() -> None:
@@ -167,7 +169,7 @@ async def alcall(
         async with start_lock:
             now = clock.monotonic()
             if last_start[0] is not None:
-                wait = last_start[0] + params.throttle_period - now
+                wait = last_start[0] + period - now
                 if wait > 0:
                     await clock.sleep(wait)
                     now = clock.monotonic()

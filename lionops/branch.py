@@ -11,11 +11,11 @@ import copy
 import inspect
 import json
 import logging
+import math
 import uuid
 from collections.abc import Awaitable, Callable
-import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 import anyio
 
@@ -26,19 +26,22 @@ from ._defaults import (
     DEFAULT_MAX_REQUESTS,
     DEFAULT_OBSERVER_TIMEOUT,
 )
-from .act import act as act_fn
+from ._files import atomic_write_text
 from .alcall import AlcallParams
-from .engine.context import OperationContext
-from .engine.engines import Engine
-from .hooks import HookPoint, safe_str
-from .messages import EventLog, MessageLog, atomic_write_text, to_jsonable
-from .models import ActionResponseModel, Instruct
-from .operate import _check_flags, _resolve_engine, run_context
+from .hooks import HookPoint
+from .messages import EventLog, MessageLog, to_jsonable
+from .models import ActionResponseModel
 from .params import ActionParam
+from .pipeline.act import act as act_fn
+from .pipeline.context import OperationContext
+from .pipeline.machine import run_operation
+from .pipeline.prepare import OperateKwargs, check_flags
+from .text import safe_str
 from .tools import ActionManager, Tool, ToolInvocation
 from .trace import Trace, Traced
 
 if TYPE_CHECKING:
+    from .engine.engines import Engine
     from .imodel import iModel
 
 __all__ = ["Branch", "OperateKwargs"]
@@ -64,43 +67,6 @@ def _check_limit(name: str, value: Any, *, integer: bool = False) -> Any:
     if not value > 0:
         raise ValueError(f"{name} must be > 0 or None, got {value!r}")
     return value
-
-
-class OperateKwargs(TypedDict, total=False):
-    """The keywords of ``Branch.operate`` (ADR-0022 D1); extra keywords are
-    model invocation options."""
-
-    instruct: Instruct | dict[str, Any]
-    instruction: Any
-    guidance: Any
-    context: Any
-    sender: Any
-    recipient: Any
-    progression: Any
-    chat_model: iModel
-    invoke_actions: bool
-    tool_schemas: list[dict[str, Any]]
-    images: list[Any]
-    image_detail: Literal["low", "high", "auto"]
-    parse_model: iModel
-    skip_validation: bool
-    handle_validation: Literal["raise", "return_value", "return_none"]
-    tools: Any
-    operative: Any
-    response_format: Any
-    actions: bool
-    reason: bool
-    call_params: AlcallParams
-    action_strategy: Literal["sequential", "concurrent"]
-    verbose_action: bool
-    field_models: list[Any]
-    include_token_usage_to_model: bool
-    clear_messages: bool
-    stream_persist: bool
-    persist_dir: str
-    snapshot_dir: str
-    middle: Any
-    engine: Engine | str
 
 
 class Branch:
@@ -244,6 +210,10 @@ class Branch:
                 return "denied", f"denied by gate {name}"
         return "allowed", None
 
+    def _hooked(self, point: HookPoint) -> bool:
+        """Whether ``point`` has handlers (payload summaries are built only for them)."""
+        return bool(self._hooks[point])
+
     def on(self, point: HookPoint | str, handler: HookHandler) -> HookHandler:
         """Register a tool hook (sync or async) for ``HookPoint.TOOL_PRE``,
         ``TOOL_POST`` or ``TOOL_ERROR``; it receives the payload dict.
@@ -267,7 +237,9 @@ class Branch:
                         await out
                 except Exception as exc:  # noqa: BLE001 - observers never change the outcome
                     logger.warning("hook %s failed: %s", point.value, safe_str(exc))
-                    self.logs.log("hook_error", {"hook": point.value, "error": safe_str(exc), "type": type(exc).__name__})
+                    self.logs.log("hook_error", {
+                        "hook": point.value, "error": safe_str(exc), "type": type(exc).__name__,
+                    })
             if scope.cancelled_caught:
                 logger.warning("hook %s timed out after %ss", point.value, self.observer_timeout)
                 self.logs.log("hook_timeout", {"hook": point.value, "timeout_s": self.observer_timeout})
@@ -307,12 +279,6 @@ class Branch:
 
     # ------------------------------------------------------------ operations
 
-    async def _run(self, ctx: OperationContext, engine: Engine | str | None = None) -> Traced:
-        try:
-            return await run_context(ctx, _resolve_engine(engine, self.engine), self.traces)
-        finally:
-            self._trim()
-
     async def operate_traced(self, **kw: Unpack[OperateKwargs]) -> Traced:
         """``operate()`` returning ``Traced(result, trace)`` ."""
         kwargs: dict[str, Any] = dict(kw)
@@ -320,8 +286,7 @@ class Branch:
         # ADR-0022 D1: the facade default is the truthy "concurrent", always
         # forwarded, so it shadows Instruct.action_strategy (documented seam).
         kwargs.setdefault("action_strategy", "concurrent")
-        ctx = OperationContext(branch=self, call_kwargs=kwargs)
-        return await self._run(ctx, engine)
+        return await run_operation(OperationContext(branch=self, call_kwargs=kwargs), engine)
 
     async def operate(self, **kw: Unpack[OperateKwargs]) -> Any:
         """Run one composed operation (ADR-0022 D1–D4) as the operate machine.
@@ -354,7 +319,7 @@ class Branch:
         verbose_action: bool = False,
         call_params: AlcallParams | None = None,
         tools: Any = None,
-    ) -> list[ActionResponseModel]:
+    ) -> list[ActionResponseModel | None]:
         """Run action requests through :func:`lionops.act` with an ActionParam
         built from these keywords (ADR-0022 D4).
 
@@ -364,7 +329,7 @@ class Branch:
         a ``not_offered`` error payload. Each response's ``.record`` is the
         typed :class:`~lionops.models.ActionRecord` of its decision.
         """
-        _check_flags({"suppress_errors": suppress_errors, "verbose_action": verbose_action})
+        check_flags({"suppress_errors": suppress_errors, "verbose_action": verbose_action})
         param = ActionParam(
             action_call_params=call_params or DEFAULT_ACTION_CALL_PARAMS,
             tools=tools,
@@ -375,7 +340,7 @@ class Branch:
         try:
             return await act_fn(self, action_request, param)
         finally:
-            self._trim()
+            self.trim_history()
 
     # ------------------------------------------------------------ history
 
@@ -391,8 +356,9 @@ class Branch:
         """Remove every kept trace."""
         self.traces.clear()
 
-    def _trim(self) -> None:
-        """Apply ``max_messages`` and ``max_traces`` (oldest first out)."""
+    def trim_history(self) -> None:
+        """Apply ``max_messages`` and ``max_traces`` now (oldest first out);
+        every ``operate()`` and ``act()`` does so when it ends."""
         if self.max_messages is not None:
             self.messages.keep_last(self.max_messages)
         if self.max_traces is not None and len(self.traces) > self.max_traces:

@@ -3,19 +3,25 @@
 Retry backoff, throttling and ``Retry-After`` all sleep through
 :func:`sleep`, so tests can install a :class:`RecordingClock` with
 :func:`use_clock` and assert the requested delays instead of sleeping.
-The clock is held in a context variable, so it follows anyio child tasks.
+The clock is the ``clock`` seam of the current runtime
+(:func:`lionops.runtime.current_runtime`), so it follows anyio child tasks;
+without one installed, the real :class:`Clock` is used.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import time as _time
 from collections.abc import Iterator
+from typing import TypeVar
 
 import anyio
 
-__all__ = ["Clock", "RecordingClock", "use_clock", "sleep", "monotonic"]
+from .runtime import ClockLike, current_runtime, use_runtime
+
+__all__ = ["Clock", "RecordingClock", "use_clock", "current_clock", "sleep", "monotonic"]
+
+_C = TypeVar("_C", bound=ClockLike)
 
 
 class Clock:
@@ -67,30 +73,27 @@ class RecordingClock(Clock):
         return f"RecordingClock(sleeps={self.sleeps!r})"
 
 
-_clock: contextvars.ContextVar[Clock] = contextvars.ContextVar(
-    "lionops_clock", default=Clock()
-)
+#: The clock used when the runtime installs none.
+_REAL = Clock()
 
 
 @contextlib.contextmanager
-def use_clock(clock: Clock) -> Iterator[Clock]:
+def use_clock(clock: _C) -> Iterator[_C]:
     """Install ``clock`` for the current context (and tasks started from it)."""
-    token = _clock.set(clock)
-    try:
+    with use_runtime(clock=clock):
         yield clock
-    finally:
-        _clock.reset(token)
 
 
-def current_clock() -> Clock:
-    return _clock.get()
+def current_clock() -> ClockLike:
+    """The clock of the current runtime (the real one unless one is installed)."""
+    return current_runtime().clock or _REAL
 
 
 async def sleep(seconds: float) -> None:
     """Sleep ``seconds`` through the current clock."""
-    await _clock.get().sleep(seconds)
+    await current_clock().sleep(seconds)
 
 
 def monotonic() -> float:
     """Seconds from the current clock's monotonic source."""
-    return _clock.get().monotonic()
+    return current_clock().monotonic()

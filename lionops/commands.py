@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .errors import LionopsError
+
 __all__ = ["main", "UsageError"]
 
 
-class UsageError(Exception):
+class UsageError(LionopsError):
     """Bad input to a command (an unreadable or garbage file): exit status 2, one line on stderr."""
 
 

@@ -13,18 +13,21 @@ import itertools
 import json
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
-from .hooks import safe_str
+from ._files import atomic_write_text
+from .text import safe_str
 
-__all__ = ["Message", "MessageLog", "LogEntry", "EventLog", "Role", "atomic_write_text", "to_jsonable"]
+if TYPE_CHECKING:
+    from .models import ActionRecord
+
+__all__ = ["Message", "MessageLog", "LogEntry", "EventLog", "Role", "to_jsonable"]
 
 Role = Literal["system", "user", "assistant", "action_request", "action_response"]
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "action_request", "action_response"})
@@ -81,34 +84,6 @@ def _repr(value: Any) -> str:
         return f"<unrepresentable {type(value).__name__}>"
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (temp file, fsync, rename).
-
-    A crash mid-write leaves the previous file or the complete new one.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-        dir_fd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return target
-
-
 @dataclass(slots=True)
 class Message:
     """One branch message.
@@ -159,6 +134,14 @@ class MessageLog:
         self._items.append(msg)
         return msg
 
+    def add_action_request(self, function: Any, arguments: Any, **kw: Any) -> Message:
+        """Append an ``action_request`` message: ``{"function", "arguments"}``."""
+        return self.add("action_request", {"function": function, "arguments": arguments}, **kw)
+
+    def add_action_response(self, function: Any, arguments: Any, output: Any, **kw: Any) -> Message:
+        """Append an ``action_response`` message: ``{"function", "arguments", "output"}``."""
+        return self.add("action_response", {"function": function, "arguments": arguments, "output": output}, **kw)
+
     def clear(self, keep_system: bool = True) -> None:
         """Remove messages; the system message stays unless ``keep_system`` is false."""
         self._items = [m for m in self._items if keep_system and m.role == "system"]
@@ -192,11 +175,17 @@ class MessageLog:
 @dataclass(slots=True)
 class LogEntry:
     """One event-log entry: ``kind`` (e.g. ``"action"``, ``"action_error"``,
-    ``"denied"``, ``"hook_error"``) and a JSON-compatible ``content``."""
+    ``"denied"``, ``"hook_error"``) and a JSON-compatible ``content``.
+
+    The entry of a tool decision also carries its typed ``record`` (the
+    request's :class:`~lionops.models.ActionRecord`; ``content`` is made from
+    it), which is not part of the JSON form.
+    """
 
     kind: str
     content: dict[str, Any]
     timestamp: float = field(default_factory=time.time)
+    record: ActionRecord | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "content": to_jsonable(self.content), "timestamp": self.timestamp}
@@ -217,8 +206,9 @@ class EventLog:
         self._items: list[LogEntry] = []
         self._sinks: list[Callable[[LogEntry], Any]] = []
 
-    def log(self, kind: str, content: dict[str, Any]) -> LogEntry:
-        entry = LogEntry(kind=kind, content=content)
+    def log(self, kind: str, content: dict[str, Any], *, record: ActionRecord | None = None) -> LogEntry:
+        """Append an entry (``record``: the typed decision it reports) and forward it."""
+        entry = LogEntry(kind=kind, content=content, record=record)
         self._items.append(entry)
         if self._sinks:
             self._forward(entry)

@@ -8,14 +8,15 @@ returns when the model output must not be coerced (cut-off or refusal).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from .hooks import summarize
 from .messages import to_jsonable
+from .text import summarize
 
 __all__ = [
     "HashableModel",
@@ -77,7 +78,7 @@ REQUEST_KEY_ALIASES: dict[str, str] = {
 }
 
 
-def normalize_request_keys(data: dict[str, Any]) -> dict[str, Any]:
+def normalize_request_keys(data: Mapping[str, Any]) -> dict[str, Any]:
     """Rename aliased keys (``name`` → ``function``, ...) unless the canonical key exists."""
     out = dict(data)
     for alias, canonical in REQUEST_KEY_ALIASES.items():
@@ -129,7 +130,7 @@ class ActionRequestModel(HashableModel):
     ``parameters``, ``args``, ``input`` are normalized. A string that is
     not a JSON object, a list or a scalar fails validation.
 
-    ``invalid`` is set only by adapters for a native tool call whose
+    ``invalid`` is set only by the Middles for a native tool call whose
     arguments could not be decoded: ``act()`` answers such a request with an
     error payload and never invokes the tool. ``call_id`` is the provider's
     id of a native tool call (``tool_calls[].id``): ``act()`` puts it on the

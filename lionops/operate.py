@@ -1,284 +1,32 @@
-"""``prepare_operate_kw`` (ADR-0022 D1) and the ``operate`` coordinator (D2–D4).
+"""``operate``: the coordinator (ADR-0022 D2–D4) over prepared parameters.
 
-The coordinator is run as the machine in ``states/operate.toml``; see
-:mod:`lionops.engine`.
+``prepare_operate_kw`` (D1) lives in :mod:`lionops.pipeline.prepare`; the
+call runs as the machine in ``states/operate.toml``
+(:mod:`lionops.pipeline.machine`).
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
-from ._defaults import DEFAULT_ACTION_CALL_PARAMS, DEFAULT_PARSE_CALL_PARAMS
-from ._names import PROVIDER_OPTIONS, near_miss
-from .alcall import AlcallParams
-from .engine.context import OperationContext
-from .engine.driver import drive, new_trace
-from .engine.engines import Engine, get_engine
-from .errors import ConfigurationError, MisspelledKeywordError, RemovedKeywordError
-from .fields import to_fields_dict
-from .models import Instruct
-from .operative import field_clashes
-from .params import ActionParam, ChatParam, FuzzyMatchKeysParams, ParseParam, RunParam
-from .trace import Trace, Traced
+from ._names import PROVIDER_OPTIONS
+from .pipeline.context import BranchLike, OperationContext
+from .pipeline.machine import run_operation
+from .pipeline.prepare import REMOVED_KEYWORDS, misspelled_keyword, prepare_operate_kw
+from .pipeline.validate import HANDLE_VALIDATION_VALUES
 
 if TYPE_CHECKING:
-    from .branch import Branch
-    from .imodel import iModel
     from .operative import Operative
+    from .params import ActionParam, ChatParam, ParseParam
 
 __all__ = [
     "prepare_operate_kw", "operate", "REMOVED_KEYWORDS", "HANDLE_VALIDATION_VALUES",
     "PROVIDER_OPTIONS", "misspelled_keyword",
 ]
 
-#: ADR-0022 D1: removed names and their replacements.
-REMOVED_KEYWORDS: dict[str, str] = {
-    "request_model": "response_format=",
-    "operative_model": "response_format=",
-    "imodel": "chat_model=",
-}
-
-HANDLE_VALIDATION_VALUES = ("raise", "return_value", "return_none")
-
-
-@functools.cache
-def _operate_keywords() -> tuple[str, ...]:
-    params = inspect.signature(prepare_operate_kw).parameters
-    names = [n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    return (*names, "engine")
-
-
-def misspelled_keyword(name: str) -> str | None:
-    """The ``operate()`` keyword ``name`` is probably a misspelling of, or ``None``.
-
-    A pure check (:func:`lionops._names.near_miss`): a name within one edit
-    (two for names of eight characters or more) of an ``operate()`` keyword,
-    that is not itself a keyword, a removed keyword or a known provider
-    option (:data:`PROVIDER_OPTIONS`). Names shorter than four characters are
-    never flagged.
-    """
-    return near_miss(name, _operate_keywords(), REMOVED_KEYWORDS)
-
-
-def _check_flags(flags: dict[str, Any]) -> None:
-    """Raise TypeError for a boolean keyword that is not a bool (``"false"``
-    is truthy: it would run tools). A deliberate difference from the shipped
-    code, which tested truthiness."""
-    for name, value in flags.items():
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-
-
-#: FuzzyMatchKeysParams is frozen: one default instance serves every call.
-_FUZZY_DEFAULT = FuzzyMatchKeysParams()
-
-
-def prepare_operate_kw(
-    branch: Branch,
-    *,
-    instruct: Instruct | dict[str, Any] | None = None,
-    instruction: Any = None,
-    guidance: Any = None,
-    context: Any = None,
-    sender: Any = None,
-    recipient: Any = None,
-    progression: Any = None,
-    chat_model: iModel | None = None,
-    invoke_actions: bool = True,
-    tool_schemas: list[dict[str, Any]] | None = None,
-    images: list[Any] | None = None,
-    image_detail: Literal["low", "high", "auto"] | None = None,
-    parse_model: iModel | None = None,
-    skip_validation: bool = False,
-    handle_validation: str = "return_value",
-    tools: Any = None,
-    operative: Operative | None = None,
-    response_format: type[BaseModel] | None = None,
-    actions: bool = False,
-    reason: bool = False,
-    call_params: AlcallParams | None = None,
-    action_strategy: str | None = "concurrent",
-    verbose_action: bool = False,
-    field_models: list[Any] | None = None,
-    include_token_usage_to_model: bool = False,
-    clear_messages: bool = False,
-    stream_persist: bool = False,
-    persist_dir: str | None = None,
-    snapshot_dir: str | None = None,
-    middle: Any = None,
-    **kwargs: Any,
-) -> dict[str, Any]:
-    """Normalize the public call into typed parameters (ADR-0022 D1).
-
-    Returns the mapping ``{"instruction", "chat_param", "parse_param",
-    "action_param", "handle_validation", "invoke_actions", "skip_validation",
-    "clear_messages", "operative": None, "middle", "field_models", "reason"}``.
-
-    Shipped semantics reproduced exactly, seams included:
-
-    - ``chat_model`` defaults to ``branch.chat_model``; ``parse_model``
-      defaults to the *selected chat model*, not to ``branch.parse_model``.
-    - A caller ``Instruct`` is copied, never mutated.
-    - ``action_strategy or instruct.action_strategy or "concurrent"``: at the
-      ``Branch.operate`` boundary ``action_strategy`` defaults to the truthy
-      ``"concurrent"``, which shadows ``Instruct.action_strategy``.
-    - A caller ``operative`` is discarded (``"operative": None``).
-    - ``ActionParam.suppress_errors`` is always ``True``.
-
-    Raises:
-        RemovedKeywordError (a TypeError): ``request_model``,
-            ``operative_model`` or ``imodel`` was passed.
-        MisspelledKeywordError (a TypeError): a remaining keyword is a
-            near miss of an ``operate()`` keyword (``handle_validaton``), see
-            :func:`misspelled_keyword`; nothing is sent. Other remaining
-            keywords are request options (ADR-0022 D1).
-        ConfigurationError: ``reason=True``, ``actions=True`` or a
-            ``field_models`` entry would replace a field of the caller's
-            ``response_format`` of another type (``reason: str`` with
-            ``reason=True``), see :func:`lionops.operative.field_clashes`.
-        TypeError: a ``field_models`` entry is neither FieldModel nor Spec,
-            or a boolean keyword (``invoke_actions``, ``actions``,
-            ``skip_validation``, ``reason``, ...) is not a bool.
-        ConfigurationError (a ValueError): ``handle_validation`` is not one of
-            ``"raise"``, ``"return_value"``, ``"return_none"`` (a deliberate
-            difference: the shipped code let an unknown policy fall through to
-            the action phase).
-        pydantic.ValidationError: ``instruct`` is a mapping that is not a valid Instruct.
-    """
-    for name, replacement in REMOVED_KEYWORDS.items():
-        if name in kwargs:
-            raise RemovedKeywordError(name, replacement)
-    if "suppress_errors" in kwargs:
-        # Not a provider option: sent on, it would read as a switch it is not.
-        raise TypeError(
-            "suppress_errors is not an operate() keyword: operate() always turns a tool failure into an"
-            " error payload (ADR-0022 D1); use branch.act(..., suppress_errors=False) to have it raise"
-        )
-    for name in kwargs:
-        suggestion = misspelled_keyword(name)
-        if suggestion is not None:
-            raise MisspelledKeywordError(name, suggestion)
-    for name in instruct if isinstance(instruct, dict) else ():  # an Instruct ignores unknown keys
-        suggestion = near_miss(str(name), Instruct.model_fields)
-        if suggestion is not None:
-            raise MisspelledKeywordError(str(name), suggestion, where="Instruct")
-    if handle_validation not in HANDLE_VALIDATION_VALUES:
-        raise ConfigurationError(
-            f"handle_validation must be one of {HANDLE_VALIDATION_VALUES}, got {handle_validation!r}"
-        )
-    # field_models entries are checked here so a bad entry fails in prepare.
-    to_fields_dict(field_models)
-    _check_flags({
-        "invoke_actions": invoke_actions, "skip_validation": skip_validation, "actions": actions,
-        "reason": reason, "verbose_action": verbose_action,
-        "include_token_usage_to_model": include_token_usage_to_model,
-        "clear_messages": clear_messages, "stream_persist": stream_persist,
-    })
-
-    chat_model = chat_model or branch.chat_model
-    parse_model = parse_model or chat_model
-
-    if isinstance(instruct, dict):
-        instruct = Instruct.model_validate(instruct)
-    elif isinstance(instruct, Instruct):
-        instruct = instruct.model_copy()
-    elif instruct is not None:
-        raise TypeError(f"instruct must be an Instruct or a mapping, got {type(instruct).__name__}")
-    if instruct is not None:  # an Instruct built or changed without validation
-        _check_flags({f"Instruct.{name}": getattr(instruct, name) for name in ("reason", "actions")
-                      if getattr(instruct, name) is not None})
-    instruct = instruct or Instruct(instruction=instruction, guidance=guidance, context=context)
-
-    if reason:
-        instruct.reason = True
-    if actions:
-        instruct.actions = True
-        if action_strategy:
-            instruct.action_strategy = action_strategy  # type: ignore[assignment]
-
-    clashes = field_clashes(
-        type(response_format) if isinstance(response_format, BaseModel) else response_format,
-        reason=bool(instruct.reason), actions=bool(invoke_actions and (instruct.actions or actions)),
-        fields=to_fields_dict(field_models),
-    )
-    if clashes:
-        raise ConfigurationError("; ".join(clashes))
-
-    use_run_param = (
-        bool(getattr(chat_model, "is_cli", False))
-        or stream_persist
-        or persist_dir is not None
-        or snapshot_dir is not None
-    )
-    param_kw: dict[str, Any] = dict(
-        guidance=instruct.guidance,
-        context=instruct.context,
-        sender=sender or branch.user or "user",
-        recipient=recipient or branch.id,
-        response_format=response_format,
-        progression=progression,
-        tool_schemas=tool_schemas,
-        images=images,
-        image_detail=image_detail,
-        plain_content=None,
-        include_token_usage_to_model=include_token_usage_to_model,
-        imodel=chat_model,
-        imodel_kw=dict(kwargs),
-    )
-    chat_param: ChatParam
-    if use_run_param:
-        param_kw["stream_persist"] = stream_persist
-        if persist_dir is not None:
-            param_kw["persist_dir"] = persist_dir
-        if snapshot_dir is not None:
-            param_kw["snapshot_dir"] = snapshot_dir
-        chat_param = RunParam(**param_kw)
-    else:
-        chat_param = ChatParam(**param_kw)
-
-    parse_param = None
-    if response_format is not None and not skip_validation:
-        parse_param = ParseParam(
-            response_format=response_format,
-            fuzzy_match_params=_FUZZY_DEFAULT,
-            handle_validation=handle_validation,  # type: ignore[arg-type]
-            alcall_params=DEFAULT_PARSE_CALL_PARAMS,
-            imodel=parse_model,
-            imodel_kw={},
-        )
-
-    action_param = None
-    if invoke_actions and (instruct.actions or actions):
-        action_param = ActionParam(
-            action_call_params=call_params or DEFAULT_ACTION_CALL_PARAMS,
-            tools=tools,
-            strategy=action_strategy or instruct.action_strategy or "concurrent",
-            suppress_errors=True,
-            verbose_action=verbose_action,
-        )
-
-    return {
-        "instruction": instruct.instruction,
-        "chat_param": chat_param,
-        "parse_param": parse_param,
-        "action_param": action_param,
-        "handle_validation": handle_validation,
-        "invoke_actions": invoke_actions,
-        "skip_validation": skip_validation,
-        "clear_messages": clear_messages,
-        "operative": None,
-        "middle": middle,
-        "field_models": field_models,
-        "reason": instruct.reason,
-    }
-
 
 async def operate(
-    branch: Branch,
+    branch: BranchLike,
     instruction: Any,
     chat_param: ChatParam,
     action_param: ActionParam | None = None,
@@ -307,23 +55,4 @@ async def operate(
         skip_validation=skip_validation, clear_messages=clear_messages,
         reason=reason, field_models=field_models, operative=operative, middle=middle,
     )
-    return (await branch._run(ctx)).result
-
-
-def _resolve_engine(engine: Engine | str | None, default: Engine | str | None) -> Engine:
-    chosen = engine if engine is not None else default
-    if chosen is None:
-        return get_engine()
-    if isinstance(chosen, str):
-        return get_engine(chosen)
-    return chosen
-
-
-async def run_context(ctx: OperationContext, engine: Engine, traces: list[Trace]) -> Traced:
-    """Drive ``ctx`` on ``engine``; append the trace to ``traces`` in every case."""
-    trace = new_trace(engine, ctx.meta)
-    try:
-        result = await drive(ctx, engine, trace)
-    finally:
-        traces.append(trace)
-    return Traced(result, trace)
+    return (await run_operation(ctx)).result

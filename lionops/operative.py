@@ -146,7 +146,7 @@ def _materialize(
         if cached is not None:
             return cached
         req_defs = {s.name: s.field_definition() for s in fields if s.name not in request_exclude}
-        request_cls = create_model(  # type: ignore[call-overload]
+        request_cls = create_model(  # type: ignore[call-overload,arg-type]
             f"{name}Request", __base__=base_type or BaseModel, **req_defs
         )
         resp_defs = {s.name: s.field_definition() for s in fields if s.name in request_exclude}

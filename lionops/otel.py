@@ -39,7 +39,7 @@ from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from . import __version__
+from ._version import __version__
 from .messages import to_jsonable
 from .replay.redact import Redactor
 

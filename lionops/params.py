@@ -56,18 +56,19 @@ class MorphParam:
             if hasattr(cls, "__post_init__") or len(names) != len(fields):
                 return dataclasses.replace(self, **changes)  # type: ignore[type-var]
             # The slot descriptors: setting through them skips the frozen __setattr__.
-            slots = [getattr(cls, name, None) for name in names]
-            if not all(isinstance(s, types.MemberDescriptorType) for s in slots):
+            found = [getattr(cls, name, None) for name in names]
+            slots = [s for s in found if isinstance(s, types.MemberDescriptorType)]
+            if len(slots) != len(found):
                 # a subclass without slots keeps its own fields in __dict__
                 return dataclasses.replace(self, **changes)  # type: ignore[type-var]
-            setters = {name: s.__set__ for name, s in zip(names, slots)}
+            setters = {name: s.__set__ for name, s in zip(names, slots, strict=False)}
             plan = _COPY_PLANS[cls] = (tuple(setters.values()), setters, operator.attrgetter(*names))
         ordered, setters, get = plan
         if not setters.keys() >= changes.keys():
             return dataclasses.replace(self, **changes)  # type: ignore[type-var] # raises TypeError
         # Plain fields (no __post_init__): copy the slots without running __init__.
         new = object.__new__(cls)
-        for set_, value in zip(ordered, get(self)):
+        for set_, value in zip(ordered, get(self), strict=False):
             set_(new, value)
         for name, value in changes.items():
             setters[name](new, value)

@@ -11,28 +11,22 @@ import inspect
 import json
 import types
 import weakref
-from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ._frozen import FrozenDict, freeze, thaw
 from .errors import ToolArgumentsError, ToolNotOfferedError, UnknownToolError
+from .runtime import current_runtime
 
 __all__ = [
     "Tool", "ToolInvocation", "ActionManager", "ToolArgumentsError", "UnknownToolError",
-    "ToolNotOfferedError", "FrozenArguments", "ToolSchema", "TOOL_RUNNER",
+    "ToolNotOfferedError", "FrozenArguments", "ToolSchema",
 ]
 
-#: Record/replay seam: when set, :meth:`Tool.invoke` awaits ``runner(tool, kwargs)``
-#: with the validated keyword arguments instead of calling the function
-#: (``lionops.replay`` serves recorded outputs this way); ``None`` normally.
-TOOL_RUNNER: ContextVar[Callable[[Tool, dict[str, Any]], Awaitable[Any]] | None] = ContextVar(
-    "lionops_tool_runner", default=None
-)
 
 
 def _first_paragraph(doc: str | None) -> str:
@@ -70,7 +64,7 @@ def _arguments_model(func: Callable[..., Any], name: str) -> type[BaseModel]:
     sig = inspect.signature(func)
     docs = _param_docs(func.__doc__)
     defs: dict[str, Any] = {}
-    extra = "forbid"
+    extra: Literal["allow", "forbid"] = "forbid"
     for pname, p in sig.parameters.items():
         if p.kind is inspect.Parameter.VAR_KEYWORD:
             extra = "allow"
@@ -78,12 +72,10 @@ def _arguments_model(func: Callable[..., Any], name: str) -> type[BaseModel]:
         if p.kind is inspect.Parameter.VAR_POSITIONAL:
             continue
         ann = Any if p.annotation is inspect.Parameter.empty else p.annotation
-        from pydantic import Field
-
         default = ... if p.default is inspect.Parameter.empty else p.default
         defs[pname] = (ann, Field(default, description=docs.get(pname)))
     model_name = "".join(part.capitalize() for part in name.split("_")) + "Arguments"
-    return create_model(  # type: ignore[call-overload,no-any-return]
+    return create_model(
         model_name, __config__=ConfigDict(extra=extra, arbitrary_types_allowed=True), **defs
     )
 
@@ -136,7 +128,7 @@ def _derive(func: Any, name: str) -> tuple[Any, str, bool]:
     inputs = _derivation_inputs(func)
     try:
         entry = _DERIVED.get(func)
-        if entry is None or any(a is not b for a, b in zip(entry[0], inputs)):
+        if entry is None or any(a is not b for a, b in zip(entry[0], inputs, strict=False)):
             entry = _DERIVED[func] = (inputs, {})
     except TypeError:  # neither hashable nor weakly referable: derived for this Tool only
         entry = (inputs, {})
@@ -145,7 +137,8 @@ def _derive(func: Any, name: str) -> tuple[Any, str, bool]:
         derived = entry[1][name] = (
             _arguments_model(func, name),
             _first_paragraph(func.__doc__),
-            inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None)),
+            # a callable object's own __call__ method, when it is a coroutine function
+            inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None)),  # noqa: B004
         )
     return derived
 
@@ -241,12 +234,13 @@ class Tool:
 
     async def invoke(self, arguments: dict[str, Any]) -> Any:
         """Validate ``arguments`` and call the function (``blocking`` sync ones in a
-        thread), or the :data:`TOOL_RUNNER` of this context when one is set."""
+        thread), or through the runtime's ``tool_runner`` when one is installed
+        (:func:`lionops.runtime.use_runtime`)."""
         return await self._call(self.validate_arguments(arguments))
 
     async def _call(self, kwargs: dict[str, Any]) -> Any:
         """:meth:`invoke` with already validated keyword arguments."""
-        runner = TOOL_RUNNER.get()
+        runner = current_runtime().tool_runner
         if runner is not None:
             return await runner(self, kwargs)
         if self.is_async:
@@ -288,7 +282,8 @@ class ToolInvocation:
     ``index``: position in the request list; ``offered``: the names of the
     tools offered in this call (only those can run); ``raw_arguments``: the
     arguments object as the model wrote it (decoded from JSON text, before
-    validation: ``"false"`` is still a string), for auditing only; ``call_id``: the provider's id of a native tool call, when known.
+    validation: ``"false"`` is still a string), for auditing only; ``call_id``:
+    the provider's id of a native tool call, when known.
     """
 
     function: str

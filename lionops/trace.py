@@ -7,27 +7,23 @@ them (also when the call raises) and ``operate_traced`` returns
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import json
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
+from .engine.definition import MachineDefinition, default_definition
 from .messages import to_jsonable
 from .models import ActionRecord
-
-if TYPE_CHECKING:
-    from .engine.definition import MachineDefinition
+from .runtime import current_runtime
 
 __all__ = ["TransitionRecord", "Trace", "Traced", "TRACE_FORMAT", "annotate", "current_meta"]
 
-_meta: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("lionops_trace_meta", default=None)
-
-
 def current_meta() -> dict[str, Any] | None:
-    """The ``meta`` dict of the trace being recorded in this context, if any."""
-    return _meta.get()
+    """The ``meta`` dict of the trace being recorded in this context, if any
+    (the runtime's ``trace_meta``)."""
+    return current_runtime().trace_meta
 
 
 def annotate(**facts: Any) -> None:
@@ -36,7 +32,7 @@ def annotate(**facts: Any) -> None:
 
     Adapters call this; values must not contain secrets.
     """
-    meta = _meta.get()
+    meta = current_runtime().trace_meta
     if meta is not None:
         meta.update(facts)
 
@@ -313,8 +309,6 @@ def _check_trace(d: Any, definition: MachineDefinition | None) -> None:
         raise _fail("", f"'started_at' is {started!r}, not a time")
     _field(d, "meta", dict, "", required=False)
     if definition is None:
-        from .engine.definition import default_definition
-
         definition = default_definition()
     if machine != definition.name:
         raise _fail("", f"machine {machine!r} is not {definition.name!r}")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from lionops.engine.definition import WILDCARD, default_definition, load_definition, parse_definition
-from lionops.engine.guards import GUARDS
-from lionops.engine.outcomes import OUTCOMES
-from lionops.engine.phases import PHASES
+from lionops.pipeline.machine import PHASES
+from lionops.pipeline.outcomes import OUTCOMES
+from lionops.pipeline.validate import GUARDS
 
 ROOT = Path(__file__).resolve().parent.parent
 D = default_definition()
@@ -79,7 +79,7 @@ def test_broken_definitions_are_rejected_with_clear_errors(tmp_path):
 
 
 def test_engine_refuses_a_definition_naming_a_missing_guard(tmp_path):
-    from lionops.engine.engines import CompiledEngine
+    from lionops.pipeline.machine import CompiledEngine
 
     base = (ROOT / "states" / "operate.toml").read_text()
     p = tmp_path / "op.toml"

@@ -14,7 +14,7 @@ import pytest
 
 from lionops import Branch
 from lionops.engine.definition import default_definition
-from lionops.engine.engines import CompiledEngine, TransitionsEngine, get_engine
+from lionops.pipeline.machine import CompiledEngine, TransitionsEngine, get_engine
 
 from .helpers import Answer, ScriptedMiddle
 
@@ -87,7 +87,7 @@ def test_engines_are_built_once_per_process():
 def test_trigger_names_do_not_shadow_context_fields():
     """the transitions model is a carrier, not the context."""
     eng = get_engine("transitions")
-    from lionops.engine.context import OperationContext
+    from lionops.pipeline.context import OperationContext
 
     ctx = OperationContext(branch=Branch(), skip_validation=True)
     run = eng.begin(ctx)
@@ -114,8 +114,8 @@ async def test_both_engines_give_the_same_trace_for_a_real_call():
 async def test_no_guard_holding_takes_failed_with_an_invariant_error(engine_cls):
     """if no guard holds in a state, the machine takes `failed` with an
     internal-invariant error."""
-    from lionops.engine.guards import GUARDS
     from lionops.errors import InternalInvariantError
+    from lionops.pipeline.validate import GUARDS
 
     guards = dict(GUARDS, validation_passed=lambda ctx: False)
     engine = engine_cls(guards=guards)
@@ -130,7 +130,7 @@ async def test_no_guard_holding_takes_failed_with_an_invariant_error(engine_cls)
 @pytest.mark.anyio
 @pytest.mark.parametrize("engine_cls", [CompiledEngine, TransitionsEngine])
 async def test_a_guard_that_raises_fails_the_phase(engine_cls):
-    from lionops.engine.guards import GUARDS
+    from lionops.pipeline.validate import GUARDS
 
     def broken(ctx):
         raise KeyError("guard bug")

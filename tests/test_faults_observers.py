@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from lionops import Branch, HookPoint
-from lionops.act import DENIAL_ERROR
+from lionops.pipeline.act import DENIAL_ERROR
 
 from .helpers import ScriptedMiddle
 

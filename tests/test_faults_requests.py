@@ -26,7 +26,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from lionops import ActionRequestModel, AlcallParams, Branch
-from lionops.act import DENIAL_ERROR
+from lionops.pipeline.act import DENIAL_ERROR
 
 from .helpers import ScriptedMiddle, as_response
 from .strategies import (

@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from lionops import AlcallParams, Branch, HookPoint
-from lionops.act import ToolOutputError
+from lionops.pipeline.act import ToolOutputError
 from lionops.tools import Tool, UnknownToolError
 
 pytestmark = pytest.mark.anyio

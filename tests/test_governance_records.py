@@ -404,7 +404,7 @@ async def test_requests_past_the_cap_get_error_payloads_and_do_not_run(path, tmp
 
 
 async def test_the_cap_unsuppressed_raises_before_anything_runs():
-    from lionops.act import RequestLimitError
+    from lionops.pipeline.act import RequestLimitError
 
     ran: list[str] = []
     branch = Branch(tools=_tools(ran), max_requests=1)

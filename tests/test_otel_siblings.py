@@ -10,7 +10,7 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 from lionops import Branch
-from lionops.act import DENIAL_ERROR
+from lionops.pipeline.act import DENIAL_ERROR
 from lionops.testing import completion, tool_call
 
 from .openai_server import make_model, server  # noqa: F401 - fixtures

@@ -17,8 +17,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import lionops
 from lionops import ActionParam, Branch, MismatchError
-from lionops.act import DENIAL_ERROR
 from lionops.errors import EndpointAuthError
+from lionops.pipeline.act import DENIAL_ERROR
 from lionops.testing import Reply, completion, error_body, tool_call
 
 from .helpers import Answer, ToolBox

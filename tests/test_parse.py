@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from lionops import ActionRequestModel, ParseParam
 from lionops.clock import RecordingClock, use_clock
+from lionops.middles.parsing import parse_response
 from lionops.operative import Step
 from lionops.params import FuzzyMatchKeysParams
 from lionops.parse import (
@@ -18,7 +19,6 @@ from lionops.parse import (
     extract_json,
     match_keys,
     merge_action_requests,
-    parse_response,
     repair_json,
 )
 from lionops.testing import completion

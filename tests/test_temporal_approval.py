@@ -17,7 +17,7 @@ from collections import Counter
 
 import pytest
 
-from lionops.act import DENIAL_ERROR
+from lionops.pipeline.act import DENIAL_ERROR
 from lionops.testing import OpenAIServer
 
 pytest.importorskip("temporalio", reason="temporalio is not installed: pip install 'lionops[temporal]'")

@@ -114,7 +114,7 @@ CASE_EXIT = {
 
 
 def test_every_exit_trigger_is_covered():
-    from lionops.engine.engines import get_engine
+    from lionops.pipeline.machine import get_engine
 
     engine = get_engine()
     exits = {t.trigger for t in engine.definition.transitions if t.dest in engine.terminals}

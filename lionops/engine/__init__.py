@@ -1,9 +1,6 @@
-"""The operation machine: definition, guards, phase handlers, engines, driver."""
+"""Internal: a generic finite-state machine runner (definition, engines, driver).
 
-from .definition import MachineDefinition, StateDef, TransitionDef, load_definition, default_definition
-from .engines import CompiledEngine, Engine, TransitionsEngine, get_engine
-
-__all__ = [
-    "MachineDefinition", "StateDef", "TransitionDef", "load_definition", "default_definition",
-    "Engine", "CompiledEngine", "TransitionsEngine", "get_engine",
-]
+The engine is given every table it runs by its caller (the operate machine
+is bound in :mod:`lionops.pipeline.machine`); it imports nothing of
+ADR-0022. Not part of the public API: import from the submodules.
+"""

@@ -14,9 +14,9 @@ from typing import Any
 from .. import observe
 from ..clock import current_clock
 from ..errors import InternalInvariantError
-from ..trace import Trace, _meta
-from .context import OperationContext
-from .engines import Engine, get_engine
+from ..runtime import use_runtime
+from ..trace import Trace
+from .engines import Engine
 
 __all__ = ["drive", "new_trace"]
 
@@ -31,17 +31,13 @@ def new_trace(engine: Engine, meta: dict[str, Any] | None = None) -> Trace:
     return Trace(definition.name, engine.name, current_clock().time(), definition.initial, None, meta)
 
 
-async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trace | None = None,
-                *, _observed: bool = False) -> Any:
+async def drive(ctx: Any, engine: Engine, trace: Trace, *, _observed: bool = False) -> Any:
     """Run the machine on ``ctx``; return the outcome value or raise it.
 
-    ``trace`` (created when ``None``) is filled in place, so a caller holding
-    it sees the whole trace also when this raises.
+    ``ctx`` is the caller's context object: the driver reads and sets only
+    its ``error`` (what a phase raised). ``trace`` is filled in place, so a
+    caller holding it sees the whole trace also when this raises.
     """
-    engine = engine or get_engine()
-    if trace is None:
-        trace = new_trace(engine, ctx.meta)
-    trace.actions = ctx.actions  # the same list: act() appends its records to it
     if observe.observers and not _observed:  # instrumentation seam: one check when nothing observes
         return await observe.observe_operation(ctx, engine, trace, _observed_drive)
     handlers = engine.handlers
@@ -52,37 +48,36 @@ async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trac
     t0 = clock()
     run = engine.begin(ctx)
     last = None
-    token = _meta.set(trace.meta)
     try:
-        state = run.state
-        while state not in terminals:
-            handler = handlers[state]
-            phase_ns = 0  # no handler ran: a decision-only state, or a phase skipped after an error
-            if handler is not None and ctx.error is None:
-                p0 = clock()
+        with use_runtime(trace_meta=trace.meta):  # annotate() writes to this trace
+            state = run.state
+            while state not in terminals:
+                handler = handlers[state]
+                phase_ns = 0  # no handler ran: a decision-only state, or a phase skipped after an error
+                if handler is not None and ctx.error is None:
+                    p0 = clock()
+                    try:
+                        await handler(ctx)
+                    except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised by the outcome
+                        ctx.error = exc
+                    phase_ns = clock() - p0
                 try:
-                    await handler(ctx)
-                except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised by the outcome
+                    fired, evaluated = run.fire()
+                except Exception as exc:  # a guard raised: the phase failed
                     ctx.error = exc
-                phase_ns = clock() - p0
-            try:
-                fired, evaluated = run.fire()
-            except Exception as exc:  # a guard raised: the phase failed
-                ctx.error = exc
-                fired, more = run.fire()
-                evaluated = {**more}
-            if fired is None:
-                ctx.error = InternalInvariantError(state, evaluated)
-                fired, more = run.fire()
-                evaluated = {**evaluated, **more}
-            assert fired is not None
-            error = _describe(ctx.error) if fired.trigger == failure_trigger and ctx.error else None
-            # a TransitionRecord row: (trigger, source, dest, guards, at_ns, phase_ns, error)
-            record((fired.trigger, state, fired.dest, evaluated, clock() - t0, phase_ns, error))
-            state = fired.dest
-            last = fired
+                    fired, more = run.fire()
+                    evaluated = {**more}
+                if fired is None:
+                    ctx.error = InternalInvariantError(state, evaluated)
+                    fired, more = run.fire()
+                    evaluated = {**evaluated, **more}
+                assert fired is not None
+                error = _describe(ctx.error) if fired.trigger == failure_trigger and ctx.error else None
+                # a TransitionRecord row: (trigger, source, dest, guards, at_ns, phase_ns, error)
+                record((fired.trigger, state, fired.dest, evaluated, clock() - t0, phase_ns, error))
+                state = fired.dest
+                last = fired
     finally:
-        _meta.reset(token)
         run.close()
     assert last is not None and last.outcome is not None
     try:
@@ -94,6 +89,6 @@ async def drive(ctx: OperationContext, engine: Engine | None = None, trace: Trac
         raise
 
 
-async def _observed_drive(ctx: OperationContext, engine: Engine, trace: Trace) -> Any:
+async def _observed_drive(ctx: Any, engine: Engine, trace: Trace) -> Any:
     """:func:`drive` inside an observed operation (the observers already know of it)."""
     return await drive(ctx, engine, trace, _observed=True)

@@ -10,11 +10,13 @@
 
 Both share one interface (``begin(ctx)`` → a run with ``state`` and
 ``fire()``), so the driver is engine-agnostic and users may select either.
+An engine is given every table it runs (the definition, the guards, the
+phase handlers, the outcomes, the guard of the failure transition) and knows
+nothing of what they mean.
 """
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -22,20 +24,18 @@ from typing import Any, Protocol
 
 from transitions import Machine
 
-from .context import OperationContext
-from .definition import MachineDefinition, TransitionDef, default_definition
-from .guards import GUARDS
-from .outcomes import OUTCOMES
-from .phases import PHASES
+from .definition import WILDCARD, MachineDefinition, TransitionDef
 
-__all__ = ["Engine", "EngineRun", "TransitionsEngine", "CompiledEngine", "get_engine", "ENGINES"]
+__all__ = ["Engine", "EngineRun", "TransitionsEngine", "CompiledEngine"]
 
 Guard = Callable[[Any], bool]
 Fired = tuple[TransitionDef | None, dict[str, bool]]
 
 
 class EngineRun(Protocol):
-    state: str
+    @property
+    def state(self) -> str:
+        """The current state."""
 
     def fire(self) -> Fired:
         """Evaluate the current state's guards in table order; fire the first that holds.
@@ -48,12 +48,25 @@ class EngineRun(Protocol):
 
 
 class Engine(Protocol):
-    name: str
-    definition: MachineDefinition
-    handlers: Mapping[str, Callable[..., Any] | None]
-    outcomes: Mapping[str, Callable[[OperationContext], Any]]
-    terminals: frozenset[str]
-    failure_trigger: str
+    """What the driver needs of an engine (read-only)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def definition(self) -> MachineDefinition: ...
+
+    @property
+    def handlers(self) -> Mapping[str, Callable[..., Any] | None]: ...
+
+    @property
+    def outcomes(self) -> Mapping[str, Callable[[Any], Any]]: ...
+
+    @property
+    def terminals(self) -> frozenset[str]: ...
+
+    @property
+    def failure_trigger(self) -> str: ...
 
     def begin(self, ctx: Any, initial: str | None = None) -> EngineRun:
         """Start a run on ``ctx`` in ``initial`` (default: the machine's initial state)."""
@@ -103,11 +116,11 @@ def _check_names(definition: MachineDefinition, guards: Mapping[str, Guard],
         raise ValueError(f"machine {definition.name!r} names what code lacks: {', '.join(missing)}")
 
 
-def _failure_trigger(definition: MachineDefinition) -> str:
+def _failure_trigger(definition: MachineDefinition, failure_guard: str) -> str:
     for t in definition.transitions:
-        if t.source == "*" and t.guard == "phase_raised":
+        if t.source == WILDCARD and t.guard == failure_guard:
             return t.trigger
-    raise ValueError("the definition declares no wildcard failure transition guarded by phase_raised")
+    raise ValueError(f"the definition declares no wildcard failure transition guarded by {failure_guard}")
 
 
 class _EngineBase:
@@ -115,22 +128,25 @@ class _EngineBase:
 
     def __init__(
         self,
-        definition: MachineDefinition | None = None,
+        definition: MachineDefinition,
         *,
-        guards: Mapping[str, Guard] | None = None,
-        phases: Mapping[str, Any] | None = None,
-        outcomes: Mapping[str, Any] | None = None,
+        guards: Mapping[str, Guard],
+        phases: Mapping[str, Any],
+        outcomes: Mapping[str, Callable[[Any], Any]],
+        failure_guard: str,
     ) -> None:
-        self.definition = definition or default_definition()
-        self.guards: Mapping[str, Guard] = dict(guards or GUARDS)
-        phase_table = dict(PHASES if phases is None else phases)
-        self.outcomes = dict(OUTCOMES if outcomes is None else outcomes)
+        """``failure_guard`` names the guard of the wildcard transition fired
+        when a phase raises; the other tables map the definition's names to code."""
+        self.definition = definition
+        self.guards: Mapping[str, Guard] = dict(guards)
+        phase_table = dict(phases)
+        self.outcomes = dict(outcomes)
         _check_names(self.definition, self.guards, phase_table, self.outcomes)
         self.handlers = {
             s.name: (phase_table[s.handler] if s.handler else None) for s in self.definition.states
         }
         self.terminals = frozenset(self.definition.terminals)
-        self.failure_trigger = _failure_trigger(self.definition)
+        self.failure_trigger = _failure_trigger(self.definition, failure_guard)
         self.machine = self._build_machine()
 
     def _build_machine(self) -> Machine:
@@ -140,7 +156,8 @@ class _EngineBase:
             auto_transitions=False, send_event=True, ignore_invalid_triggers=False,
         )
         for t in d.transitions:
-            m.add_transition(t.trigger, d.sources(t), t.dest, conditions=[_GuardCondition(t.guard)])
+            sources: list[Any] = list(d.sources(t))
+            m.add_transition(t.trigger, sources, t.dest, conditions=[_GuardCondition(t.guard)])
         return m
 
     def __repr__(self) -> str:
@@ -248,7 +265,9 @@ class CompiledEngine(_EngineBase):
             for trigger, event in machine.events.items():
                 for tr in event.transitions.get(state, []):
                     (cond,) = tr.conditions
-                    gname = cond.func.guard_name
+                    func = cond.func
+                    assert isinstance(func, _GuardCondition)  # every condition is one (see _build_machine)
+                    gname = func.guard_name
                     tdef = by_key[(state, trigger)]
                     if tdef.dest != tr.dest:  # pragma: no cover - guards against drift
                         raise ValueError(f"compiled dest differs for {state}/{trigger}")
@@ -259,18 +278,3 @@ class CompiledEngine(_EngineBase):
     def begin(self, ctx: Any, initial: str | None = None) -> _CompiledRun:
         return _CompiledRun(self._flat, ctx, initial or self.definition.initial)
 
-
-ENGINES: dict[str, type[_EngineBase]] = {"compiled": CompiledEngine, "transitions": TransitionsEngine}
-
-
-@functools.cache
-def get_engine(name: str = "compiled") -> Engine:
-    """The process-wide engine of that name over the shipped definition.
-
-    Raises ``ValueError`` for an unknown name (known: ``compiled``, ``transitions``).
-    """
-    try:
-        cls = ENGINES[name]
-    except KeyError:
-        raise ValueError(f"unknown engine {name!r}; known: {sorted(ENGINES)}") from None
-    return cls()  # type: ignore[return-value]

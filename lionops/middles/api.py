@@ -47,9 +47,10 @@ from ..errors import ConfigurationError, EndpointError
 from ..messages import Message, to_jsonable
 from ..models import ActionRequestModel, RawOutput, _preview, decode_arguments
 from ..operative import request_type_of
-from ..parse import ends_inside_json, extract_json, parse_response, split_reasoning
+from ..parse import ends_inside_json, extract_json, split_reasoning
 from ..trace import annotate
 from .common import begin_turn, finish_turn, record_assistant
+from .parsing import parse_response
 from .shaping import structured_options
 
 __all__ = ["communicate", "provider_messages", "native_requests", "usage_note", "caller_model"]

@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from ..messages import Message, to_jsonable
-from ..parse import parse_response
 from ..tools import ToolSchema
+from .parsing import parse_response
 from .shaping import per_request_model, request_model_of, request_schema
 
 __all__ = [

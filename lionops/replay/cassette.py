@@ -32,8 +32,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from .._files import atomic_write_text
 from ..errors import CassetteError, CassetteNotFoundError
-from ..messages import atomic_write_text
 from ..trace import Trace
 from .redact import MAX_PATTERNS, REPLACEMENT, Redactor, pattern_problem
 
@@ -44,7 +44,7 @@ __all__ = [
     "MAX_CASSETTE_DEPTH",
 ]
 
-CASSETTE_FORMAT = "lionops-cassette"
+CASSETTE_FORMAT: Literal["lionops-cassette"] = "lionops-cassette"
 #: Version of the cassette JSON; a cassette of another version is refused.
 CASSETTE_VERSION = 1
 #: A cassette nested deeper than this (objects and lists) is refused.
@@ -238,7 +238,8 @@ class Cassette(_Record):
     @classmethod
     def _known_version(cls, value: int) -> int:
         if value != CASSETTE_VERSION:
-            raise ValueError(f"cassette version {value} is not supported (this lionops reads version {CASSETTE_VERSION})")
+            raise ValueError(
+                f"cassette version {value} is not supported (this lionops reads version {CASSETTE_VERSION})")
         return value
 
     @classmethod

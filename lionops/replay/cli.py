@@ -1,4 +1,4 @@
-"""CLI agent runs in cassettes, through ``Runtime.cli_transport`` (:func:`lionops.runtime.use_runtime`).
+"""CLI agent runs in cassettes, through the runtime's ``cli_transport``.
 
 :class:`CliRecorder` runs the real subprocess (``endpoint.spawn``) and keeps
 each run, redacted, as a :class:`~lionops.replay.cassette.CliExchange`: the
@@ -69,7 +69,7 @@ class _Tap:
 
 
 class CliRecorder:
-    """A ``Runtime.cli_transport`` that runs the real CLI
+    """A runtime ``cli_transport`` that runs the real CLI
     and appends each run, redacted by ``redactor`` (plus the endpoint's secret
     ``env`` values), to ``exchanges`` as a :class:`CliExchange`.
 
@@ -86,7 +86,8 @@ class CliRecorder:
         done = await endpoint.spawn(argv, stdin, tap)  # type: ignore[arg-type]
         redactor = _redactor(self.redactor, endpoint)
         text = bytes(tap.data).decode("utf-8", errors="replace")
-        error = None if done.start_error is None else ErrorRecord(type="OSError", message=redactor.text(done.start_error))
+        error = (None if done.start_error is None
+                 else ErrorRecord(type="OSError", message=redactor.text(done.start_error)))
         self.exchanges.append(CliExchange(
             command=command_of(endpoint, argv, redactor), input=redactor.text(stdin),
             lines=[redactor.text(line) for line in text.split("\n")] if text else [],
@@ -111,7 +112,7 @@ async def _serve(exchange: CliExchange, stdout: CLIStdout) -> CLIExit:
 
 
 class CliReplay(RecordedExchanges):
-    """A ``Runtime.cli_transport`` serving recorded CLI
+    """A runtime ``cli_transport`` serving recorded CLI
     ``exchanges`` with no subprocess (arguments: :class:`RecordedExchanges`).
 
     Raises (when called):

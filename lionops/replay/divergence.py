@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ReplayDivergence
-from ..hooks import summarize
+from ..text import summarize
 from ..trace import Trace, TransitionRecord
 
-__all__ = ["ReplayDivergence", "same_json", "first_difference", "compare_traces", "describe_transition", "unmatched_exchange"]
+__all__ = [
+    "ReplayDivergence", "same_json", "first_difference", "compare_traces", "describe_transition", "unmatched_exchange",
+]
 
 
 def _short(value: Any, limit: int = 120) -> str:
@@ -27,7 +29,7 @@ def same_json(expected: Any, actual: Any) -> bool:
     if isinstance(expected, dict) and isinstance(actual, dict):
         return expected.keys() == actual.keys() and all(same_json(v, actual[k]) for k, v in expected.items())
     if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
-        return len(expected) == len(actual) and all(same_json(a, b) for a, b in zip(expected, actual))
+        return len(expected) == len(actual) and all(same_json(a, b) for a, b in zip(expected, actual, strict=False))
     return _kind(expected) is _kind(actual) and expected == actual
 
 
@@ -45,7 +47,7 @@ def first_difference(expected: Any, actual: Any, path: str = "$") -> str | None:
                 return found
         return None
     if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
-        for i, (a, b) in enumerate(zip(expected, actual)):
+        for i, (a, b) in enumerate(zip(expected, actual, strict=False)):
             found = first_difference(a, b, f"{path}[{i}]")
             if found:
                 return found
@@ -99,8 +101,12 @@ def compare_traces(expected: Trace, actual: Trace, *, operation: int = 0) -> Rep
             continue
         exp, act = describe_transition(want), describe_transition(got)
         detail = ""
-        if want is not None and got is not None and (want.source, want.trigger, want.dest) == (got.source, got.trigger, got.dest):
-            detail = f" (guards {want.guards} vs {got.guards})" if want.guards != got.guards else f" ({want.error} vs {got.error})"
+        same_edge = want is not None and got is not None and (
+            (want.source, want.trigger, want.dest) == (got.source, got.trigger, got.dest))
+        if same_edge:
+            assert want is not None and got is not None
+            detail = (f" (guards {want.guards} vs {got.guards})" if want.guards != got.guards
+                      else f" ({want.error} vs {got.error})")
         return ReplayDivergence(
             f"transition {i} differs: expected {exp or 'the run to end'}, actual {act or 'the run ended'}{detail}",
             kind="transition", index=i, expected=exp, actual=act, operation=operation,

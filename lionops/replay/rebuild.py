@@ -17,8 +17,8 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ..branch import Branch
-from ..hooks import summarize
 from ..imodel import PROVIDERS, iModel
+from ..text import summarize
 from ..tools import Tool, ToolInvocation
 from .cassette import CassetteError, CliExchange, Operation
 from .run import LOCAL_KEYWORDS
@@ -43,7 +43,7 @@ class _Builder:
             default = ... if fname in required else prop.get("default", None)
             fields[fname] = (self.type(prop), Field(default, **meta))
         config = ConfigDict(extra=extra) if extra else None  # type: ignore[typeddict-item]
-        return create_model(node.get("title") or name, __doc__=node.get("description"),  # type: ignore[call-overload,no-any-return]
+        return create_model(node.get("title") or name, __doc__=node.get("description"),
                             __config__=config, **fields)
 
     def type(self, prop: dict[str, Any]) -> Any:
@@ -100,14 +100,14 @@ class RecordedTool(Tool):
     recorded_schema: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def schema(self) -> dict[str, Any]:  # type: ignore[override]
+    def schema(self) -> dict[str, Any]:
         return self.recorded_schema
 
     @classmethod
     def of(cls, schema: dict[str, Any]) -> RecordedTool:
         fn = schema.get("function")
         name = fn.get("name") if isinstance(fn, dict) else None
-        if not isinstance(name, str) or not name.isidentifier():
+        if not isinstance(fn, dict) or not isinstance(name, str) or not name.isidentifier():
             raise CassetteError(f"a recorded tool needs a name that is an identifier, got {summarize(name, 80)!r}")
         tool = cls(_stub, name=fn.get("name", ""), description=fn.get("description", ""), recorded_schema=schema)
         params = fn.get("parameters") or {}
@@ -117,7 +117,8 @@ class RecordedTool(Tool):
 
 
 def _gate(op: Operation) -> Any:
-    decisions = {(c.index, c.function): c.decision == "allowed" for c in op.tool_calls
+    decisions: dict[tuple[int | None, str | None], bool] = {
+        (c.index, c.function): c.decision == "allowed" for c in op.tool_calls
                  if c.decision in ("allowed", "denied")}
 
     def recorded_decision(invocation: ToolInvocation) -> bool:

@@ -1,9 +1,9 @@
 """Recording one ``operate()`` run, and replaying it against its recording.
 
 Both run the real machine through ``branch.operate_traced``; only the
-adapter's transport (``Runtime.http_transport`` for
-API models, ``Runtime.cli_transport`` for CLI agents)
-and, on replay, the tool functions (:data:`~lionops.tools.TOOL_RUNNER`) are
+adapter's transport (the runtime's ``http_transport`` for API models,
+``cli_transport`` for CLI agents) and, on replay, the tool functions (its
+``tool_runner``) are
 swapped. Parsing, validation, gating, authorization, hooks, ``act()`` and
 enrichment run as in production.
 """
@@ -15,16 +15,15 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..act import BEFORE_DISPATCH
-from ..branch import OperateKwargs
-from ..clock import RecordingClock, use_clock
+from ..clock import RecordingClock
 from ..endpoints.cli import CLITimeoutError, argv_secrets
 from ..errors import EndpointConnectionError, EndpointStatusError
 from ..messages import to_jsonable
 from ..models import Instruct, decode_arguments
+from ..pipeline.prepare import OperateKwargs
 from ..runtime import use_runtime
-from ..hooks import summarize
-from ..tools import TOOL_RUNNER, Tool
+from ..text import summarize
+from ..tools import Tool
 from ..trace import Trace, Traced
 from .cassette import CallRecord, CliExchange, ErrorRecord, HttpExchange, Operation, OutcomeRecord, ToolCallRecord
 from .cli import CliRecorder, CliReplay
@@ -140,23 +139,23 @@ _CASSETTE_DECISION = {"denied": "denied", "timed_out": "denied", "invalid": "inv
 
 
 def tool_calls_since(branch: Branch, start: int, redactor: Redactor) -> list[ToolCallRecord]:
-    """What ``act()`` did with each action request: the decision field of the
-    branch's event log entries from ``start`` on, which ``act()`` copies from
-    its typed :class:`~lionops.models.ActionRecord`."""
+    """What ``act()`` did with each action request: the typed
+    :class:`~lionops.models.ActionRecord` each event-log entry from ``start``
+    on carries (the error message is the entry's text of the exception)."""
     out: list[ToolCallRecord] = []
     for entry in list(branch.logs)[start:]:
-        c = entry.content
-        decision = c.get("decision")
-        if entry.kind not in ("action", "denied", "action_error") or decision is None:
+        rec = entry.record
+        if rec is None:
             continue
-        fields: dict[str, Any] = {"index": c.get("index", -1), "function": to_jsonable(c.get("function")),
-                                  "arguments": to_jsonable(c.get("arguments"))}
-        if decision == "allowed":
-            fields.update(decision="allowed", output=to_jsonable(c.get("output")))
-        elif c.get("invoked"):
-            fields.update(decision="allowed", error={"type": c.get("type") or "Exception", "message": c.get("error", "")})
+        fields: dict[str, Any] = {"index": rec.index, "function": to_jsonable(rec.function),
+                                  "arguments": to_jsonable(rec.raw_arguments)}
+        if rec.decision == "allowed":
+            fields.update(decision="allowed", output=to_jsonable(rec.output))
+        elif rec.invoked:
+            fields.update(decision="allowed",
+                          error={"type": rec.error_type or "Exception", "message": entry.content.get("error", "")})
         else:
-            fields.update(decision=_CASSETTE_DECISION[decision])
+            fields.update(decision=_CASSETTE_DECISION[rec.decision])
         out.append(ToolCallRecord.model_validate(redactor.value(fields)))
     out.sort(key=lambda r: r.index)
     return out
@@ -176,6 +175,8 @@ async def _run(branch: Branch, kw: dict[str, Any]) -> tuple[Traced | None, Excep
         trace = branch.traces[-1] if len(branch.traces) > before else None
         return None, exc, trace
     return traced, None, traced.trace
+
+
 
 
 async def record_operation(branch: Branch, kw: dict[str, Any], redactor: Redactor
@@ -250,7 +251,7 @@ def recorded_exception(error: ErrorRecord) -> Exception:
 
 
 class ToolServer:
-    """The :data:`TOOL_RUNNER` of a replay: serves each authorized call the
+    """The runtime ``tool_runner`` of a replay: serves each authorized call the
     recorded output (or error) of the first unused recorded call with the
     same function and validated arguments."""
 
@@ -284,11 +285,11 @@ class ToolServer:
         raise err
 
     def unused(self) -> list[ToolCallRecord]:
-        return [c for c, u in zip(self.calls, self.used) if not u]
+        return [c for c, u in zip(self.calls, self.used, strict=False) if not u]
 
 
 class RequestCheck:
-    """The :data:`~lionops.act.BEFORE_DISPATCH` check of a replay: before
+    """The runtime ``before_dispatch`` check of a replay: before
     ``act()`` authorizes or invokes anything, each action request must be the
     recorded one of its index (same function, same arguments once decoded,
     of the same JSON types), and no recorded request may be missing. So a cassette edited
@@ -449,15 +450,13 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
     requests = RequestCheck(op.tool_calls, redactor, blocked.append, operation=operation,
                             cut_short=_act_raised(op.trace_obj()))
     start = len(branch.logs)
-    check_token = BEFORE_DISPATCH.set(requests)
-    tool_token = None if run_tools else TOOL_RUNNER.set(server)
-    try:
-        with use_clock(RecordingClock()), use_runtime(http_transport=transport, cli_transport=cli):
-            traced, error, trace = await _run(branch, kw)
-    finally:
-        if tool_token is not None:
-            TOOL_RUNNER.reset(tool_token)
-        BEFORE_DISPATCH.reset(check_token)
+    seams: dict[str, Any] = {
+        "http_transport": transport, "cli_transport": cli, "before_dispatch": requests, "clock": RecordingClock(),
+    }
+    if not run_tools:
+        seams["tool_runner"] = server
+    with use_runtime(**seams):
+        traced, error, trace = await _run(branch, kw)
     outputs = not run_tools
     def first_seen(kind: str) -> ReplayDivergence | None:
         return next((d for d in seen if d.kind == kind), None)

@@ -32,11 +32,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack, get_args
 
-from .. import __version__
-from ..hooks import summarize
+from .._version import __version__
+from ..text import summarize
 from ..trace import Traced
 from .cassette import Cassette, CassetteError, CassetteNotFoundError, Operation, RedactionRecord
 from .divergence import ReplayDivergence
+from .rebuild import rebuild
 from .redact import Redactor
 from .run import failed_to_reach, record_operation, replay_operation
 
@@ -136,9 +137,11 @@ class CassetteSession:
                                           operation=index, run_tools=self.run_tools)
         if not self._may_record():
             if self._recorded is None:
-                raise CassetteNotFoundError(f"no cassette at {self.path} (record mode {self.record_mode!r} does not record)")
+                raise CassetteNotFoundError(
+                    f"no cassette at {self.path} (record mode {self.record_mode!r} does not record)")
             raise ReplayDivergence(
-                f"{self.path} holds {len(recorded)} operation(s); record mode {self.record_mode!r} does not record more",
+                f"{self.path} holds {len(recorded)} operation(s);"
+                f" record mode {self.record_mode!r} does not record more",
                 kind="operation", index=index, expected=None, actual=f"operation {index}", operation=index,
             )
         op, traced, error = await record_operation(branch, dict(kw), self.redactor)
@@ -234,8 +237,6 @@ async def replay(source: str | Path | Cassette, branch: Branch | None = None, /,
     if branch is None:
         if kw:
             raise TypeError("replay without a branch rebuilds the call from the cassette; pass no keywords")
-        from .rebuild import rebuild
-
         branch, kw = rebuild(op, operation=operation)
     stored = list(cassette.redaction.patterns)
     redactor = Redactor(patterns=(*stored, *(p for p in patterns if p not in stored)))

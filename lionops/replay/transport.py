@@ -5,7 +5,7 @@ exchange, redacted, as an :class:`~lionops.replay.cassette.HttpExchange`.
 :class:`ReplayTransport` answers from recorded exchanges without any
 network: a request is matched on method, URL and normalized body (JSON
 decoded and redacted), the first unused equal exchange serving it. Both
-are installed as ``Runtime.http_transport`` (:func:`lionops.runtime.use_runtime`).
+are installed as the runtime's ``http_transport`` (:func:`lionops.runtime.use_runtime`).
 :class:`RecordedExchanges` is the bookkeeping it shares with the CLI replay
 (:mod:`lionops.replay.cli`).
 """
@@ -148,7 +148,7 @@ class RecordedExchanges:
 
     def __init__(self, exchanges: list[Any], redactor: Redactor,
                  on_divergence: Callable[[ReplayDivergence], None] | None = None, *, operation: int = 0) -> None:
-        self.exchanges = [e for e in exchanges if isinstance(e, self.kind)]
+        self.exchanges: list[Any] = [e for e in exchanges if isinstance(e, self.kind)]
         self.used = [False] * len(self.exchanges)
         self.redactor = redactor
         self.on_divergence = on_divergence
@@ -165,7 +165,7 @@ class RecordedExchanges:
 
     def nearest(self) -> Any | None:
         """The first unused exchange (what a mismatch is compared with)."""
-        return next((e for e, u in zip(self.exchanges, self.used) if not u), None)
+        return next((e for e, u in zip(self.exchanges, self.used, strict=False) if not u), None)
 
     def report(self, err: ReplayDivergence) -> ReplayDivergence:
         if self.on_divergence is not None:
@@ -216,9 +216,9 @@ class ReplayTransport(RecordedExchanges, httpx.AsyncBaseTransport):
         nearest = None
         if pending is not None:
             want = self._key(pending.request)
-            nearest = (dict(zip(parts, want)), f"{want[0]} {want[1]}")
+            nearest = (dict(zip(parts, want, strict=False)), f"{want[0]} {want[1]}")
         raise self.report(unmatched_exchange(
-            "request", "request", number, f"{live[0]} {live[1]}", nearest, dict(zip(parts, live)),
+            "request", "request", number, f"{live[0]} {live[1]}", nearest, dict(zip(parts, live, strict=False)),
             total=len(self.exchanges), operation=self.operation))
 
     def describe(self, index: int) -> str:

@@ -29,14 +29,17 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 from ..branch import Branch, OperateKwargs
-from ..clock import Clock, use_clock
-from ..engine.context import OperationContext
-from ..engine.phases import PHASES, select_middle
+from ..clock import Clock
 from ..errors import ConfigurationError, EndpointAuthError, EndpointStatusError, RemovedKeywordError
 from ..hooks import HookPoint, safe_str
 from ..messages import EventLog, LogEntry, MessageLog, to_jsonable
-from ..tools import TOOL_RUNNER, ActionManager, Tool, ToolArgumentsError, ToolInvocation
-from ..trace import Traced, _meta
+from ..models import ActionRecord
+from ..pipeline.adapter import select_middle
+from ..pipeline.context import OperationContext
+from ..pipeline.machine import PHASES
+from ..runtime import current_runtime, use_runtime
+from ..tools import ActionManager, Tool, ToolArgumentsError, ToolInvocation
+from ..trace import Traced
 from ._codec import WORKER_OWNED, decode_kwargs, decode_result, encode_kwargs, encode_result, restore_messages
 from .approval import (
     DECIDE_SIGNAL,
@@ -139,8 +142,8 @@ class _WorkflowMessages(MessageLog):
 class _WorkflowLog(EventLog):
     """Event log entries stamped with workflow time."""
 
-    def log(self, kind: str, content: dict[str, Any]) -> LogEntry:
-        entry = LogEntry(kind=kind, content=content, timestamp=workflow.now().timestamp())
+    def log(self, kind: str, content: dict[str, Any], *, record: ActionRecord | None = None) -> LogEntry:
+        entry = LogEntry(kind=kind, content=content, timestamp=workflow.now().timestamp(), record=record)
         self._items.append(entry)
         if self._sinks:
             self._forward(entry)
@@ -254,7 +257,7 @@ def _apply_turn(branch: Branch, turn: dict[str, Any], clear_messages: bool) -> N
     restore_messages(branch.messages, turn.get("messages") or [], keep_ids=False)
     for entry in turn.get("logs") or []:
         branch.logs.log(entry["kind"], entry["content"])
-    meta = _meta.get()
+    meta = current_runtime().trace_meta
     if meta is not None:
         meta.update(turn.get("meta") or {})
 
@@ -427,18 +430,17 @@ class DurableBranch:
         branch = self.branch()
         op = state.operations[self.name] = state.operations.get(self.name, 0) + 1
         first_message = len(branch.messages)
-        tokens = (TOOL_RUNNER.set(self._run_tool), _OPERATION.set(op))
+        token = _OPERATION.set(op)
         try:
-            with use_clock(WorkflowClock()):
+            with use_runtime(tool_runner=self._run_tool, clock=WorkflowClock()):
                 return await branch.operate_traced(**kw, middle=_ActivityMiddle(self, payload))  # type: ignore[misc]
         finally:
-            TOOL_RUNNER.reset(tokens[0])
-            _OPERATION.reset(tokens[1])
+            _OPERATION.reset(token)
             prefix = f"{self.name}-{op}-"
             _mark_approvals(branch, first_message, [r for r in state.records if r.call_id.startswith(prefix)])
 
     async def _run_tool(self, tool: Tool, kwargs: dict[str, Any]) -> Any:
-        """The TOOL_RUNNER of workflow code: one activity per invocation (after authorization)."""
+        """The runtime tool_runner of workflow code: one activity per invocation (after authorization)."""
         try:
             return await workflow.execute_activity(
                 self.tool_activity_name(tool.name),
@@ -500,16 +502,14 @@ class DurableBranch:
                 "meta": to_jsonable(meta),
             }
 
-        token = _meta.set(meta)
         try:
-            result = await middle(branch, ctx.instruction, ctx.chat_param, ctx.parse_param,
-                                  ctx.clear_messages, skip_validation=ctx.skip_validation)
+            with use_runtime(trace_meta=meta):
+                result = await middle(branch, ctx.instruction, ctx.chat_param, ctx.parse_param,
+                                      ctx.clear_messages, skip_validation=ctx.skip_validation)
         except Exception as exc:
             raise ApplicationError(
                 safe_str(exc), turn(), type=type(exc).__name__, non_retryable=_final(exc)
             ) from None
-        finally:
-            _meta.reset(token)
         return {"result": encode_result(result), **turn()}
 
     def _tool_activity(self, tool: Tool) -> Callable[..., Any]:

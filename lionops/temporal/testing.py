@@ -17,10 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..errors import LionopsError
+
 __all__ = ["find_temporal_cli", "DevServer", "DevServerError"]
 
 
-class DevServerError(RuntimeError):
+class DevServerError(LionopsError, RuntimeError):
     """The dev server could not be found or did not start in time."""
 
 

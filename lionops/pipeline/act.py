@@ -37,25 +37,24 @@ other strategy raises ``ConfigurationError``.
 
 from __future__ import annotations
 
-import contextvars
 import copy
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import pydantic_core
 from pydantic import BaseModel
 
-from . import observe
-from ._defaults import DEFAULT_ACTION_CALL_PARAMS
-from .alcall import AlcallParams, is_cancellation
-from .errors import ConfigurationError, InvalidActionRequest, RequestLimitError, ToolOutputError
-from .hooks import VERBOSE_ARGS_LIMIT, HookPoint, safe_str, summarize
-from .models import (
+from .. import observe
+from .._defaults import DEFAULT_ACTION_CALL_PARAMS
+from ..alcall import AlcallParams, is_cancellation
+from ..errors import ConfigurationError, InvalidActionRequest, RequestLimitError, ToolOutputError
+from ..hooks import HookPoint
+from ..models import (
     ActionRecord,
     ActionRequestModel,
     ActionResponseModel,
@@ -63,14 +62,14 @@ from .models import (
     decode_arguments,
     normalize_request_keys,
 )
-from .params import ActionParam
-from .tools import FrozenArguments, Tool, ToolArgumentsError, ToolInvocation, ToolNotOfferedError, UnknownToolError
-
-if TYPE_CHECKING:
-    from .branch import Branch
+from ..params import ActionParam
+from ..runtime import current_runtime
+from ..text import VERBOSE_ARGS_LIMIT, safe_str, summarize
+from ..tools import FrozenArguments, Tool, ToolArgumentsError, ToolInvocation, ToolNotOfferedError, UnknownToolError
+from .context import BranchLike, OperationContext
 
 __all__ = [
-    "act", "InvalidActionRequest", "ToolOutputError", "RequestLimitError", "DENIAL_ERROR", "BEFORE_DISPATCH",
+    "act", "phase", "InvalidActionRequest", "ToolOutputError", "RequestLimitError", "DENIAL_ERROR",
 ]
 
 logger = logging.getLogger("lionops.act")
@@ -78,13 +77,6 @@ logger = logging.getLogger("lionops.act")
 #: The error text of a governance denial payload.
 DENIAL_ERROR = "denied by governance gate"
 
-#: A check of one call's requests before any is authorized or invoked:
-#: called with ``(index, function, arguments, invalid)`` per request once
-#: every shape is checked; what it raises ends ``act()`` with nothing
-#: dispatched (no gate, hook, tool or record). Replay sets it to compare the
-#: requests with its recording (``lionops.replay``).
-BEFORE_DISPATCH: contextvars.ContextVar[Callable[[list[tuple[int, Any, Any, str | None]]], None] | None] = (
-    contextvars.ContextVar("lionops_before_dispatch", default=None))
 
 _SHAPE_ERROR = (
     "action_request must be an ActionRequest, BaseModel with 'function'"
@@ -121,7 +113,8 @@ def _normalize(index: int, item: Any) -> _Request:
     if isinstance(item, ActionRequestModel):
         function, arguments, invalid = item.function, item.arguments, item.invalid
     elif isinstance(item, BaseModel) and {"function", "arguments"} <= set(type(item).model_fields):
-        function, arguments = getattr(item, "function"), getattr(item, "arguments")
+        # any model class that declares both fields (checked just above)
+        function, arguments = getattr(item, "function"), getattr(item, "arguments")  # noqa: B009
     elif isinstance(item, Mapping):
         data = normalize_request_keys(dict(item))
         if not {"function", "arguments"} <= set(data):
@@ -152,9 +145,9 @@ def _error_payload(function: Any, exc: BaseException) -> dict[str, Any]:
     }
 
 
-def _hooked(branch: Branch, point: HookPoint) -> bool:
+def _hooked(branch: BranchLike, point: HookPoint) -> bool:
     """Whether ``point`` has handlers: payload summaries are built only for them."""
-    return bool(branch._hooks[point])
+    return branch._hooked(point)
 
 
 #: event-log kind of each decision (the entry's content is the record).
@@ -169,7 +162,7 @@ class _Batch:
 
     __slots__ = ("branch", "param", "tools", "offered", "records", "errors")
 
-    def __init__(self, branch: Branch, param: ActionParam, tools: dict[str, Tool | None]) -> None:
+    def __init__(self, branch: BranchLike, param: ActionParam, tools: dict[str, Tool | None]) -> None:
         self.branch = branch
         self.param = param
         #: offered name -> the Tool offered under it (the one whose schema was shown)
@@ -200,7 +193,7 @@ class _Batch:
                            type=rec.error_type, reason=rec.reason, invoked=rec.invoked)
             if rec.duration_s is not None:
                 content["duration_s"] = rec.duration_s
-        branch.logs.log(kind, content)
+        branch.logs.log(kind, content, record=rec)
         return rec
 
     def write_messages(self) -> list[ActionRecord]:
@@ -212,12 +205,10 @@ class _Batch:
             meta: dict[str, Any] = {"index": rec.index, "decision": rec.decision}
             if rec.call_id is not None:
                 meta["call_id"] = rec.call_id
-            branch.messages.add("action_request", {"function": rec.function, "arguments": rec.raw_arguments},
-                                sender=branch.id, recipient=function, metadata=dict(meta))
-            branch.messages.add(
-                "action_response", {"function": rec.function, "arguments": rec.raw_arguments, "output": rec.output},
-                sender=function, recipient=branch.id, metadata=meta,
-            )
+            branch.messages.add_action_request(rec.function, rec.raw_arguments,
+                                               sender=branch.id, recipient=function, metadata=dict(meta))
+            branch.messages.add_action_response(rec.function, rec.raw_arguments, rec.output,
+                                                sender=function, recipient=branch.id, metadata=meta)
         return ordered
 
 
@@ -231,7 +222,7 @@ def _record(req: _Request, raw: Any, decision: Decision, *, arguments: dict[str,
     )
 
 
-def _hook_payload(branch: Branch, rec: ActionRecord, **extra: Any) -> dict[str, Any]:
+def _hook_payload(branch: BranchLike, rec: ActionRecord, **extra: Any) -> dict[str, Any]:
     """A TOOL_POST / TOOL_ERROR payload, from the record (summaries cut at 200 characters)."""
     payload = {
         "function": rec.function, "arguments": summarize(rec.arguments), "index": rec.index,
@@ -307,7 +298,7 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         _interrupted(batch, req, raw, exc, "gate", arguments=kwargs, started=None, invoked=False)
         raise
     if verdict != "allowed":
-        output = {"error": DENIAL_ERROR, "function": function}
+        output: dict[str, Any] = {"error": DENIAL_ERROR, "function": function}
         if verdict == "timed_out":
             output["reason"] = reason
         return batch.keep(_record(req, raw, verdict, arguments=kwargs, reason=reason, output=output))  # type: ignore[arg-type]
@@ -360,13 +351,13 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
 
 
 async def act(
-    branch: Branch,
+    branch: BranchLike,
     action_request: Any,
     action_param: ActionParam,
     *,
     offered: Iterable[str | Tool] | None = None,
     records: list[ActionRecord] | None = None,
-) -> list[ActionResponseModel]:
+) -> list[ActionResponseModel | None]:
     """Run action requests through governance and tools (ADR-0022 D4).
 
     Args:
@@ -405,7 +396,9 @@ async def act(
     """
     items = action_request if isinstance(action_request, list) else [action_request]
     requests = [_normalize(i, item) for i, item in enumerate(items)]
-    check = BEFORE_DISPATCH.get()
+    # The runtime's before_dispatch check (replay compares the requests with
+    # its recording): what it raises ends act() with nothing dispatched.
+    check = current_runtime().before_dispatch
     if check is not None:
         check([(r.index, r.function, r.arguments, r.invalid) for r in requests])
     strategy = action_param.strategy
@@ -418,9 +411,9 @@ async def act(
     # Names are bound to their Tools now: a tool registered anew under an
     # offered name later in the call (by a Middle, gate, hook or tool) is not
     # the tool that was offered, and does not run.
-    batch = _Batch(branch, action_param, {
-        t.name: t for t in offered if isinstance(t, Tool)} | {
-        t: branch.acts.get(t) for t in offered if isinstance(t, str)})
+    bound: dict[str, Tool | None] = {t.name: t for t in offered if isinstance(t, Tool)}
+    bound |= {t: branch.acts.get(t) for t in offered if isinstance(t, str)}
+    batch = _Batch(branch, action_param, bound)
     cap = branch.max_requests
     results: list[ActionRecord | None] = []
     over: list[ActionRecord] = []
@@ -454,4 +447,13 @@ async def act(
             records.extend(ordered)
     # What the strategy returned, in its order (an AlcallParams may drop or
     # blank results: the ADR drops None responses), then the over-cap ones.
-    return [rec.response() if rec is not None else None for rec in [*results, *over]]  # type: ignore[misc]
+    return [rec.response() if rec is not None else None for rec in [*results, *over]]
+
+
+async def phase(ctx: OperationContext) -> None:
+    """D4: every request the adapter phase read goes through :func:`act`."""
+    assert ctx.action_param is not None
+    ctx.responses = await act(
+        ctx.branch, ctx.requests, ctx.action_param, offered=ctx.offered, records=ctx.actions,
+    )
+    ctx.acted = True

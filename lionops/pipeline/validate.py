@@ -1,4 +1,6 @@
-"""Guards: pure, synchronous predicates over the operation context.
+"""The decisions of the machine: the guards and the validation policy (ADR-0022 D3).
+
+Guards are pure, synchronous predicates over the operation context.
 
 Each is named by a ``guard`` in ``states/operate.toml``; the guard table is
 the whole control flow of ``operate()``. No guard has an effect or calls
@@ -13,7 +15,10 @@ from collections.abc import Callable
 
 from .context import OperationContext
 
-__all__ = ["GUARDS"]
+__all__ = ["GUARDS", "HANDLE_VALIDATION_VALUES"]
+
+#: The validation policies of a result that is not the caller's model (D3).
+HANDLE_VALIDATION_VALUES = ("raise", "return_value", "return_none")
 
 Guard = Callable[[OperationContext], bool]
 

@@ -1,4 +1,5 @@
-"""The operation context: all per-call data, kept apart from the machine.
+"""The operation context: all per-call data, kept apart from the machine,
+and :class:`BranchLike`, what the pipeline needs of a branch.
 
 ``transitions`` decorates a separate carrier object with trigger methods, so
 a trigger named ``skip_validation`` never shadows the ``skip_validation``
@@ -7,16 +8,49 @@ field here.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..branch import Branch
+    from ..hooks import HookPoint
+    from ..messages import EventLog, MessageLog
     from ..models import ActionRecord, ActionResponseModel
     from ..operative import Operative
     from ..params import ActionParam, ChatParam, ParseParam
+    from ..tools import ActionManager, ToolInvocation
+    from ..trace import Trace
 
-__all__ = ["OperationContext"]
+__all__ = ["OperationContext", "BranchLike"]
+
+
+class BranchLike(Protocol):
+    """What the pipeline reads and calls on a branch (``lionops.Branch`` is one).
+
+    The pipeline depends on this shape only, so it never imports the façade.
+    """
+
+    id: str
+    user: str | None
+    chat_model: Any
+    parse_model: Any
+    acts: ActionManager
+    messages: MessageLog
+    logs: EventLog
+    traces: list[Trace]
+    engine: Any
+    max_requests: int | None
+    gate_timeout: float | None
+
+    def _hooked(self, point: HookPoint) -> bool: ...
+
+    async def _authorize(self, invocation: ToolInvocation) -> tuple[str, str | None]: ...
+
+    def emit(self, point: HookPoint, payload: dict[str, Any]) -> Awaitable[None]: ...
+
+    def offer_writeback(self, responses: list[ActionResponseModel]) -> Awaitable[None]: ...
+
+    def trim_history(self) -> None: ...
 
 
 @dataclass(slots=True, eq=False)
@@ -28,7 +62,7 @@ class OperationContext:
     called directly).
     """
 
-    branch: Branch
+    branch: BranchLike
     call_kwargs: dict[str, Any] | None = None
     # prepared (D1)
     instruction: Any = None

@@ -1,0 +1,67 @@
+"""ADR-0022 D3: the adapter phase awaits the selected Middle exactly once and
+reads, once, what the result says about itself."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+from .. import observe
+from ..middles.api import communicate
+from ..middles.cli import run_and_collect
+from ..params import RunParam
+from .context import OperationContext
+from .enrich import can_attach_responses
+
+__all__ = ["phase", "select_middle", "read_requests"]
+
+
+def select_middle(ctx: OperationContext) -> Any:
+    """D3: the caller's middle wins; RunParam or a CLI-backed chat model selects
+    ``run_and_collect``; otherwise ``communicate``."""
+    if ctx.middle is not None:
+        return ctx.middle
+    if isinstance(ctx.chat_param, RunParam) or getattr(ctx.branch.chat_model, "is_cli", False):
+        return run_and_collect
+    return communicate
+
+
+def read_requests(result: Any) -> Any:
+    """``action_requests`` of a model attribute or mapping key; text and others: ``None`` (D4)."""
+    if isinstance(result, BaseModel):
+        return getattr(result, "action_requests", None)
+    if isinstance(result, Mapping):
+        return result.get("action_requests")
+    return None
+
+
+async def phase(ctx: OperationContext) -> None:
+    """D3: await the selected Middle exactly once."""
+    middle = select_middle(ctx)
+    ctx.middle_name = getattr(middle, "__qualname__", None) or type(middle).__name__
+    ctx.meta["middle"] = ctx.middle_name
+    ctx.adapter_calls += 1
+    call = middle(
+        ctx.branch,
+        ctx.instruction,
+        ctx.chat_param,
+        ctx.parse_param,
+        ctx.clear_messages,
+        skip_validation=ctx.skip_validation,
+    )
+    result = ctx.result = await (observe.observe_adapter(ctx, call) if observe.observers else call)
+    # What the result says about itself may run its code (a property, a
+    # Mapping's get, a metaclass's __instancecheck__): read it once, here, so
+    # the guards decide on plain values and act() runs the requests they saw.
+    # Each is read only where the machine asks (D3: validation before the
+    # gate; requests never read when validation is skipped or failed, or
+    # actions are off).
+    if ctx.skip_validation:
+        return
+    ctx.mismatch = ctx.model_class is not None and not isinstance(result, ctx.model_class)
+    if ctx.mismatch or not ctx.invoke_actions or ctx.action_param is None:
+        return
+    ctx.requests = read_requests(result)
+    ctx.attachable = ctx.requests is not None and can_attach_responses(result, ctx.operative)

@@ -1,0 +1,112 @@
+"""The operate machine: the ADR-0022 tables bound to the generic engine.
+
+``states/operate.toml`` names each state's phase handler, each transition's
+guard and each exit's outcome; this module gives the engine those tables
+(:data:`PHASES`, :data:`~lionops.pipeline.validate.GUARDS`,
+:data:`~lionops.pipeline.outcomes.OUTCOMES`) and runs one operation.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..engine import engines
+from ..engine.definition import MachineDefinition, default_definition
+from ..engine.driver import drive, new_trace
+from ..engine.engines import Engine
+from ..trace import Traced
+from . import act, adapter, enrich, prepare, schema
+from .context import OperationContext
+from .outcomes import OUTCOMES
+from .validate import GUARDS
+
+__all__ = [
+    "PHASES", "FAILURE_GUARD", "CompiledEngine", "TransitionsEngine", "ENGINES", "get_engine",
+    "resolve_engine", "run_operation",
+]
+
+#: handler name (as in states/operate.toml) -> coroutine function of the context.
+PHASES: dict[str, Callable[[OperationContext], Any]] = {
+    "prepare": prepare.phase, "schema": schema.phase, "adapter": adapter.phase,
+    "act": act.phase, "enrich": enrich.phase,
+}
+
+#: The guard of the wildcard transition an exception leaving a phase fires.
+FAILURE_GUARD = "phase_raised"
+
+
+def _tables(definition: MachineDefinition | None, guards: Mapping[str, Any] | None,
+            phases: Mapping[str, Any] | None, outcomes: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {
+        "definition": definition or default_definition(),
+        "guards": GUARDS if guards is None else guards,
+        "phases": PHASES if phases is None else phases,
+        "outcomes": OUTCOMES if outcomes is None else outcomes,
+        "failure_guard": FAILURE_GUARD,
+    }
+
+
+class CompiledEngine(engines.CompiledEngine):
+    """The compiled engine over the operate machine (any table may be replaced)."""
+
+    def __init__(self, definition: MachineDefinition | None = None, *, guards: Mapping[str, Any] | None = None,
+                 phases: Mapping[str, Any] | None = None, outcomes: Mapping[str, Any] | None = None) -> None:
+        super().__init__(**_tables(definition, guards, phases, outcomes))
+
+
+class TransitionsEngine(engines.TransitionsEngine):
+    """The reference engine over the operate machine (any table may be replaced)."""
+
+    def __init__(self, definition: MachineDefinition | None = None, *, guards: Mapping[str, Any] | None = None,
+                 phases: Mapping[str, Any] | None = None, outcomes: Mapping[str, Any] | None = None) -> None:
+        super().__init__(**_tables(definition, guards, phases, outcomes))
+
+
+ENGINES: dict[str, type[CompiledEngine] | type[TransitionsEngine]] = {
+    "compiled": CompiledEngine, "transitions": TransitionsEngine,
+}
+
+
+@functools.cache
+def get_engine(name: str = "compiled") -> Engine:
+    """The process-wide engine of that name over the shipped definition.
+
+    Raises ``ValueError`` for an unknown name (known: ``compiled``, ``transitions``).
+    """
+    try:
+        cls = ENGINES[name]
+    except KeyError:
+        raise ValueError(f"unknown engine {name!r}; known: {sorted(ENGINES)}") from None
+    return cls()
+
+
+def resolve_engine(engine: Engine | str | None, default: Engine | str | None = None) -> Engine:
+    """``engine``, else ``default``, else the compiled engine; a name is looked up."""
+    chosen = engine if engine is not None else default
+    if chosen is None:
+        return get_engine()
+    if isinstance(chosen, str):
+        return get_engine(chosen)
+    return chosen
+
+
+async def run_operation(ctx: OperationContext, engine: Engine | str | None = None) -> Traced:
+    """Drive ``ctx`` to a terminal state on ``engine`` (default: the branch's).
+
+    The trace is appended to ``ctx.branch.traces`` and the branch's history
+    limits are applied in every case, also when this raises.
+    """
+    branch = ctx.branch
+    chosen = resolve_engine(engine, branch.engine)
+    trace = new_trace(chosen, ctx.meta)
+    trace.actions = ctx.actions  # the same list: act() appends its records to it
+    try:
+        try:
+            result = await drive(ctx, chosen, trace)
+        finally:
+            branch.traces.append(trace)
+    finally:
+        branch.trim_history()
+    return Traced(result, trace)

@@ -1,0 +1,63 @@
+"""ADR-0022 D2: the schema phase (tool schemas, the Operative, the response format)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..fields import to_fields_dict
+from ..operative import operative_for
+from ..params import ParseParam
+from .context import OperationContext
+
+__all__ = ["phase", "model_class_of"]
+
+
+def model_class_of(response_format: Any) -> type[BaseModel] | None:
+    """The caller model class of a response format (D2): a BaseModel subclass,
+    or the type of a BaseModel instance; a dict schema gives ``None``."""
+    if isinstance(response_format, type) and issubclass(response_format, BaseModel):
+        return response_format
+    if isinstance(response_format, BaseModel):
+        return type(response_format)
+    return None
+
+
+async def phase(ctx: OperationContext) -> None:
+    """D2: tool schemas, model class, Operative, effective response format."""
+    cp = ctx.chat_param
+    assert cp is not None
+    branch = ctx.branch
+    # Each parameter is copied once, with all of its changes.
+    cp_changes: dict[str, Any] = {}
+    if ctx.action_param is not None:
+        selected = branch.acts.select(ctx.action_param.tools or True)
+        cp_changes["tool_schemas"] = [t.offered_schema for t in selected]  # shared, read-only
+        # The offered tools are the allowed tools: act() runs only these.
+        ctx.offered = tuple(selected)
+        ctx.tool_schemas_published = True
+
+    model_class = model_class_of(cp.response_format)
+    fields_dict = to_fields_dict(ctx.field_models)
+    operative = ctx.operative
+    response_fmt = cp.response_format
+    if operative is None and (model_class or ctx.action_param or fields_dict or ctx.reason):
+        operative = operative_for(
+            model_class, reason=ctx.reason, actions=ctx.action_param is not None, fields=fields_dict
+        )
+        response_fmt = operative.response_type or model_class
+        cp_changes["response_format"] = response_fmt
+    if ctx.parse_param is None:
+        pp = ParseParam(response_format=response_fmt, imodel=branch.parse_model, handle_validation="return_value")
+    elif "response_format" in cp_changes:
+        pp = ctx.parse_param.with_updates(handle_validation="return_value", response_format=response_fmt)
+    else:
+        pp = ctx.parse_param.with_updates(handle_validation="return_value")
+    if cp_changes:
+        cp = cp.with_updates(**cp_changes)
+    ctx.model_class = model_class
+    ctx.operative = operative
+    ctx.chat_param = cp
+    ctx.parse_param = pp
+    ctx.schema_done = True
