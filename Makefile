@@ -28,6 +28,7 @@ test: setup mermaid-parser cli-agents
 	$(PY) -m pytest -q -n auto
 	$(MAKE) --no-print-directory test-replay
 	$(MAKE) --no-print-directory diagrams-check
+	$(MAKE) --no-print-directory lint
 
 # Replay every example committed in tests/.hypothesis-db (read-only, no generation).
 test-replay: setup
