@@ -127,15 +127,13 @@ def _recorder(branch: Any, provider: str) -> Any:
         if event.parent is not None:
             meta["parent_call_id"] = event.parent
         if event.kind == "request":
-            branch.messages.add(
-                "action_request", {"function": event.function, "arguments": event.arguments},
-                sender=provider, recipient=event.function, metadata=meta,
+            branch.messages.add_action_request(
+                event.function, event.arguments, sender=provider, recipient=event.function, metadata=meta,
             )
         else:
             meta["is_error"] = event.is_error
-            branch.messages.add(
-                "action_response",
-                {"function": event.function, "arguments": event.arguments, "output": event.output},
+            branch.messages.add_action_response(
+                event.function, event.arguments, event.output,
                 sender=event.function, recipient=provider, metadata=meta,
             )
         branch.logs.log("cli_tool", {"kind": event.kind, "function": event.function,
