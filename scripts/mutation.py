@@ -100,6 +100,15 @@ class ModuleResult:
     mutants: list[Mutant] = field(default_factory=list)
 
 
+def mutant_function(name: str) -> str:
+    """``Class.method`` or ``function`` of a mutmut mutant name
+    (``lionops.tools.xǁToolǁ_call__mutmut_1``, ``lionops.tools.x__derive__mutmut_2``)."""
+    mangled = re.sub(r"__mutmut_\d+$", "", name.rsplit(".", 1)[-1])
+    if mangled.startswith("xǁ"):
+        return mangled[2:].replace("ǁ", ".")
+    return mangled.removeprefix("x_")
+
+
 def changed_lines(diff: str) -> str:
     """The stable key of a mutant: its removed and added lines, stripped of
     indentation and of mutmut's mangled function names."""
@@ -165,7 +174,8 @@ def mutmut(work: Path, *args: str, env: dict[str, str], check: bool = True) -> s
     cmd = [str(exe), *args] if exe.exists() else [sys.executable, "-m", "mutmut", *args]
     proc = subprocess.run(cmd, cwd=work, env=env, text=True, capture_output=True)
     if check and proc.returncode != 0:
-        raise SystemExit(f"mutmut {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}{proc.stderr[-4000:]}")
+        tail = proc.stdout[-4000:] + proc.stderr[-4000:]
+        raise SystemExit(f"mutmut {' '.join(args)} failed ({proc.returncode}):\n{tail}")
     return proc.stdout
 
 
@@ -188,7 +198,7 @@ def run_module(module: str, max_children: int) -> ModuleResult:
         if not line or ":" not in line:
             continue
         name, status = (s.strip() for s in line.rsplit(":", 1))
-        function = re.sub(r"__mutmut_\d+$", "", name.split(".")[-1]).removeprefix("x_").replace("ǁ", ".").strip(".")
+        function = mutant_function(name)
         diff = ""
         if status != "killed":
             diff = mutmut(work, "show", name, env=env, check=False)
@@ -220,6 +230,7 @@ def report(results: list[ModuleResult]) -> None:
         counted = killed = 0
         for m in res.mutants:
             m.key = changed_lines(m.diff) if m.diff else m.key
+            m.function = mutant_function(m.name)
             m.equivalent_reason = match_equivalent(res.module, m, entries) if m.status != "killed" else None
             if m.equivalent_reason:
                 equivalents.append((res.module, m))
@@ -233,7 +244,8 @@ def report(results: list[ModuleResult]) -> None:
                 survivors.append((res.module, m))
         score = 100.0 * killed / counted if counted else 100.0
         n_eq = sum(1 for m in res.mutants if m.equivalent_reason)
-        rows.append(f"| {res.module} | {len(res.mutants)} | {n_eq} | {killed}/{counted} | {score:.1f} % | {res.seconds:.0f} s |")
+        rows.append(f"| {res.module} | {len(res.mutants)} | {n_eq} | {killed}/{counted} | {score:.1f} % "
+                    f"| {res.seconds:.0f} s |")
         summary.append({"module": res.module, "mutants": len(res.mutants), "equivalent": n_eq, "killed": killed,
                         "counted": counted, "score": round(score, 1), "seconds": res.seconds})
     lines = ["# Mutation report", "",

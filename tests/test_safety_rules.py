@@ -364,3 +364,93 @@ async def test_defaulted_unannotated_and_keyword_only_parameters_reach_the_funct
     assert responses[2].output["type"] == "ToolArgumentsError"  # the required one is missing
     assert responses[3].output["type"] == "ToolArgumentsError"  # an unknown one is refused
     assert [r.record.decision for r in responses] == ["allowed", "allowed", "rejected", "rejected"]
+
+
+# ---------------------------------------------------------------- tool errors: what the model and the log read
+
+
+def tally(xs: list[int], label: str) -> str:
+    """Count."""
+    return f"{label}: {len(xs)}"
+
+
+def test_argument_errors_name_the_tool_and_every_failing_location():
+    from lionops.tools import ToolArgumentsError
+
+    tool = Tool(tally)
+    with pytest.raises(ToolArgumentsError) as info:
+        tool.validate_arguments({"xs": [1, "a", 3]})
+    assert info.value.tool == "tally"
+    assert str(info.value) == ("invalid arguments for 'tally': xs.1: Input should be a valid integer, "
+                               "unable to parse string as an integer; label: Field required")
+    with pytest.raises(ToolArgumentsError) as info:
+        tool.validate_arguments([1])  # type: ignore[arg-type]
+    assert str(info.value).startswith("invalid arguments for 'tally': (arguments): ")
+    assert str(ToolArgumentsError("tally", "arguments cannot be copied (TypeError)")) == (
+        "invalid arguments for 'tally': arguments cannot be copied (TypeError)")
+
+
+async def test_unknown_and_not_offered_tools_say_what_was_offered():
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    responses = await act(branch, [{"function": "launch", "arguments": {}},
+                                   {"function": "send_message", "arguments": {"to": "a", "body": "b"}}],
+                          ActionParam(suppress_errors=True, tools=["get_weather", "search"]))
+    assert box.total == 0
+    assert responses[0].output["error"] == "unknown function 'launch'; registered tools: ['get_weather', 'search']"
+    assert responses[0].output["type"] == "UnknownToolError"
+    assert responses[1].output["error"] == (
+        "'send_message' is not offered in this call; offered tools: ['get_weather', 'search']")
+    assert responses[1].output["type"] == "ToolNotOfferedError"
+    assert [r.record.decision for r in responses] == ["rejected", "not_offered"]
+
+
+async def test_a_tool_registered_anew_after_it_was_offered_does_not_run():
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    calls: list[str] = []
+
+    def get_weather(city: str) -> str:
+        """A replacement registered while the call runs."""
+        calls.append(city)
+        return "replaced"
+
+    async def middle(b, instruction, chat_param, parse_param=None, clear_messages=False, skip_validation=False):
+        b.register_tools(get_weather, update=True)
+        return {"answer": 1, "action_requests": [WEATHER]}
+
+    out, trace = await branch.operate_traced(instruction="q", actions=True, middle=middle)
+    assert calls == [] and box.total == 0
+    assert trace.actions[0].decision == "not_offered"
+    assert out["action_responses"][0].output["error"].startswith(
+        "'get_weather' was registered anew after it was offered in this call; offered tools: [")
+
+
+async def test_tool_invoke_validates_then_calls():
+    from lionops.tools import ToolArgumentsError
+
+    tool = Tool(forecast)
+    assert await tool.invoke({"city": "Rome", "days": "2"}) == {
+        "city": "Rome", "days": 2, "units": "metric", "verbose": False}
+    with pytest.raises(ToolArgumentsError):
+        await tool.invoke({"days": 2})
+
+
+async def test_arguments_that_cannot_be_copied_are_refused_before_the_gate():
+    import threading
+
+    asked: list[str] = []
+    ran: list[Any] = []
+
+    def keep(value) -> str:
+        """Keep anything."""
+        ran.append(value)
+        return "kept"
+
+    branch = Branch(tools=[keep])
+    branch.gate(lambda inv: asked.append(inv.function) or True)
+    [response] = await act(branch, [{"function": "keep", "arguments": {"value": threading.Lock()}}],
+                           ActionParam(suppress_errors=True))
+    assert ran == [] and asked == []
+    assert response.record.decision == "rejected"
+    assert response.output["error"] == "invalid arguments for 'keep': arguments cannot be copied (TypeError)"
