@@ -454,3 +454,115 @@ async def test_arguments_that_cannot_be_copied_are_refused_before_the_gate():
     assert ran == [] and asked == []
     assert response.record.decision == "rejected"
     assert response.output["error"] == "invalid arguments for 'keep': arguments cannot be copied (TypeError)"
+
+
+# ---------------------------------------------------------------- act(): the exact words of each refusal
+
+
+async def test_requests_past_the_cap_are_answered_and_never_run():
+    from lionops.act import RequestLimitError
+
+    box = ToolBox()
+    branch = Branch(tools=box.tools(), max_requests=1)
+    three = [WEATHER, {"function": "search", "arguments": {"q": "a"}}, {"function": "search", "arguments": {"q": "b"}}]
+    responses = await act(branch, three, ActionParam(strategy="sequential", suppress_errors=True))
+    assert box.calls == {"get_weather": 1}
+    assert [r.record.decision for r in responses] == ["allowed", "rejected", "rejected"]
+    assert responses[1].output == {
+        "error": "request 1 is past the cap of 1 action requests per call; not run", "type": "RequestLimitError",
+        "message": "Error invoking action 'search': request 1 is past the cap of 1 action requests per call; not run"}
+    assert responses[2].record.reason == "request 2 is past the cap of 1 action requests per call; not run"
+    assert [r.record.invoked for r in responses] == [True, False, False]
+
+    box2 = ToolBox()
+    strict = Branch(tools=box2.tools(), max_requests=1)
+    with pytest.raises(RequestLimitError, match="request 1 is past the cap of 1"):
+        await act(strict, three, ActionParam(suppress_errors=False))
+    assert box2.total == 0
+    assert [e.content["index"] for e in strict.logs] == [1, 2]
+
+
+async def test_a_tool_past_its_timeout_is_timed_out():
+    from lionops import AlcallParams
+
+    async def slow(n: int) -> int:
+        """Never returns in time."""
+        import anyio
+
+        await anyio.sleep(30)
+        return n
+
+    branch = Branch(tools=[slow])
+    for strategy in ("sequential", "concurrent"):
+        [response] = await act(branch, [{"function": "slow", "arguments": {"n": 1}}],
+                               ActionParam(strategy=strategy, suppress_errors=True,
+                                           action_call_params=AlcallParams(retry_timeout=0.05)))
+        rec = response.record
+        assert rec.decision == "timed_out" and rec.invoked is True and isinstance(rec.duration_s, float)
+        assert response.output == {"error": "'slow' did not return within 0.05s", "type": "TimeoutError",
+                                   "message": "Error invoking action 'slow': 'slow' did not return within 0.05s"}
+
+
+async def test_a_gate_past_its_timeout_denies_with_the_reason():
+    import anyio
+
+    box = ToolBox()
+    branch = Branch(tools=box.tools(), gate_timeout=0.05)
+
+    async def slow_gate(invocation) -> bool:
+        await anyio.sleep(30)
+        return True
+
+    branch.gate(slow_gate)
+    [response] = await act(branch, [{**WEATHER, "call_id": "c9"}], ActionParam(suppress_errors=True))
+    assert box.total == 0
+    reason = f"gate {slow_gate.__qualname__} did not answer within 0.05s"
+    assert response.output == {"error": "denied by governance gate", "function": "get_weather", "reason": reason}
+    assert response.record.decision == "timed_out" and response.record.reason == reason
+    assert [m.metadata for m in branch.messages] == [{"index": 0, "decision": "timed_out", "call_id": "c9"}] * 2
+
+
+@pytest.mark.parametrize("function, reason", [
+    (7, "function must be a non-empty string, got 7"),
+    ("", "function must be a non-empty string, got ''"),
+    (None, "function must be a non-empty string, got None"),
+])
+async def test_a_request_without_a_usable_name_is_invalid(function, reason):
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    [response] = await act(branch, [{"function": function, "arguments": {}}], ActionParam(suppress_errors=True))
+    assert box.total == 0
+    assert response.record.decision == "invalid" and response.record.reason == reason
+    assert response.output["type"] == "InvalidActionRequest"
+
+
+async def test_a_request_without_a_shape_stops_the_batch_before_anything_runs():
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    with pytest.raises(ValueError, match=r"Request 1 has keys \['arguments', 'tool'\]\.$"):
+        await act(branch, [WEATHER, {"tool": "search", "arguments": {}}], ActionParam(suppress_errors=True))
+    with pytest.raises(ValueError, match=r"Request 0 is int\.$"):
+        await act(branch, [3], ActionParam(suppress_errors=True))
+    assert box.total == 0 and list(branch.logs) == [] and list(branch.messages) == []
+
+
+async def test_an_output_that_does_not_serialize_is_a_tool_error():
+    def opaque() -> object:
+        """Returns an opaque object."""
+        return object()
+
+    branch = Branch(tools=[opaque])
+    [response] = await act(branch, [{"function": "opaque", "arguments": {}}], ActionParam(suppress_errors=True))
+    assert response.record.decision == "error" and response.record.invoked is True
+    assert response.output["type"] == "ToolOutputError"
+    assert response.output["error"].startswith("output of 'opaque' is not JSON-serializable (object): ")
+
+
+async def test_an_unknown_strategy_is_a_configuration_error():
+    from lionops import ConfigurationError
+
+    box = ToolBox()
+    with pytest.raises(ConfigurationError, match=r"^Invalid action strategy 'parallel'\. "
+                                                 r"Choose 'concurrent' or 'sequential'\.$"):
+        await act(Branch(tools=box.tools()), [WEATHER], ActionParam(strategy="parallel"))
+    assert box.total == 0
