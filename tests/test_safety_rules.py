@@ -566,3 +566,74 @@ async def test_an_unknown_strategy_is_a_configuration_error():
                                                  r"Choose 'concurrent' or 'sequential'\.$"):
         await act(Branch(tools=box.tools()), [WEATHER], ActionParam(strategy="parallel"))
     assert box.total == 0
+
+
+# ---------------------------------------------------------------- tools: docstrings, names, the registry
+
+
+def book(city: str, nights: int = 1, *, guests=2, note: str = "") -> str:
+    """Book a room
+    in a hotel.
+
+    The second paragraph is not the description.
+
+    Arguments:
+        city (str): where to stay.
+        nights: how many
+            nights (a continuation line is not read).
+        not an identifier: ignored.
+
+        guests:   how many guests.
+    Returns:
+        note: not a parameter description.
+    """
+    return f"{city} {nights} {guests} {note}"
+
+
+def test_descriptions_come_from_the_docstring():
+    tool = Tool(book)
+    assert tool.description == "Book a room in a hotel."
+    props = tool.schema["function"]["parameters"]["properties"]
+    assert {name: prop.get("description") for name, prop in props.items()} == {
+        "city": "where to stay.", "nights": "how many", "guests": "how many guests.", "note": None,
+    }
+    assert tool.schema["function"]["parameters"]["required"] == ["city"]
+    assert Tool(book, description="Own words.").description == "Own words."
+
+
+def test_a_tool_without_a_docstring_has_no_description():
+    def bare(x: int) -> int:
+        return x
+
+    tool = Tool(bare)
+    assert tool.description == ""
+    assert tool.schema["function"]["parameters"]["properties"] == {"x": {"type": "integer"}}
+
+
+@pytest.mark.parametrize("header", ["Args:", "Parameters:", "ARGS:"])
+def test_every_args_header_is_read(header):
+    def f(a: int) -> int:
+        return a
+
+    f.__doc__ = f"Do.\n\n{header}\n    a: the a.\n"
+    assert Tool(f).schema["function"]["parameters"]["properties"]["a"]["description"] == "the a."
+
+
+def test_tool_names_and_the_registry():
+    with pytest.raises(ValueError, match=r"^tool name must be an identifier, got 'two words'$"):
+        Tool(book, name="two words")
+    with pytest.raises(TypeError, match=r"^Tool needs a callable, got int$"):
+        Tool(3)  # type: ignore[arg-type]
+    assert repr(Tool(book, name="reserve")) == "Tool(name='reserve')"
+
+    branch = Branch(tools=[book])
+    assert repr(branch.acts) == "ActionManager(tools=['book'])"
+    assert branch.acts.names == ["book"] and "book" in branch.acts and len(branch.acts) == 1
+    with pytest.raises(ValueError, match=r"^a tool named 'book' is already registered$"):
+        branch.register_tools(book)
+    [again] = branch.register_tools(Tool(book, description="Again."), update=True)
+    assert branch.acts.get("book") is again and branch.acts.get(7) is None
+    with pytest.raises(ValueError, match=r"^tool 'nope' is not registered$"):
+        branch.acts.select(["book", "nope"])
+    assert branch.acts.select(book) == [again] and branch.acts.select("book") == [again]
+    assert branch.acts.get_tool_schema()["tools"][0]["function"]["description"] == "Again."
