@@ -637,3 +637,25 @@ def test_tool_names_and_the_registry():
         branch.acts.select(["book", "nope"])
     assert branch.acts.select(book) == [again] and branch.acts.select("book") == [again]
     assert branch.acts.get_tool_schema()["tools"][0]["function"]["description"] == "Again."
+
+
+async def test_the_trace_keeps_every_field_of_each_record():
+    """What replay and users read back from a trace: one record per request."""
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    mid = ScriptedMiddle({"answer": 1, "action_requests": [
+        {"function": "get_weather", "arguments": '{"city": "Paris"}', "call_id": "k1"},
+        {"function": "get_weather", "arguments": {"town": "Paris"}},
+    ]})
+    _, trace = await branch.operate_traced(instruction="q", actions=True, middle=mid)
+    allowed, rejected = json.loads(trace.to_json())["actions"]
+    assert isinstance(allowed.pop("duration_s"), float)
+    assert allowed == {"index": 0, "function": "get_weather", "raw_arguments": {"city": "Paris"},
+                       "arguments": {"city": "Paris"}, "decision": "allowed", "reason": None,
+                       "output": {"city": "Paris", "temp_c": 20}, "error_type": None, "call_id": "k1",
+                       "invoked": True}
+    assert rejected["decision"] == "rejected" and rejected["invoked"] is False and rejected["duration_s"] is None
+    assert rejected["arguments"] is None and rejected["raw_arguments"] == {"town": "Paris"}
+    assert rejected["error_type"] == "ToolArgumentsError" and rejected["call_id"] is None
+    assert rejected["reason"].startswith("invalid arguments for 'get_weather': ")
+    assert rejected["output"]["message"] == f"Error invoking action 'get_weather': {rejected['reason']}"
