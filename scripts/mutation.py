@@ -217,11 +217,15 @@ def recheck(work: Path, name: str) -> bool:
     return proc.returncode == 1
 
 
-def collect(module: str, seconds: float) -> ModuleResult:
+def collect(module: str, seconds: float, *, refresh: bool = False) -> ModuleResult:
     """The verdicts of the mutmut run of ``module`` so far (also of one that
     was stopped: mutants it did not reach are ``not checked``); survivors are
-    rechecked against the RECHECK tests."""
+    rechecked against the RECHECK tests (with ``refresh``, as they are now in
+    the repository, not as they were when the run started)."""
     work = OUT / "work" / slug(module)
+    if refresh:
+        shutil.copytree(ROOT / "tests", work / "mutants" / "tests", dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     env = _env()
     result = ModuleResult(module=module, seconds=seconds, tests=[t for t in TESTS if (work / t).exists()])
     listing = mutmut(work, "results", "--all", "true", env=env)
@@ -323,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-children", type=int, default=2, help="parallel mutant runs (default 2)")
     parser.add_argument("--report-only", action="store_true", help="rewrite the report from the kept results")
     parser.add_argument("--collect", action="store_true",
-                        help="read the verdicts of the last (possibly stopped) run of each module, then report")
+                        help="read the verdicts of the last (possibly stopped) run of each module, recheck its"
+                             " survivors against the current tests, then report")
     args = parser.parse_args(argv)
     chosen = [m for m in re.split(r"[,\s]+", args.modules) if m] or MODULES
     unknown = [m for m in chosen if m not in MODULES]
@@ -334,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             if (OUT / "work" / slug(module) / "mutants").exists():
                 kept = OUT / "results" / f"{slug(module)}.json"
                 seconds = json.loads(kept.read_text("utf-8"))["seconds"] if kept.exists() else 0.0
-                collect(module, seconds=seconds)
+                collect(module, seconds=seconds, refresh=True)
     elif not args.report_only:
         for module in chosen:
             run_module(module, max(1, args.max_children))
