@@ -659,3 +659,23 @@ async def test_the_trace_keeps_every_field_of_each_record():
     assert rejected["error_type"] == "ToolArgumentsError" and rejected["call_id"] is None
     assert rejected["reason"].startswith("invalid arguments for 'get_weather': ")
     assert rejected["output"]["message"] == f"Error invoking action 'get_weather': {rejected['reason']}"
+
+
+async def test_the_errors_act_raises_carry_what_was_refused():
+    from lionops.tools import ToolNotOfferedError, UnknownToolError
+
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    with pytest.raises(UnknownToolError) as unknown:
+        await branch.act({"function": "launch", "arguments": {}}, suppress_errors=False)
+    assert (unknown.value.name, unknown.value.known) == ("launch", ["get_weather", "run_shell", "search",
+                                                                    "send_message"])
+    with pytest.raises(ToolNotOfferedError) as not_offered:
+        await branch.act({"function": "search", "arguments": {"q": "x"}}, suppress_errors=False,
+                         tools=["get_weather"])
+    err = not_offered.value
+    assert (err.name, err.offered, err.replaced) == ("search", ["get_weather"], False)
+    replaced = ToolNotOfferedError("search", ["search"], replaced=True)
+    assert replaced.replaced is True
+    assert str(replaced) == "'search' was registered anew after it was offered in this call; offered tools: ['search']"
+    assert box.total == 0
