@@ -632,11 +632,27 @@ def test_tool_names_and_the_registry():
     with pytest.raises(ValueError, match=r"^a tool named 'book' is already registered$"):
         branch.register_tools(book)
     [again] = branch.register_tools(Tool(book, description="Again."), update=True)
-    assert branch.acts.get("book") is again and branch.acts.get(7) is None
+    assert branch.acts.get("book") is again and branch.acts.get(7) is None and branch.acts.get(["book"]) is None
     with pytest.raises(ValueError, match=r"^tool 'nope' is not registered$"):
         branch.acts.select(["book", "nope"])
     assert branch.acts.select(book) == [again] and branch.acts.select("book") == [again]
     assert branch.acts.get_tool_schema()["tools"][0]["function"]["description"] == "Again."
+    reserve = Tool(book, name="reserve")
+    branch.register_tools(reserve)
+    assert branch.acts.select(reserve) == [reserve]  # a Tool is selected by its own name
+
+
+async def test_a_sync_tool_that_returns_an_awaitable_is_awaited():
+    async def fetch(n: int) -> int:
+        return n * 2
+
+    def deferred(n: int):
+        """Returns a coroutine."""
+        return fetch(n)
+
+    branch = Branch(tools=[deferred])
+    [response] = await act(branch, [{"function": "deferred", "arguments": {"n": 21}}], ActionParam())
+    assert response.output == 42 and response.record.decision == "allowed"
 
 
 async def test_the_trace_keeps_every_field_of_each_record():
