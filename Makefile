@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo demo-temporal test test-replay test-explore test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers lint clean claude-code codex gemini-cli cli-agents
+.PHONY: setup demo demo-temporal test test-replay test-explore test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers lint mutation clean claude-code codex gemini-cli cli-agents
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,15 @@ lint: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -x
+
+# Mutation run (mutmut) over the safety-critical modules listed in scripts/mutation.py,
+# against the fast test subset listed there; writes out/mutation/report.md and report.json.
+# Not part of `make test` (tens of minutes). MODULES=lionops/tools.py runs one module;
+# MUTATION_JOBS caps the parallel mutant runs (use 1 on a shared machine).
+MODULES ?=
+MUTATION_JOBS ?= 2
+mutation: setup
+	$(PY) scripts/mutation.py --max-children $(MUTATION_JOBS) $(if $(MODULES),--modules "$(MODULES)")
 
 # diagrams/ is generated from states/ (never hand-edited). The SVG needs Graphviz
 # `dot`: installed from Debian when missing and run as root, otherwise skipped.

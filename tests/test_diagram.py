@@ -65,9 +65,34 @@ def test_committed_diagrams_match_states():
     assert stale_files(DIAGRAMS, files) == []
 
 
-def test_rendering_is_deterministic():
+#: The main flow of ADR-0022 as Mermaid edges, written out by hand (state,
+#: trigger, guard), in the order the definition declares them.
+MAIN_FLOW_EDGES = """\
+    [*] --> prepare
+    prepare --> schema: prepared [preparation_succeeded]
+    schema --> adapter: schema_ready [schema_published]
+    adapter --> validate: adapter_returned [adapter_awaited_once]
+    validate --> returned: skip_validation [skip_validation_set]
+    validate --> returned: mismatch_return_value [mismatch_policy_return_value]
+    validate --> returned: mismatch_return_none [mismatch_policy_return_none]
+    validate --> raised: mismatch_raise [mismatch_policy_raise]
+    validate --> gate: validated [validation_passed]
+    gate --> returned: actions_disabled [invoke_actions_false]
+    gate --> returned: no_action_param [action_param_absent]
+    gate --> returned: no_requests [requests_absent]
+    gate --> act: requests_found [requests_present]
+    gate --> returned: no_response_slot [responses_unattachable]
+    act --> enrich: acted [all_requests_acted]
+    enrich --> returned: no_responses [responses_empty]
+    enrich --> returned: enriched [result_enriched]
+"""
+
+
+def test_rendering_is_deterministic_and_draws_the_main_flow_in_order():
     d = default_definition()
-    assert render_all(d, load_invariants()) == render_all(default_definition(), load_invariants())
+    files = render_all(d, load_invariants())
+    assert files == render_all(default_definition(), load_invariants())
+    assert MAIN_FLOW_EDGES in files["operate.mmd"]
 
 
 def test_mermaid_has_every_state_terminal_and_trigger_with_its_guard():

@@ -33,12 +33,34 @@ def _state_guard_names(state):
     return names
 
 
+#: Each state's candidate transitions in firing order (trigger, dest, guard),
+#: written out by hand from ADR-0022 D1-D4: ``failed`` first, then the
+#: validation policy, then the gate's checks in order.
+FIRING_ORDER = {
+    "prepare": [("failed", "raised", "phase_raised"), ("prepared", "schema", "preparation_succeeded")],
+    "schema": [("failed", "raised", "phase_raised"), ("schema_ready", "adapter", "schema_published")],
+    "adapter": [("failed", "raised", "phase_raised"), ("adapter_returned", "validate", "adapter_awaited_once")],
+    "validate": [("failed", "raised", "phase_raised"), ("skip_validation", "returned", "skip_validation_set"),
+                 ("mismatch_return_value", "returned", "mismatch_policy_return_value"),
+                 ("mismatch_return_none", "returned", "mismatch_policy_return_none"),
+                 ("mismatch_raise", "raised", "mismatch_policy_raise"), ("validated", "gate", "validation_passed")],
+    "gate": [("failed", "raised", "phase_raised"), ("actions_disabled", "returned", "invoke_actions_false"),
+             ("no_action_param", "returned", "action_param_absent"), ("no_requests", "returned", "requests_absent"),
+             ("requests_found", "act", "requests_present"),
+             ("no_response_slot", "returned", "responses_unattachable")],
+    "act": [("failed", "raised", "phase_raised"), ("acted", "enrich", "all_requests_acted")],
+    "enrich": [("failed", "raised", "phase_raised"), ("no_responses", "returned", "responses_empty"),
+               ("enriched", "returned", "result_enriched")],
+}
+
+
 def test_compiled_table_is_read_off_the_transitions_machine():
     eng = CompiledEngine()
+    assert sorted(D.nonterminal) == sorted(FIRING_ORDER)
     for state in D.nonterminal:
         rows = [(r.transition.trigger, r.transition.dest, r.guard_name) for r in eng.table[state]]
         declared = [(t.trigger, t.dest, t.guard) for t in D.candidates(state)]
-        assert rows == declared
+        assert rows == declared == FIRING_ORDER[state]
 
 
 def test_every_guard_combination_fires_identically_in_both_engines():
@@ -57,6 +79,9 @@ def test_every_guard_combination_fires_identically_in_both_engines():
                 fired.append((tdef and (tdef.trigger, tdef.dest), dict(evaluated), run.state))
                 run.close()
             assert fired[0] == fired[1], (state, ctx)
+            # first true guard in the declared order wins (an independent oracle)
+            expected = next(((t, d) for t, d, g in FIRING_ORDER[state] if ctx[g]), None)
+            assert fired[0][0] == expected, (state, ctx)
             # first-true-wins: nothing after the fired guard was evaluated
             if fired[0][0] is not None:
                 evaluated_names = list(fired[0][1])
@@ -107,6 +132,12 @@ async def test_both_engines_give_the_same_trace_for_a_real_call():
         traces.append(trace)
     assert traces[0].path() == traces[1].path()
     assert [t.guards for t in traces[0].transitions] == [t.guards for t in traces[1].transitions]
+    # the path ADR-0022 gives a validated result without actions
+    assert traces[0].states == ["prepare", "schema", "adapter", "validate", "gate", "returned"]
+    assert traces[0].exit == "no_action_param"
+    assert traces[0].transitions[3].guards == {
+        "phase_raised": False, "skip_validation_set": False, "mismatch_policy_return_value": False,
+        "mismatch_policy_return_none": False, "mismatch_policy_raise": False, "validation_passed": True}
 
 
 @pytest.mark.anyio

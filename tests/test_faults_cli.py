@@ -25,8 +25,9 @@ from typing import Any
 
 import anyio
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from lionops import Branch, iModel, run_and_collect
 from lionops.endpoints.cli import (
@@ -40,12 +41,15 @@ from lionops.endpoints.cli import (
 from .cli_support import ADAPTER_FAILED, FAKE_CLI, alive, fake_model, read_pid, roles
 from .helpers import Answer, Governed, ToolBox, cancel_once, polled
 from .strategies import (
+    Labeled,
     Recorder,
+    _invalid,
+    _valid,
     allowed,
     expected_output,
     hostile_value,
+    json_scalars,
     labeled_request,
-    labeled_requests,
     make_tools,
 )
 
@@ -207,19 +211,41 @@ CLI_TOOL_USES = st.lists(st.tuples(st.sampled_from(["echo", "add", "ping", "Bash
                          max_size=4)
 
 
-#: Final-answer requests: any labeled list, or one whose every request has an
-#: ADR shape (so the answer validates more often and act() sees it).
-FINAL_REQUESTS = st.one_of(labeled_requests, st.lists(labeled_request.filter(lambda r: r.kind != "shape"), max_size=6))
+#: Final-answer requests, built for the exit they lead to: a request without
+#: an ADR shape (the answer does not validate: the mapping comes back, nothing
+#: runs), none at all (nothing to run), only valid requests (every one is
+#: decided; the allowed ones run), or any mix of requests that have a shape.
+#: Each kind gets the same share of the examples.
+_dispatchable = st.one_of(_valid(), _valid(), _invalid())
+_plain_valid = _valid().filter(lambda r: not isinstance(r.payload, BaseModel))  # a model prints as its repr
+#: a value that is no request at all (a mapping without the keys still reads as a request with no name)
+_no_request = st.builds(lambda v: Labeled(v, "shape"), st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=12), st.lists(json_scalars, max_size=2)))
+FINAL_REQUESTS = {
+    "shape": st.tuples(st.lists(_dispatchable, max_size=3), _no_request, st.lists(labeled_request, max_size=3)).map(
+        lambda t: [*t[0], t[1], *t[2]]),
+    "empty": st.just([]),
+    "valid": st.lists(_plain_valid, min_size=1, max_size=6),
+    "mixed": st.lists(_dispatchable, min_size=1, max_size=6),
+}
+EXPECTED_EXITS = {
+    "shape": {"mismatch_return_value"},
+    "empty": {"no_responses"},
+    "valid": {"enriched"},
+    "mixed": {"enriched", "mismatch_return_value"},  # an invalid request may not fit ActionRequestModel
+}
 
 
-@settings(max_examples=max(1, settings.default.max_examples // 3))
-@given(uses=CLI_TOOL_USES, reqs=FINAL_REQUESTS, strategy=st.sampled_from(["concurrent", "sequential"]))
-async def test_hostile_cli_stdout_runs_only_valid_final_requests(tmp_path_factory, uses, reqs, strategy):
+@pytest.mark.parametrize("built_for", sorted(FINAL_REQUESTS))
+@settings(max_examples=max(3, settings.default.max_examples // 12))
+@given(data=st.data(), uses=CLI_TOOL_USES, strategy=st.sampled_from(["concurrent", "sequential"]))
+async def test_hostile_cli_stdout_runs_only_valid_final_requests(tmp_path_factory, built_for, data, uses, strategy):
     """The CLI prints tool_use blocks with hostile input (some naming lionops
     tools) and a final answer with hostile action_requests (tests/strategies.py):
     lionops never runs a CLI tool call; it runs exactly the valid requests of
     the final answer the gate allows, or, when the answer does not validate,
     nothing; an invalid request is never invoked."""
+    reqs = data.draw(FINAL_REQUESTS[built_for], label="final requests")
     rec = Recorder()
     payload = [r.payload for r in reqs]
     answer = json.dumps({"answer": 1, "action_requests": payload}, default=repr)
@@ -232,11 +258,17 @@ async def test_hostile_cli_stdout_runs_only_valid_final_requests(tmp_path_factor
     b.gate(rec.gate)
     out, trace = await b.operate_traced(instruction="go", actions=True, response_format=Answer,
                                         action_strategy=strategy)
+    event(f"exit={trace.exit}")
+    assert trace.exit in EXPECTED_EXITS[built_for], (built_for, trace.exit)
     provenance = [m for m in b.messages if m.metadata.get("executed_by") == "cli"]
     assert len(provenance) == 2 * len(uses)  # every CLI tool call recorded, none run by lionops
     if trace.exit != "enriched":
-        assert rec.invoked == [] and rec.asked == []
+        assert rec.invoked == [] and rec.asked == [] and trace.actions == []
         assert not [m for m in b.messages if m.role.startswith("action_") and m not in provenance]
+        if trace.exit == "mismatch_return_value":  # the answer comes back as it was written
+            assert out == {"answer": 1, "action_requests": json.loads(answer)["action_requests"]}
+        else:
+            assert out.answer == 1 and out.action_responses is None
         return
     sent = json.loads(answer)["action_requests"]
     assert len(out.action_responses) == len(sent)

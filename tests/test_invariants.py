@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from collections import Counter
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -23,7 +24,7 @@ from typing import Any
 
 import anyio
 import pytest
-from hypothesis import given
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
@@ -223,88 +224,216 @@ def test_invariant_1_exhaustive(backend):
 
 # ---------------------------------------------------------------- properties
 
-requests_st = st.lists(
-    st.one_of(
-        st.fixed_dictionaries({"function": st.sampled_from(["probe", "nope", ""]),
-                               "arguments": st.one_of(st.just({"x": 1}), st.just({}),
-                                                      st.just('{"x": 2}'), st.just("[1]"),
-                                                      st.just({"y": "z"}))}),
-        st.fixed_dictionaries({"name": st.just("probe"), "parameters": st.just({"x": 3})}),
-    ),
-    max_size=4,
-)
-
-result_st = st.one_of(
-    st.none(),
-    st.text(max_size=20),
-    st.integers(),
-    st.builds(lambda r: {"answer": 1, "action_requests": r}, requests_st),
-    st.builds(lambda r: {"action_requests": r, "action_responses": [{"function": "fake", "output": 1}]}, requests_st),
-    st.builds(lambda r: ("model", r), st.one_of(st.none(), requests_st)),
-)
-
-config_st = st.fixed_dictionaries({
-    "skip_validation": st.booleans(),
-    "response_format": st.sampled_from([None, Answer]),
-    "actions": st.booleans(),
-    "invoke_actions": st.booleans(),
-    "reason": st.booleans(),
-    "handle_validation": st.sampled_from(POLICIES),
-    "action_strategy": st.sampled_from(["concurrent", "sequential"]),
-})
+#: One request as a model may write it: a name (the registered tool, an
+#: unknown or empty one), arguments (fitting or not, as an object or as JSON
+#: text, or not an object) and the key spelling (ADR names or aliases).
+def request_st(object_arguments: bool = False) -> st.SearchStrategy[dict[str, Any]]:
+    """One request as a model may write it: a name (the registered tool, an
+    unknown or empty one), arguments (fitting or not, as an object or as JSON
+    text, or, unless ``object_arguments``, not an object) and the key
+    spelling (ADR names or aliases)."""
+    objects = [
+        st.fixed_dictionaries({"x": st.integers()}),
+        st.fixed_dictionaries({"x": st.integers()}).map(json.dumps),
+        st.dictionaries(st.sampled_from(["x", "y", "z"]), st.integers() | st.text(max_size=3), max_size=2),
+    ]
+    others = [] if object_arguments else [st.sampled_from(["[1]", "", "{", 7, None])]
+    return st.builds(
+        lambda name, args, keys: {keys[0]: name, keys[1]: args},
+        st.one_of(st.just("probe"), st.just("probe"), st.sampled_from(["nope", ""]), st.text(max_size=6)),
+        st.one_of(*objects, *others),
+        st.sampled_from([("function", "arguments"), ("name", "parameters"), ("function", "args")]),
+    )
 
 
-def _materialize(value: Any, parse_param: Any) -> Any:
-    if isinstance(value, tuple) and value[0] == "model":
+requests_st = st.lists(request_st(), min_size=1, max_size=4)
+#: requests the generated response type accepts (arguments that are objects)
+model_requests_st = st.lists(request_st(object_arguments=True), min_size=1, max_size=4)
+
+
+def runnable(request: dict[str, Any]) -> bool:
+    """Whether ``probe(x: int)`` runs for this request (written from ADR-0022 D4,
+    not from lionops): the registered name and exactly an integer ``x``."""
+    name, args = list(request.values())
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            return False
+    return name == "probe" and isinstance(args, dict) and set(args) == {"x"} and type(args["x"]) is int
+
+
+class AnswerWithRequests(Answer):
+    """The caller's model with action fields of its own: not the generated
+    response type, so act() has no slot to attach responses to."""
+
+    action_requests: list[dict[str, Any]] | None = None
+
+
+class Setter(dict):
+    """A dict whose item assignment is its own: no slot either."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+
+
+#: Every exit of the machine (its terminal triggers). Each example is built
+#: for one of them, so every exit is reached about equally often.
+VALIDATE_EXITS = ["failed", "skip_validation", "mismatch_return_value", "mismatch_return_none", "mismatch_raise"]
+GATE_EXITS = ["actions_disabled", "no_action_param", "no_requests", "no_response_slot", "no_responses", "enriched"]
+MISMATCH_POLICY = {"mismatch_return_value": "return_value", "mismatch_return_none": "return_none",
+                   "mismatch_raise": "raise"}
+
+
+@st.composite
+def case_st(draw: st.DrawFn, exit_: str) -> dict[str, Any]:
+    """A configuration and a Middle result built to end in ``exit_``.
+
+    ``result`` is ``(kind, payload)``: ``"model"`` is validated into the
+    generated response type by the Middle (a mapping when that fails)."""
+    config: dict[str, Any] = {
+        "skip_validation": False, "response_format": draw(st.sampled_from([None, Answer])),
+        "actions": draw(st.booleans()), "invoke_actions": True, "reason": draw(st.booleans()),
+        "handle_validation": draw(st.sampled_from(POLICIES)),
+        "action_strategy": draw(st.sampled_from(["concurrent", "sequential"])),
+    }
+    anything = st.one_of(st.none(), st.text(max_size=10), st.integers(),
+                         st.builds(lambda r: {"answer": 1, "action_requests": r}, requests_st))
+    if exit_ in ("failed", "skip_validation"):
+        config["skip_validation"] = exit_ == "skip_validation"
+        config["invoke_actions"] = draw(st.booleans())
+        result = ("raise", None) if exit_ == "failed" else ("value", draw(anything))
+    elif exit_ in MISMATCH_POLICY:
+        config.update(response_format=Answer, handle_validation=MISMATCH_POLICY[exit_],
+                      invoke_actions=draw(st.booleans()))
+        result = ("value", draw(st.one_of(anything, st.builds(lambda r: Other(action_requests=r), requests_st))))
+    else:
+        model_fmt = config["response_format"] is Answer
+        requests = [] if exit_ == "no_responses" else draw(model_requests_st if model_fmt else requests_st)
+        # a result of the caller's model is a model; otherwise a model or a mapping
+        carrier = "model" if model_fmt else draw(st.sampled_from(["model", "dict"]))
+        if exit_ == "actions_disabled":
+            config["invoke_actions"] = False
+        elif exit_ == "no_action_param":
+            config["actions"] = False
+        else:
+            config["actions"] = True
+        if exit_ == "no_requests":
+            result = (carrier, {"answer": 1, **draw(st.sampled_from([{}, {"action_requests": None}]))})
+            if config["response_format"] is None:
+                result = draw(st.sampled_from([result, ("value", "plain text"), ("value", None), ("value", 3)]))
+        elif exit_ == "no_response_slot":
+            foreign = "own_model" if model_fmt else draw(st.sampled_from(["own_model", "mapping_proxy", "setter"]))
+            if foreign == "own_model":
+                result = ("own_model", {"answer": 1, "action_requests": requests})
+            else:
+                result = (foreign, {"answer": 1, "action_requests": requests})
+        else:
+            result = (carrier, {"answer": 1, "action_requests": requests})
+    # the instruction varies every case, so few cases repeat (a repeat is not run)
+    return {"exit": exit_, "config": config, "result": result, "instruction": draw(st.text(min_size=1, max_size=30))}
+
+
+def _materialize(result: tuple[str, Any], parse_param: Any) -> Any:
+    kind, payload = result
+    if kind == "raise":
+        raise RuntimeError("adapter failed")
+    if kind == "model":
         fmt = getattr(parse_param, "response_format", None)
         if isinstance(fmt, type) and issubclass(fmt, BaseModel) and "action_requests" in fmt.model_fields:
             try:
-                return fmt.model_validate({"answer": 1, "action_requests": value[1]})
-            except Exception:
-                return {"answer": 1, "action_requests": value[1]}
-        return {"answer": 1, "action_requests": value[1]}
-    return value
+                return fmt.model_validate(payload)
+            except ValueError:  # requests the generated type refuses: the Middle returns the mapping
+                return dict(payload)
+        if isinstance(fmt, type) and issubclass(fmt, BaseModel):
+            return fmt.model_validate({k: v for k, v in payload.items() if k in fmt.model_fields})
+        return dict(payload)
+    if kind == "dict":
+        return dict(payload)
+    if kind == "own_model":
+        return AnswerWithRequests.model_validate(payload)
+    if kind == "mapping_proxy":
+        return MappingProxyType(dict(payload))
+    if kind == "setter":
+        return Setter(payload)
+    return payload
 
 
-@given(config=config_st, value=result_st)
-def test_invariant_1_property(config, value):
-    """Invariants 1, 4, 5, 6 over random configurations and Middle results."""
+async def _run_property_case(case: dict[str, Any]) -> None:
+    """Invariants 1, 4, 5, 6 on one case: the drawn exit is the exit; tools
+    run exactly for the runnable requests of an enriched result."""
+    h = Harness("compiled")
+    config = case["config"]
+    calls: dict[str, Any] = {"n": 0, "result": None}
 
-    async def main() -> None:
-        h = Harness("compiled")
-        calls = {"n": 0, "result": None}
+    async def middle(branch, instruction, chat_param, parse_param=None,
+                     clear_messages=False, skip_validation=False):
+        calls["n"] += 1
+        calls["result"] = _materialize(case["result"], parse_param)
+        return calls["result"]
 
-        async def middle(branch, instruction, chat_param, parse_param=None,
-                         clear_messages=False, skip_validation=False):
-            calls["n"] += 1
-            calls["result"] = _materialize(value, parse_param)
-            return calls["result"]
+    expected = case["exit"]
+    out: Any = None
+    if expected == "failed":
+        with pytest.raises(RuntimeError, match="adapter failed"):
+            await h.branch.operate(instruction=case["instruction"], middle=middle, **config)
+    elif expected == "mismatch_raise":
+        with pytest.raises(MismatchError):
+            await h.branch.operate(instruction=case["instruction"], middle=middle, **config)
+    else:
+        out = await h.branch.operate(instruction=case["instruction"], middle=middle, **config)
+    trace = h.branch.traces[-1]
+    event(f"exit={trace.exit}")
+    original = calls["result"]
+    assert trace.exit == expected, (case, trace.states)
+    fmt = "model" if config["response_format"] is Answer else "none"
+    check_invariant_1(h, trace, config["skip_validation"], fmt, config["actions"],
+                      config["invoke_actions"], original)
+    check_invariant_6(trace)
+    assert calls["n"] == 1  # invariant 4
+    # invariant 5: never the list of responses; the original object when enriched
+    assert not (isinstance(out, list) and out and all(isinstance(r, ActionResponseModel) for r in out))
+    if expected == "enriched":
+        requests = case["result"][1]["action_requests"]
+        assert h.invoked == h.asked == sum(map(runnable, requests))
+        assert out is original and len(out["action_responses"] if isinstance(out, dict)
+                                       else out.action_responses) == len(requests)
+        assert [r.invoked for r in trace.actions] == [runnable(r) for r in requests]
+    else:
+        assert h.invoked == 0 and h.asked == 0 and trace.actions == []
+        if expected == "mismatch_return_none":
+            assert out is None
+        elif expected not in ("failed", "mismatch_raise"):
+            assert out is original
+    # a model never supplies action_responses: only act() fills them
+    if expected != "enriched" and isinstance(out, BaseModel):
+        assert getattr(out, "action_responses", None) is None
 
-        try:
-            out = await h.branch.operate(instruction="q", middle=middle, **config)
-        except (ValueError, TypeError):
-            out = None
-        trace = h.branch.traces[-1]
-        fmt = "model" if config["response_format"] is Answer else "none"
-        check_invariant_1(h, trace, config["skip_validation"], fmt, config["actions"],
-                          config["invoke_actions"], calls["result"])
-        check_invariant_6(trace)
-        assert calls["n"] == 1  # invariant 4
-        # invariant 5: never the list of responses; the original object when enriched
-        assert not (isinstance(out, list) and out and all(isinstance(r, ActionResponseModel) for r in out))
-        if trace.exit == "enriched":
-            original = calls["result"]
-            if isinstance(original, dict):
-                assert out is original and out["action_responses"]
-            else:  # a generated model is updated in place; a foreign one re-validated
-                assert isinstance(out, BaseModel) and out.action_responses
-                if type(original).__name__.endswith("Response"):
-                    assert out is original
-        # a model never supplies action_responses: only act() fills them
-        if trace.exit != "enriched" and isinstance(out, BaseModel):
-            assert getattr(out, "action_responses", None) is None
 
-    anyio.run(main)
+def _per_exit(exits: list[str]) -> int:
+    """Examples per exit: the profile's budget shared equally, so each exit
+    gets the same share of a property's examples (at least 10 each)."""
+    return max(10, settings.default.max_examples // len(exits))
+
+
+@pytest.mark.parametrize("exit_", GATE_EXITS)
+@settings(max_examples=_per_exit(GATE_EXITS))
+@given(data=st.data())
+def test_invariant_1_property(exit_, data):
+    """Invariants 1, 4, 5, 6 over random configurations and validated Middle
+    results, each built for one exit of the gate or of enrich; every exit
+    gets the same number of examples (``--hypothesis-show-statistics``
+    shows each exit reached by all of its examples)."""
+    anyio.run(_run_property_case, data.draw(case_st(exit_), label="case"))
+
+
+@pytest.mark.parametrize("exit_", VALIDATE_EXITS)
+@settings(max_examples=_per_exit(VALIDATE_EXITS))
+@given(data=st.data())
+def test_invariant_1_validation_property(exit_, data):
+    """The same invariants for the exits before the gate: a Middle that
+    raises, skip_validation, and each mismatch policy."""
+    anyio.run(_run_property_case, data.draw(case_st(exit_), label="case"))
 
 
 # ---------------------------------------------------------------- governance at the edges

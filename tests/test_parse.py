@@ -183,15 +183,58 @@ async def test_values_that_do_not_validate_come_back_unchanged():
     assert result.answer == 1 and result.action_responses is None
 
 
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+#: prose that holds no brace, bracket, quote or backtick: it cannot start or end a JSON value
+_prose = st.text(alphabet="ab1 \n:,.", max_size=20)
+
+
 @given(st.text(max_size=200))
-def test_extraction_never_raises(text):
-    extract_json(text, repair=True)
+def test_extraction_of_whole_json_text_is_the_json_value(text):
+    """Text that is JSON as a whole (surrounding blanks aside) extracts to
+    exactly what the standard decoder reads; any other text gives a JSON
+    object, a JSON value or ``None``, never an exception."""
+    try:
+        expected = json.loads(text.strip(), strict=False)
+    except ValueError:
+        value = extract_json(text, repair=True)
+        assert value is None or isinstance(value, (dict, list, str, int, float, bool))
+    else:
+        assert extract_json(text, repair=True) == expected
+
+
+@given(_prose, st.dictionaries(st.text(max_size=5), _json_values, min_size=1, max_size=4), _prose)
+def test_extraction_finds_an_object_in_prose(before, obj, after):
+    assert extract_json(f"{before}{json.dumps(obj)}{after}", repair=True) == obj
+    assert extract_json(f"{before}```json\n{json.dumps(obj)}\n```{after}") == obj
 
 
 @pytest.mark.anyio
 @given(st.text(alphabet='{}[]",:ab1 \n`', max_size=60))
-async def test_parse_never_raises(text):
-    await parse_response(text, ParseParam(response_format=Answer))
+async def test_parse_of_text_without_a_matching_key(text):
+    """No key over this alphabet can match ``answer``: the parse returns the
+    text, or a JSON value found in it, never a model; text with no brace and
+    no backtick gives what the standard decoder reads, or the text itself."""
+    value = await parse_response(text, ParseParam(response_format=Answer))
+    assert not isinstance(value, BaseModel)
+    if isinstance(value, str):  # the text itself, or a JSON string decoded from it
+        assert value == text or value in text.replace("\\", "")
+    if "{" not in text and "`" not in text:
+        try:
+            expected = json.loads(text.strip(), strict=False)
+        except ValueError:
+            expected = text
+        assert value == expected
+
+
+@pytest.mark.anyio
+@given(_prose, st.integers(), _prose)
+async def test_parse_of_an_answer_in_prose_is_the_model(before, n, after):
+    value = await parse_response(f'{before}{{"answer": {n}}}{after}', ParseParam(response_format=Answer))
+    assert value == Answer(answer=n)
 
 
 # ---------------------------------------------------------------- parse-model retries

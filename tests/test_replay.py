@@ -28,6 +28,10 @@ ANSWER = completion(
 )
 
 
+#: The path of a call whose tools ran (ADR-0022 D1-D4), written out by hand.
+WITH_ACTIONS = ["prepare", "schema", "adapter", "validate", "gate", "act", "enrich", "returned"]
+
+
 def make_branch(model, box: ToolBox, *, deny: str = "send_message") -> Branch:
     branch = Branch(chat_model=model, system="Be brief.", tools=box.tools())
     branch.gate(lambda inv: inv.function != deny)
@@ -59,6 +63,9 @@ async def test_replay_offline_gives_the_same_result_and_trace(tmp_path):
     replay_box = ToolBox()
     replayed = await replay(path, make_branch(model, replay_box), **KW)  # server stopped: no network
     assert replayed.trace.path() == recorded.trace.path()
+    assert replayed.trace.states == WITH_ACTIONS and replayed.trace.exit == "enriched"
+    assert (replayed.result.city, replayed.result.temp_c) == ("Lisbon", 21)
+    assert [r.record.decision for r in replayed.result.action_responses] == ["allowed", "denied"]
     assert [t.guards for t in replayed.trace.transitions] == [t.guards for t in recorded.trace.transitions]
     assert replayed.result.model_dump() == recorded.result.model_dump()
     assert replay_box.total == 0  # recorded outputs served: no side effects
@@ -174,6 +181,7 @@ async def test_retries_and_streams_replay_without_waiting(tmp_path):
     replayed = await replay(path, make_branch(model, ToolBox()), **KW)
     assert replayed.trace.meta["http_attempts"] == 2
     assert replayed.result.model_dump() == recorded.result.model_dump()
+    assert (replayed.result.city, replayed.result.temp_c) == ("Lisbon", 21)
 
 
 async def test_replay_rebuilds_the_call_from_the_cassette_alone(tmp_path):
@@ -182,6 +190,8 @@ async def test_replay_rebuilds_the_call_from_the_cassette_alone(tmp_path):
     replayed = await replay(path)
     assert replayed.trace.path() == recorded.trace.path()
     assert replayed.result.model_dump() == recorded.result.model_dump()
+    assert replayed.trace.states == WITH_ACTIONS
+    assert replayed.result.model_dump()["city"] == "Lisbon" and replayed.result.model_dump()["temp_c"] == 21
 
 
 def test_cassettes_are_validated_json(tmp_path):
