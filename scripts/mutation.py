@@ -32,11 +32,13 @@ from pathlib import Path
 
 #: The safety-critical modules: the one place to repoint when modules move.
 MODULES = [
-    "lionops/act.py",
-    "lionops/engine/guards.py",
-    "lionops/engine/phases.py",
-    "lionops/engine/outcomes.py",
-    "lionops/operate.py",
+    "lionops/pipeline/act.py",
+    "lionops/pipeline/validate.py",
+    "lionops/pipeline/adapter.py",
+    "lionops/pipeline/enrich.py",
+    "lionops/pipeline/outcomes.py",
+    "lionops/pipeline/prepare.py",
+    "lionops/pipeline/schema.py",
     "lionops/parse.py",
     "lionops/tools.py",
 ]

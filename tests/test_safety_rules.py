@@ -25,7 +25,7 @@ from lionops import (
     act,
     operate,
 )
-from lionops.parse import parse_response
+from lionops.middles.parsing import parse_response
 from lionops.testing import completion
 
 from .cli_support import fake_model
