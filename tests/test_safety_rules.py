@@ -460,7 +460,7 @@ async def test_arguments_that_cannot_be_copied_are_refused_before_the_gate():
 
 
 async def test_requests_past_the_cap_are_answered_and_never_run():
-    from lionops.act import RequestLimitError
+    from lionops.errors import RequestLimitError
 
     box = ToolBox()
     branch = Branch(tools=box.tools(), max_requests=1)
