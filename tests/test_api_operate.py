@@ -400,8 +400,8 @@ async def test_token_usage_on_message_trace_and_to_model(server, model):
     _, trace = await branch.operate_traced(instruction="first")
     meta = branch.messages.by_role("assistant")[0].metadata
     assert meta["usage"] == {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
-    assert meta["latency_s"] >= 0 and meta["attempts"] == 1
-    assert trace.meta["usage"]["total_tokens"] == 15 and "latency_ms" in trace.meta
+    assert meta["latency_ms"] >= 0 and meta["http_attempts"] == 1
+    assert trace.meta["usage"]["total_tokens"] == 15 and trace.meta["latency_ms"] == meta["latency_ms"]
     await branch.operate(instruction="second", include_token_usage_to_model=True)
     assert "15 tokens (10 prompt, 5 completion) over 1 model calls" in user_text(sent(server))
 

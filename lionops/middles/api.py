@@ -384,14 +384,17 @@ async def communicate(
     reasoning = "\n".join(r for r in (getattr(completion, "reasoning", None), thought) if r) or None
 
     requests = native_requests(completion.tool_calls)
-    metadata: dict[str, Any] = {
+    # The facts of the turn, built once: the assistant message's metadata and
+    # the trace carry them under the same names.
+    facts: dict[str, Any] = {
         "provider": getattr(endpoint, "provider", None),
         "model": completion.model,
         "finish_reason": completion.finish_reason,
         "usage": dict(completion.usage),
-        "latency_s": round(completion.latency_s, 6),
-        "attempts": completion.attempts,
+        "latency_ms": round(completion.latency_s * 1000, 3),
+        "http_attempts": completion.attempts,
     }
+    metadata: dict[str, Any] = dict(facts)
     if completion.tool_calls:
         metadata["tool_calls"] = [_call_summary(c, r) for c, r in zip(completion.tool_calls, requests, strict=False)]
     if completion.refusal:
@@ -404,10 +407,7 @@ async def communicate(
     else:
         mode = fmt_option.get("type") or ("prompt" if schema_in_prompt else None)
     annotate(
-        provider=metadata["provider"], model=completion.model, response_id=completion.raw.get("id"),
-        finish_reason=completion.finish_reason,
-        usage=dict(completion.usage), latency_ms=round(completion.latency_s * 1000, 3),
-        http_attempts=completion.attempts, http_retries=list(completion.retries),
+        **facts, response_id=completion.raw.get("id"), http_retries=list(completion.retries),
         tool_calls=len(completion.tool_calls),
         structured_output=mode,
         tools_offered=("native" if tools_native else "prompt") if tool_schemas else None,
