@@ -1,4 +1,6 @@
-"""Breaks found by a newcomer's review, each kept as a regression test.
+"""No tool runs by a side road: ``action_requests``/``action_responses`` keys
+in another case, requests in repaired JSON, and answers cut off on the
+streaming and CLI paths.
 
 Every test runs the real pipeline: ``operate()`` through ``communicate`` and a
 real HTTP server on loopback (``lionops.testing.OpenAIServer``), real tools

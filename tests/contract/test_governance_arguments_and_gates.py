@@ -1,4 +1,4 @@
-"""Siblings of the governance holes: nested arguments the gate or the tool
+"""Governance that no road around it can bypass: nested arguments the gate or the tool
 could change, gates that cannot be interrupted, flags and switches that
 reach ``operate()`` by another road.
 

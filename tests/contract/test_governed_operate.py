@@ -1,4 +1,5 @@
-"""End-to-end smoke: one governed operate() on both backends."""
+"""One governed operate() on both backends: tools run after validation and the
+result is enriched."""
 
 import pytest
 

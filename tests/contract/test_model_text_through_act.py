@@ -1,7 +1,9 @@
-"""Failures seen in similar pipelines, each as a test of the behaviour lionops promises.
+"""What the model's text can and cannot make ``act()`` do: cut-off arguments
+never run, the validation policy applies before any side effect, no tool
+starts before the gate decides, an unknown function is reported, request keys
+are read by the alias table, and concurrent results keep request order.
 
-Each is a kind of fault; each expected behaviour is a test here. The model's
-text goes through the real inner parse (lionops.middles.common.finish_turn).
+The model's text goes through the real inner parse (lionops.middles.common.finish_turn).
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ async def operate_under(policy: str, branch: Branch, model: type[BaseModel], tex
 
 
 @pytest.mark.parametrize("policy", ["raise", "return_value", "return_none"])
-async def test_c01_cut_off_arguments_never_run_as_empty_input(policy):
+async def test_cut_off_arguments_never_run_as_empty_input(policy):
     """A request whose arguments were cut off is invalid; the tool is never
     run with {}; the validation policy decides the result."""
     calls: dict[str, int] = {}
@@ -86,7 +88,7 @@ async def test_c01_cut_off_arguments_never_run_as_empty_input(policy):
 
 
 @pytest.mark.parametrize("policy", ["raise", "return_value", "return_none"])
-async def test_c02_validation_policy_applies_before_side_effects(policy):
+async def test_the_validation_policy_applies_before_side_effects(policy):
     """`score` fails validation; under every policy send_message is never
     invoked and no action_responses are attached."""
     calls: dict[str, int] = {}
@@ -99,7 +101,7 @@ async def test_c02_validation_policy_applies_before_side_effects(policy):
     assert calls == {}
 
 
-async def test_c04_no_tool_starts_before_the_gate_decides():
+async def test_no_tool_starts_before_the_gate_decides():
     """Concurrent requests; an async gate taking 200 ms denies delete_file;
     delete_file never starts; read_file runs; responses in request order."""
     log: list[str] = []
@@ -131,7 +133,7 @@ async def test_c04_no_tool_starts_before_the_gate_decides():
     assert out[1].output == "content"
 
 
-async def test_c07_unknown_function_is_reported_not_remapped():
+async def test_an_unknown_function_is_reported_not_remapped():
     """Execute_python is unknown: an "unknown function" error payload, not
     fuzzy-remapped to run_shell; run_shell runs; nothing escapes act()."""
     calls: dict[str, int] = {}
@@ -146,7 +148,7 @@ async def test_c07_unknown_function_is_reported_not_remapped():
     assert calls == {"run_shell": 1}
 
 
-async def test_c08_aliases_by_table_and_wrapped_arguments_rejected():
+async def test_request_aliases_by_table_and_wrapped_arguments_rejected():
     """{"name", "parameters"} is normalized to function/arguments by an
     explicit table, never by fuzzy matching; arguments nested under an
     unexpected wrapper are rejected with a missing-q error, not unwrapped;
@@ -171,7 +173,7 @@ async def test_c08_aliases_by_table_and_wrapped_arguments_rejected():
     assert "unknown function 'serch'" in r.output["error"] and calls == {"search": 1}
 
 
-async def test_c21_concurrent_results_in_request_order():
+async def test_concurrent_results_in_request_order():
     """Concurrent [slow 300 ms, fast 50 ms, mid 150 ms] → responses in
     request order, each with its own function and arguments."""
     finished: list[str] = []
@@ -196,7 +198,7 @@ async def test_c21_concurrent_results_in_request_order():
     assert sorted(r["output"] for r in responses) == ["fast:b", "mid:c", "slow:a"]
 
 
-async def test_c23_one_parallel_failure_with_and_without_suppression():
+async def test_one_parallel_failure_with_and_without_suppression():
     """Concurrent [ok1, boom ValueError("x"), ok2]: suppressed → three
     responses in order with boom's error payload; unsuppressed → the exception
     surfaces, never lost, no partial result attached."""

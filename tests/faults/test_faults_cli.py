@@ -164,9 +164,9 @@ FAULTS = {
     "hangs": (lines(init(), say(ACTING), result(ACTING)), ["--hang-after", "2"], {"timeout": 0.5, "kill_grace": 0.2},
               CLITimeoutError, "no result within 0.5 s"),
     "no-result": (lines(init(), say(ACTING)), [], {}, CLIProcessError, "without a final result event"),
-    "torn-line-c16": (TORN, [], {}, CLIStreamError, "stdout line 2 is corrupt"),
+    "torn-line": (TORN, [], {}, CLIStreamError, "stdout line 2 is corrupt"),
     "interleaved-lines": (INTERLEAVED, ["--chunk", "9"], {}, CLIStreamError, "is corrupt"),
-    "is-error-exit-0-c18": (lines(init(), say(ACTING), result(is_error=True, subtype="error_during_execution")),
+    "is-error-exit-0": (lines(init(), say(ACTING), result(is_error=True, subtype="error_during_execution")),
                             [], {}, CLIResultError, "error_during_execution"),
 }
 

@@ -140,7 +140,7 @@ def weather_branch() -> tuple[Branch, list[dict[str, Any]]]:
     return Branch(tools=[get_weather]), seen
 
 
-def check_c05(out: list[Any], seen: list[dict[str, Any]], expected: dict[str, Any] | None) -> None:
+def check_argument_variant(out: list[Any], seen: list[dict[str, Any]], expected: dict[str, Any] | None) -> None:
     (resp,) = out
     if expected is not None:
         assert seen == [expected] and resp.arguments == expected and resp.output == "sunny"
@@ -151,29 +151,29 @@ def check_c05(out: list[Any], seen: list[dict[str, Any]], expected: dict[str, An
 
 
 @pytest.mark.parametrize("variant", sorted(ARGUMENTS_AS_TEXT))
-async def test_c05_arguments_as_text_list_or_number_through_act(variant):
+async def test_arguments_as_text_list_or_number_through_act(variant):
     """Arguments as JSON text or not an object, through act(): (a)/(b) decode to the object; (c)/(d) are invalid
     requests with an error naming the non-object arguments, never run."""
     arguments, expected = ARGUMENTS_AS_TEXT[variant]
     b, seen = weather_branch()
     out = await b.act([{"function": "get_weather", "arguments": arguments}])
-    check_c05(out, seen, expected)
+    check_argument_variant(out, seen, expected)
 
 
 @pytest.mark.parametrize("variant", sorted(ARGUMENTS_AS_TEXT))
-async def test_c05_arguments_as_text_list_or_number_through_operate(variant):
+async def test_arguments_as_text_list_or_number_through_operate(variant):
     """Arguments as JSON text or not an object, through operate(): a Middle returning the mapping as a model would
     (no parse in between), so act() sees the arguments as sent; nothing escapes."""
     arguments, expected = ARGUMENTS_AS_TEXT[variant]
     b, seen = weather_branch()
     out = await b.operate(instruction="weather?", actions=True, middle=ScriptedMiddle(
         {"action_requests": [{"function": "get_weather", "arguments": arguments}]}))
-    check_c05(out["action_responses"], seen, expected)
+    check_argument_variant(out["action_responses"], seen, expected)
     assert b.traces[-1].exit == "enriched"
 
 
 @pytest.mark.parametrize("variant", sorted(ARGUMENTS_AS_TEXT))
-async def test_c05_through_operate_with_the_generated_model(variant):
+async def test_arguments_as_text_list_or_number_through_operate_with_the_generated_model(variant):
     """Arguments as JSON text or not an object, where the Middle validates into the generated response type: (a)/(b)
     decode into the ActionRequestModel; (c)/(d) fail that validation, so the
     Middle's value is the raw mapping and act() answers it with the error."""
@@ -189,7 +189,7 @@ async def test_c05_through_operate_with_the_generated_model(variant):
     b, seen = weather_branch()
     out = await b.operate(instruction="weather?", actions=True, middle=ScriptedMiddle(build))
     responses = out["action_responses"] if isinstance(out, dict) else out.action_responses
-    check_c05(responses, seen, expected)
+    check_argument_variant(responses, seen, expected)
 
 
 # ---------------------------------------------------------------- volume

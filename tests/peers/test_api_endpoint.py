@@ -130,7 +130,7 @@ def test_parse_retry_after_forms():
 
 
 @pytest.mark.anyio
-async def test_retry_after_seconds_c24(server, model):
+async def test_retry_after_in_seconds_is_waited(server, model):
     server.push(Reply(RATE, status=429, headers={"Retry-After": "2"}), completion("done"))
     with use_clock(RecordingClock()) as clk:
         done = await model.chat(MESSAGES)
@@ -140,7 +140,7 @@ async def test_retry_after_seconds_c24(server, model):
 
 
 @pytest.mark.anyio
-async def test_retry_after_http_date_c24(server, model):
+async def test_retry_after_as_an_http_date_is_waited(server, model):
     when = email.utils.formatdate(time.time() + 3, usegmt=True)
     server.push(Reply(RATE, status=429, headers={"Retry-After": when}), completion("done"))
     with use_clock(RecordingClock()) as clk:
@@ -150,7 +150,7 @@ async def test_retry_after_http_date_c24(server, model):
 
 
 @pytest.mark.anyio
-async def test_retry_after_above_cap_is_a_prompt_rate_limit_error_c24(server):
+async def test_retry_after_above_the_cap_is_a_prompt_rate_limit_error(server):
     server.push(Reply(RATE, status=429, headers={"Retry-After": "3600"}), completion("never"))
     err, branch, box, clk = await failing_operate(
         server, EndpointRateLimitError, {"retry_after_cap": 30}, instruction="q", response_format=Answer, actions=True,
@@ -238,7 +238,7 @@ SENTINEL = "sk-test-SENTINEL-123"
 
 
 @pytest.mark.anyio
-async def test_api_key_never_leaks_c26(server, caplog):
+async def test_the_api_key_never_leaks(server, caplog):
     server.push(Reply(error_body(f"Incorrect API key provided: {SENTINEL}.", code="invalid_api_key"), status=401))
     m = make_model(server, api_key=SENTINEL)
     branch = Branch(chat_model=m, tools=ToolBox().tools())

@@ -96,7 +96,7 @@ async def test_strict_structured_output(server, model):
     assert "JSON schema" not in user_text(sent(server))
 
 
-async def test_optional_fields_stay_optional_c15(server, model):
+async def test_optional_fields_stay_optional(server, model):
     server.push(completion('{"name": "cat"}'), completion('{"name": "cat", "tags": [{"label": "x"}]}'))
     branch = Branch(chat_model=model)
     first = await branch.operate(instruction="q", response_format=Pet, handle_validation="raise")
@@ -157,7 +157,7 @@ async def test_several_tool_calls_in_order(server, model):
     assert result.action_responses[2].output == "ran ls"
 
 
-async def test_malformed_tool_arguments_c05(server, model):
+async def test_tool_arguments_as_text_twice_encoded_list_or_scalar(server, model):
     box = ToolBox()
     args = json.dumps({"city": "Paris"})
     server.push(completion(None, tool_calls=[
@@ -257,11 +257,11 @@ REFUSAL = "I can't help with that."
 
 #: (reply, response_format, error under "raise", reason, words in the error)
 UNCOERCED = {
-    "refusal-c13": (completion("I'm sorry, but I can't help with that request.", refusal=REFUSAL),
+    "refusal": (completion("I'm sorry, but I can't help with that request.", refusal=REFUSAL),
                     X, RefusalError, "refusal", REFUSAL),
-    "length-c12": (completion(CUT_BODY, finish_reason="length", completion_tokens=16),
+    "length": (completion(CUT_BODY, finish_reason="length", completion_tokens=16),
                    Basket, TruncatedOutputError, "length", "cut off"),
-    "length-in-requests-c12": (completion(CUT_IN_REQUESTS, finish_reason="length"),
+    "length-in-requests": (completion(CUT_IN_REQUESTS, finish_reason="length"),
                                Basket, TruncatedOutputError, "length", "cut off"),
 }
 
@@ -433,9 +433,9 @@ async def test_json_object_mode(server):
 # side effects, through HTTP: no second model legitimizes a bad value
 
 BAD_BODIES = {
-    "c01-cut-arguments": '{"answer": 1, "action_requests": [{"function": "get_weather", '
+    "cut-arguments": '{"answer": 1, "action_requests": [{"function": "get_weather", '
                          '"arguments": "{\\"city\\": \\"Par"}]}',
-    "c02-bad-value": '{"answer": "high", "action_requests": [{"function": "send_message", '
+    "bad-value": '{"answer": "high", "action_requests": [{"function": "send_message", '
                      '"arguments": {"to": "team", "body": "done"}}]}',
 }
 

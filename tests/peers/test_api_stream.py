@@ -35,7 +35,7 @@ C20_VARIANTS = {
 
 
 @pytest.mark.parametrize("variant", list(C20_VARIANTS))
-async def test_tool_call_deltas_make_one_call_c20(server, variant):
+async def test_tool_call_deltas_make_one_call(server, variant):
     box = ToolBox()
     chunks = [_chunk({"role": "assistant", "content": None})]
     chunks += [_chunk({"tool_calls": entries}) for entries in C20_VARIANTS[variant]]

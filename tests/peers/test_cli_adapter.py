@@ -104,7 +104,7 @@ async def test_cli_tool_uses_are_provenance_and_model_requests_go_through_act(tm
     assert "action_requests" in prompt and "action_responses" not in prompt
 
 
-async def test_split_line_is_recovered_c16():
+async def test_a_split_line_is_recovered():
     branch = Branch(chat_model=fake_model("split_line.jsonl", "--chunk", "7"))
     result, trace = await branch.operate_traced(instruction="n?", response_format=Answer)
     assert isinstance(result, Answer) and result.answer == 16
@@ -112,7 +112,7 @@ async def test_split_line_is_recovered_c16():
     assert trace.meta["cli"]["stream"]["rate_limit_events"] == 1
 
 
-async def test_unrecoverable_line_raises_naming_it_c16():
+async def test_an_unrecoverable_line_raises_naming_it():
     box = ToolBox()
     branch = Branch(chat_model=fake_model("corrupt_line.jsonl"), tools=box.tools())
     with pytest.raises(CLIStreamError) as info:
@@ -186,7 +186,7 @@ async def test_kill_mid_stream_is_an_error_and_the_stream_file_keeps_every_line(
 
 
 @pytest.mark.parametrize("code", [0, 1])
-async def test_is_error_result_fails_whatever_the_exit_code_c18(code, tmp_path):
+async def test_an_error_result_fails_whatever_the_exit_code(code, tmp_path):
     box = ToolBox()
     branch = Branch(chat_model=fake_model("result_error.jsonl", "--exit", str(code)), tools=box.tools())
     with pytest.raises(CLIResultError) as info:
@@ -388,3 +388,25 @@ async def test_the_branch_system_message_reaches_the_cli(provider, tmp_path):
         assert call["stdin"].startswith("hi")
     else:
         assert call["stdin"].startswith("Answer tersely.\n\nhi")
+
+
+async def test_cli_stop_reason_is_that_of_the_latest_message(tmp_path):
+    """An earlier message cut at max_tokens, followed by a complete final
+    answer, is not a cut-off: the stop reason is the latest message's."""
+    import json as _json
+
+    from lionops import Branch
+    from tests.cli_support import FIXTURES, fake_model
+    from tests.helpers import Answer
+
+    lines = [_json.loads(x) for x in (FIXTURES / "fenced_json.jsonl").read_text().splitlines() if x.strip()]
+    early = _json.loads(_json.dumps(lines[1]))
+    early["message"]["content"][0]["text"] = "thinking..."
+    early["message"]["stop_reason"] = "max_tokens"
+    final = lines[1]  # stop_reason null, the complete fenced answer
+    result = dict(lines[2])
+    result.pop("stop_reason", None)
+    session = tmp_path / "late_answer.jsonl"
+    session.write_text("".join(_json.dumps(x) + "\n" for x in (lines[0], early, final, result)))
+    out = await Branch(chat_model=fake_model(str(session))).operate(instruction="x", response_format=Answer)
+    assert isinstance(out, Answer) and out.answer == 42

@@ -1,6 +1,7 @@
-"""Siblings of the OpenTelemetry cases: outputs, texts and call patterns the
-named tests do not try (the real SDK's in-memory exporter, the public API,
-a real loopback HTTP server, real tool functions)."""
+"""OpenTelemetry content and export: tool outputs that look like denials or
+errors, error messages that quote content (absent by default), cached input
+tokens, and an exporter that blocks (the real SDK's in-memory exporter, the
+public API, a real loopback HTTP server, real tool functions)."""
 
 from __future__ import annotations
 

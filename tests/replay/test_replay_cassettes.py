@@ -91,7 +91,7 @@ async def test_cli_agent_with_its_own_tool_calls_and_ours(lionops_cassette):
     assert box.total == 0 and lionops_cassette.replayed == 1
 
 
-async def test_cli_agent_reporting_failure_c18(lionops_cassette):
+async def test_a_cli_agent_reporting_failure(lionops_cassette):
     branch = Branch(chat_model=cli_model_for(lionops_cassette, "result_error.jsonl"), tools=ToolBox().tools())
     with pytest.raises(CLIResultError, match="error_max_turns"):
         await lionops_cassette.operate(branch, instruction="Go.", response_format=Score, actions=True)

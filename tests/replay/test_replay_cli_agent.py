@@ -88,7 +88,7 @@ async def test_a_changed_recorded_answer_diverges_at_validate(tmp_path):
     assert err.actual == "validate --mismatch_return_value--> returned"
 
 
-async def test_a_recorded_cli_failure_replays_as_the_same_error_and_trace_c18(tmp_path):
+async def test_a_recorded_cli_failure_replays_as_the_same_error_and_trace(tmp_path):
     path = tmp_path / "run.json"
     kw = dict(instruction="go", response_format=Score, actions=True)
     model = fake_model("result_error.jsonl", "--exit", "1", "--stderr", "max turns reached\n")

@@ -1,5 +1,8 @@
-"""Siblings of the replay hardening cases: edits a cassette can carry that
-the named cases do not, each found before any observer sees it."""
+"""Replay against edited cassettes and traces: an edit seen only in an
+argument's type, a failure a Middle wraps or swallows, a tool schema that
+cannot be built, a trace that reads but cannot have run, each found before
+any observer sees it; and a call that raises before the machine runs keeps
+the cassette aligned."""
 
 from __future__ import annotations
 

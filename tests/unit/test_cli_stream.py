@@ -54,7 +54,7 @@ def test_blank_noise_crlf_and_a_last_line_without_newline():
     assert corrupt is None
 
 
-def test_c16_split_line_is_rebuilt_and_the_injected_event_kept():
+def test_a_split_line_is_rebuilt_and_the_injected_event_kept():
     data = (FIXTURES / "split_line.jsonl").read_bytes()
     events, counts, corrupt = decode([data])
     assert [e["type"] for e in events] == ["system", "rate_limit_event", "assistant", "result"]
@@ -68,7 +68,7 @@ def test_split_without_injected_event_is_rebuilt():
     assert events == [json.loads(line)] and counts["recovered"] == 1 and corrupt is None
 
 
-def test_c16_unrecoverable_head_is_reported_and_following_events_survive():
+def test_an_unrecoverable_head_is_reported_and_following_events_survive():
     events, counts, corrupt = decode([(FIXTURES / "corrupt_line.jsonl").read_bytes()])
     assert [e["type"] for e in events] == ["system", "rate_limit_event", "result"]
     assert corrupt is not None and corrupt[0] == 3 and corrupt[1].startswith('{"type":"assistant"')
@@ -125,7 +125,7 @@ def test_result_text_is_used_only_when_no_assistant_text_was_seen():
     {"type": "result", "subtype": "error_during_execution", "is_error": True},
     {"type": "result", "subtype": "error_during_execution"},
 ])
-def test_error_results_always_have_a_message_c18(event):
+def test_error_results_always_have_a_message(event):
     run = collect([event])
     assert run.is_error and run.error_message
     assert event["subtype"] in run.error_message

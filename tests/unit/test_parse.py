@@ -56,7 +56,7 @@ def test_extract_json_forms(text):
     assert extract_json(text) == {"a": 1}
 
 
-def test_fence_with_inner_triple_backticks_c10():
+def test_a_fence_with_inner_triple_backticks():
     text = '```json\n{"bio": "```html<p>hi</p>```", "age": 3}\n```'
     assert extract_json(text) == {"bio": "```html<p>hi</p>```", "age": 3}
     multi = '```json\n{\n  "bio": "```python\\nprint(1)\\n```",\n  "age": 3\n}\n```'
@@ -64,7 +64,7 @@ def test_fence_with_inner_triple_backticks_c10():
 
 
 @pytest.mark.anyio
-async def test_parse_c10_into_model():
+async def test_a_fence_with_inner_triple_backticks_parses_into_the_model():
     text = 'Here:\n```json\n{"bio": "```html<p>hi</p>```", "age": 3}\n```'
     result = await parse_response(text, ParseParam(response_format=Person))
     assert result == Person(bio="```html<p>hi</p>```", age=3)
@@ -127,7 +127,7 @@ async def test_parse_with_fuzzy_keys_and_unmatched_raise():
 
 
 @pytest.mark.anyio
-async def test_request_keys_use_the_alias_table_not_fuzzy_matching_c08():
+async def test_request_keys_use_the_alias_table_not_fuzzy_matching():
     fmt = generated(Answer, actions=True)
     text = json.dumps({"answer": 1, "action_requests": [
         {"name": "search", "parameters": {"q": "lion"}},
