@@ -5,7 +5,7 @@
   per process.
 - :class:`CompiledEngine` is the hot path: a dispatch table compiled *from
   that transitions machine* (its events, ordered transitions and
-  conditions). tests/test_engines.py proves trace-for-trace equality with
+  conditions). tests/unit/test_engines.py proves trace-for-trace equality with
   the reference over every combination of guard values.
 
 Both share one interface (``begin(ctx)`` → a run with ``state`` and

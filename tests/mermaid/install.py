@@ -1,7 +1,7 @@
 """Install Mermaid's parser (pinned in package-lock.json) into ``.cache/mermaid``.
 
 Used by ``make mermaid-parser`` and, when that has not run, by
-tests/test_diagram_mermaid.py. Prints why and exits 1 when it cannot install
+tests/unit/test_diagram_mermaid.py. Prints why and exits 1 when it cannot install
 (no ``node``/``npm``, or the npm registry is unreachable).
 """
 

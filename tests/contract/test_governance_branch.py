@@ -1,0 +1,118 @@
+"""A Branch's history: bounded on request, clearable, and forkable so
+independent calls share nothing."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from lionops import Branch, HookPoint
+from lionops.testing import completion
+from tests.helpers import ScriptedMiddle, ToolBox
+from tests.openai_server import make_model, sent, server  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_max_messages_bounds_what_is_kept_and_what_is_sent(server):
+    for i in range(6):
+        server.push(completion(f"answer {i}"))
+    model = make_model(server)
+    branch = Branch(chat_model=model, system="Be brief.", max_messages=4)
+    try:
+        for i in range(6):
+            await branch.operate(instruction=f"question {i}")
+    finally:
+        await model.aclose()
+    roles = [m.role for m in branch.messages]
+    assert roles == ["system", "user", "assistant", "user", "assistant"]
+    assert branch.messages[-1].content == "answer 5"
+    # what the last call sent: the system message and at most four earlier
+    # messages besides its own user turn
+    body = sent(server, -1)
+    assert body["messages"][0]["role"] == "system"
+    assert len(body["messages"]) <= 1 + 4 + 1
+    assert "question 0" not in str(body["messages"])
+
+
+async def test_without_a_window_the_history_grows_and_is_resent(server):
+    for i in range(3):
+        server.push(completion(f"answer {i}"))
+    model = make_model(server)
+    branch = Branch(chat_model=model)
+    try:
+        for i in range(3):
+            await branch.operate(instruction=f"question {i}")
+    finally:
+        await model.aclose()
+    assert len(branch.messages) == 6
+    assert "question 0" in str(sent(server, -1)["messages"])
+
+
+async def test_clear_logs_and_traces_and_keep_the_newest_traces():
+    box = ToolBox()
+    branch = Branch(tools=box.tools(), max_traces=2)
+    seen = []
+    branch.logs.subscribe(seen.append)
+    for _ in range(3):
+        await branch.operate(instruction="go", actions=True, middle=ScriptedMiddle(
+            {"action_requests": [{"function": "search", "arguments": {"q": "x"}}]}))
+    assert len(branch.traces) == 2 and len(branch.logs) == 3
+    branch.clear_logs()
+    branch.clear_traces()
+    assert len(branch.logs) == 0 and branch.traces == []
+    await branch.act({"function": "search", "arguments": {"q": "y"}})
+    assert len(branch.logs) == 1 and len(seen) == 4  # the subscriber stays subscribed
+
+
+async def test_forks_run_concurrently_without_seeing_each_other():
+    box = ToolBox()
+    hooked: list[str] = []
+    parent = Branch(tools=box.tools(), system="Be brief.")
+    parent.gate(lambda inv: inv.function != "send_message")
+    parent.on(HookPoint.TOOL_POST, lambda p: hooked.append(p["function"]))
+    first_in = anyio.Event()
+    histories: dict[str, list[str]] = {}
+
+    class Middle:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def __call__(self, branch, instruction, chat_param, parse_param=None,
+                           clear_messages=False, skip_validation=False):
+            branch.messages.add("user", instruction)
+            if self.name == "a":
+                first_in.set()
+                await anyio.sleep(0)
+            else:
+                await first_in.wait()
+            histories[self.name] = [str(m.content) for m in branch.messages]
+            return {"action_requests": [{"function": "search", "arguments": {"q": self.name}},
+                                        {"function": "send_message", "arguments": {"to": "x", "body": "y"}}]}
+
+    a, b = parent.fork(name="a"), parent.fork(name="b")
+    results = {}
+
+    async def run(branch: Branch, name: str) -> None:
+        results[name] = await branch.operate(instruction=f"from {name}", actions=True, middle=Middle(name))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, a, "a")
+            tg.start_soon(run, b, "b")
+    assert histories["a"] == ["Be brief.", "from a"] and histories["b"] == ["Be brief.", "from b"]
+    assert [r.record.decision for r in results["a"]["action_responses"]] == ["allowed", "denied"]
+    assert sorted(hooked) == ["search", "search"]  # gates and hooks came along
+    assert len(parent.messages) == 1 and parent.traces == [] and len(parent.logs) == 0
+    assert len(a.traces) == 1 and len(b.traces) == 1
+    # registering on a fork does not change the parent
+    def only_on_a() -> int:
+        """A tool registered on a fork."""
+        return 1
+
+    a.register_tools(only_on_a)
+    assert "only_on_a" in a.acts and "only_on_a" not in parent.acts
+    extra = a.fork(messages=True)
+    assert [m.content for m in extra.messages] == [m.content for m in a.messages]
+    extra.messages.add("user", "only in the copy")
+    assert len(extra.messages) == len(a.messages) + 1
