@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import operator
 import types
 import weakref
 from collections.abc import Callable
@@ -128,7 +129,7 @@ def _derive(func: Any, name: str) -> tuple[Any, str, bool]:
     inputs = _derivation_inputs(func)
     try:
         entry = _DERIVED.get(func)
-        if entry is None or any(a is not b for a, b in zip(entry[0], inputs, strict=False)):
+        if entry is None or not all(map(operator.is_, entry[0], inputs)):
             entry = _DERIVED[func] = (inputs, {})
     except TypeError:  # neither hashable nor weakly referable: derived for this Tool only
         entry = (inputs, {})
