@@ -228,7 +228,8 @@ class Tool:
             model = self.arguments_model.model_validate(arguments)
         except ValidationError as exc:
             raise ToolArgumentsError(self.name, exc) from None
-        data = {k: getattr(model, k) for k in type(model).model_fields}
+        # the field values, in field order (pydantic keeps them, and only them, in __dict__)
+        data = dict(model.__dict__)
         if model.model_extra:
             data.update(model.model_extra)
         return data
