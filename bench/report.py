@@ -108,7 +108,67 @@ def render(doc: dict[str, Any]) -> str:
         out += render_inprocess(doc)
     if doc.get("e2e_systems"):
         out += ([""] if out else []) + render_e2e(doc)
+    if doc.get("paired"):
+        out += ([""] if out else []) + render_paired(doc["paired"])
     return "\n".join(out)
+
+
+#: paired rows: scenario, label, the floor's name, the key of the ratios, and the goal (or None)
+PAIRED_ROWS: list[tuple[str, str, str, str, float | None]] = [
+    ("S1", "S1 CPU", BASE, "ratios", 2.0),
+    ("S2", "S2 CPU", BASE, "ratios", 1.5),
+    ("H1", "H1 CPU", E2E_BASE, "ratios", None),
+    ("H2", "H2 CPU", E2E_BASE, "ratios", 1.3),
+    ("H2", "H2 wall", E2E_BASE, "wall_ratios", None),
+    ("H3-200", "H3 wall (200 concurrent H2)", E2E_BASE, "wall_ratios", 1.3),
+]
+
+
+def _spread(xs: list[float]) -> tuple[float, str]:
+    s = summary(xs)
+    spread = (s["p75"] - s["p25"]) / 2 / s["median"] * 100 if s["median"] else 0.0
+    return s["median"], f"±{spread:.0f}%"
+
+
+def paired_ratio(paired: dict[str, Any], scenario: str, key: str) -> float | None:
+    """The median of the per-pair ratios lionops/floor of one scenario."""
+    xs = paired.get(scenario, {}).get(key)
+    return summary(xs)["median"] if xs else None
+
+
+def render_paired(paired: dict[str, Any]) -> list[str]:
+    """The goal ratios by the paired method: the floor and lionops in one worker
+    process, block by block (H3: burst by burst), the order alternating."""
+    out = ["Paired (the floor and lionops in the same worker process, blocks interleaved in alternating "
+           "order; the ratio is the median of the per-pair ratios ± half their interquartile range; "
+           "per-call medians of process CPU time, H3 of wall-clock bursts):", "",
+           "| scenario | floor | floor µs | lionops µs | lionops/floor (paired) | pairs |",
+           "|---|---|---|---|---|---|"]
+    lines = []
+    for scenario, label, base, key, goal in PAIRED_ROWS:
+        entry = paired.get(scenario, {})
+        xs = entry.get(key)
+        if not xs:
+            cell = "error: " + entry["error"] if "error" in entry else "-"
+            out.append(f"| {label} | {base} | - | - | {cell} | 0 |")
+            continue
+        ratio, spread = _spread(xs)
+        if "base_ms" in entry:
+            b, m = summary(entry["base_ms"])["median"], summary(entry["main_ms"])["median"]
+            figures = f"{b:,.1f} ms | {m:,.1f} ms"
+        else:
+            suffix = "_wall" if key == "wall_ratios" else ""
+            b, m = summary(entry["base" + suffix])["median"], summary(entry["main" + suffix])["median"]
+            figures = f"{b:,.1f} | {m:,.1f}"
+        out.append(f"| {label} | {base} | {figures} | {ratio:.2f}× {spread} | {len(xs)} |")
+        if goal is not None:
+            lines.append(f"{label} lionops/{base} (paired): {ratio:.2f} "
+                         f"({'met' if ratio <= goal else 'MISSED'}, target ≤ {goal:g})")
+    out += ["", "Targets by the paired method:", ""] + [f"- {line}" for line in lines]
+    errors = paired.get("errors")
+    if errors:
+        out += ["", "Paired worker failures:", ""] + [f"- {e}" for e in errors]
+    return out
 
 
 def render_inprocess(doc: dict[str, Any]) -> list[str]:

@@ -14,6 +14,13 @@ per-call times by up to a third between processes). S4 runs in one more process
 per system, so its peak RSS is that system's alone. The table gives medians
 (± half the interquartile range) and ratios; results land in
 ``out/bench/results.json`` and ``out/bench/results.md``.
+
+The goal ratios (S1, S2 against the reference; H1, H2 and 200 concurrent H2
+against the httpx floor) are also measured by the paired method
+(``--paired-rounds`` workers per set, ``--set p`` for these alone): the
+floor and lionops run in the SAME worker process, block by block (H3: burst
+by burst), the order alternating, and a ratio is the median of the per-pair
+ratios, so the drift between processes on a shared machine cancels out.
 """
 
 from __future__ import annotations
@@ -72,6 +79,19 @@ async def time_scenarios(system: Any, seconds: float, quick: bool,
     return await time_cases(cases, seconds, quick, out)
 
 
+async def warm(new_branch: Any, call: Any, quick: bool, block_s: float) -> int:
+    """Warm one case up (at least ``WARMUP_S`` and 3 calls); the calls in a
+    block of about ``block_s``."""
+    branch, n, t0 = new_branch(), 0, time.perf_counter()
+    while True:
+        await call(branch)
+        n += 1
+        elapsed = time.perf_counter() - t0
+        if quick or (elapsed > WARMUP_S and n >= 3) or elapsed > 2.0:
+            break
+    return 1 if quick else max(1, int(block_s / (elapsed / n)))
+
+
 async def time_cases(cases: dict[str, Any], seconds: float, quick: bool, out: dict[str, Any],
                      block_s: float = BLOCK_S) -> dict[str, Any]:
     """Warm each case (name -> (new_branch, call)) up, size its block to about
@@ -80,19 +100,11 @@ async def time_cases(cases: dict[str, Any], seconds: float, quick: bool, out: di
     ``CLOCK``) and ``wall`` (µs per call of wall-clock time), or ``error``."""
     blocks: dict[str, int] = {}
     for name, (new_branch, call) in list(cases.items()):
-        branch, n, t0 = new_branch(), 0, time.perf_counter()
         try:
-            while True:
-                await call(branch)
-                n += 1
-                elapsed = time.perf_counter() - t0
-                if quick or (elapsed > WARMUP_S and n >= 3) or elapsed > 2.0:
-                    break
+            blocks[name] = await warm(new_branch, call, quick, block_s)
         except Exception as exc:  # noqa: BLE001 - reported in the table, the others still run
             out[name] = {"error": f"{type(exc).__name__}: {exc}"}
             del cases[name]
-            continue
-        blocks[name] = 1 if quick else max(1, int(block_s / (elapsed / n)))
     samples: dict[str, list[float]] = {name: [] for name in cases}
     walls: dict[str, list[float]] = {name: [] for name in cases}
     deadline = time.perf_counter() + seconds
@@ -173,6 +185,8 @@ async def s4(system: Any, calls: int, reps: int) -> dict[str, Any]:
 async def worker(name: str, mode: str, seconds: float, quick: bool) -> dict[str, Any]:
     if mode in ("e2e", "h3"):
         return await e2e_worker(name, mode, seconds, quick)
+    if mode.startswith("paired-"):
+        return await paired_worker(mode, seconds, quick)
     system = build(name)
     if mode == "s4":
         return await s4(system, 20 if quick else S4_CALLS, 1 if quick else 5)
@@ -202,6 +216,102 @@ async def e2e_worker(name: str, mode: str, seconds: float, quick: bool) -> dict[
         except e2e.Unsupported as exc:
             out[scenario] = {"unsupported": str(exc)}
     return await time_cases(cases, seconds, quick, out, block_s=E2E_BLOCK_S)
+
+
+async def paired_cases(cases: dict[str, tuple[Any, Any]], seconds: float, quick: bool,
+                       block_s: float) -> dict[str, Any]:
+    """The paired method: ``cases`` maps a scenario to (floor case, lionops
+    case), both in this process. Each pass times, per scenario, one block of
+    each, the order alternating from pass to pass; a pair's ratio is
+    lionops' per-call time over the floor's in that pass. Into the result, per
+    scenario: ``ratios`` (``CLOCK``), ``wall_ratios``, and the per-call samples
+    ``base``/``main`` (µs), or ``error``."""
+    out: dict[str, Any] = {}
+    blocks: dict[tuple[str, int], int] = {}
+    for name, pair in list(cases.items()):
+        try:
+            for side, (new_branch, call) in enumerate(pair):
+                blocks[name, side] = await warm(new_branch, call, quick, block_s)
+        except Exception as exc:  # noqa: BLE001 - reported in the table, the others still run
+            out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            del cases[name]
+    res = {name: {"ratios": [], "wall_ratios": [], "base": [], "main": [], "base_wall": [], "main_wall": []}
+           for name in cases}
+    deadline, k = time.perf_counter() + seconds, 0
+    while True:
+        for name, pair in cases.items():
+            cpu, wall = [0.0, 0.0], [0.0, 0.0]
+            for side in ((0, 1) if k % 2 == 0 else (1, 0)):
+                new_branch, call = pair[side]
+                branch, n = new_branch(), blocks[name, side]
+                gc.collect()
+                w0, t0 = time.perf_counter_ns(), CLOCK()
+                for _ in range(n):
+                    await call(branch)
+                cpu[side] = (CLOCK() - t0) / n / 1000
+                wall[side] = (time.perf_counter_ns() - w0) / n / 1000
+            r = res[name]
+            r["base"].append(cpu[0])
+            r["main"].append(cpu[1])
+            r["base_wall"].append(wall[0])
+            r["main_wall"].append(wall[1])
+            if cpu[0] > 0:
+                r["ratios"].append(cpu[1] / cpu[0])
+            if wall[0] > 0:
+                r["wall_ratios"].append(wall[1] / wall[0])
+        k += 1
+        if quick or time.perf_counter() > deadline:
+            break
+    out.update(res)
+    return out
+
+
+async def paired_bursts(pair: tuple[tuple[Any, Any], tuple[Any, Any]], calls: int, reps: int) -> dict[str, Any]:
+    """H3 paired: ``reps`` bursts of ``calls`` concurrent calls of each side in
+    this process, the order alternating; a pair's ratio is of the two bursts'
+    wall times."""
+    for new_branch, call in pair:  # warm both sides up
+        await asyncio.gather(*(call(new_branch()) for _ in range(20)))
+    base: list[float] = []
+    main: list[float] = []
+    for k in range(reps):
+        walls = [0.0, 0.0]
+        for side in ((0, 1) if k % 2 == 0 else (1, 0)):
+            new_branch, call = pair[side]
+            branches = [new_branch() for _ in range(calls)]
+            gc.collect()
+            t0 = time.perf_counter()
+            await asyncio.gather(*(call(b) for b in branches))
+            walls[side] = (time.perf_counter() - t0) * 1000
+            del branches
+        base.append(walls[0])
+        main.append(walls[1])
+    return {"wall_ratios": [m / b for m, b in zip(main, base, strict=True) if b > 0], "base_ms": base, "main_ms": main}
+
+
+#: the scenarios the goals name, timed by the paired method (``--set p``):
+#: in process against the reference, end to end against the httpx floor.
+PAIRED_S = ("S1", "S2")
+PAIRED_H = ("H1", "H2")
+PAIRED_BURST = 200
+
+
+async def paired_worker(mode: str, seconds: float, quick: bool) -> dict[str, Any]:
+    """``paired-s``: S1 and S2, reference and lionops; ``paired-h``: H1 and H2,
+    the httpx floor and lionops, then H3 (200 concurrent H2) burst by burst."""
+    if mode == "paired-s":
+        base, main = build("reference"), build("lionops")
+        cases = {sc: (base.scenario(*SCENARIOS[sc]), main.scenario(*SCENARIOS[sc])) for sc in PAIRED_S}
+        return await paired_cases(cases, seconds, quick, BLOCK_S)
+    import e2e
+
+    root, shape = os.environ[PEER_ENV], os.environ.get(e2e.SHAPE_ENV, e2e.DEFAULT_SHAPE)
+    floor, lionops = e2e.build("floor", root, shape), e2e.build("lionops", root)
+    cases = {sc: (floor.case(sc), lionops.case(sc)) for sc in PAIRED_H}
+    out = await paired_cases(cases, seconds, quick, E2E_BLOCK_S)
+    burst = (floor.case("H2"), lionops.case("H2"))
+    out[f"H3-{PAIRED_BURST}"] = await paired_bursts(burst, 20 if quick else PAIRED_BURST, 2 if quick else 6)
+    return out
 
 
 # ---------------------------------------------------------------- parent side
@@ -306,6 +416,37 @@ def collect_e2e(systems: list[str], rounds: int, seconds: float, quick: bool, sh
     return results
 
 
+def collect_paired(rounds: int, seconds: float, quick: bool, shape: str, sets: str) -> dict[str, Any]:
+    """The paired runs: per round one ``paired-s`` and one ``paired-h`` worker
+    (each the floor and lionops in one process), every round its own hash seed."""
+    from e2e import SHAPE_ENV
+    from peer import Peer
+
+    results: dict[str, Any] = {}
+
+    def add(part: dict[str, Any]) -> None:
+        if "error" in part and not isinstance(part["error"], dict):
+            results.setdefault("errors", []).append(part["error"])
+            return
+        for key, value in part.items():
+            dest = results.setdefault(key, {})
+            for k, v in value.items():
+                if isinstance(v, list):
+                    dest.setdefault(k, []).extend(v)
+                else:
+                    dest[k] = v
+
+    with Peer() as peer:
+        env = {PEER_ENV: peer.root, SHAPE_ENV: shape}
+        for r in range(rounds):
+            for mode in ("paired-s", "paired-h") if r % 2 == 0 else ("paired-h", "paired-s"):
+                if (mode == "paired-s" and sets == "h") or (mode == "paired-h" and sets == "s"):
+                    continue
+                print(f"  paired round {r + 1}/{rounds}: {mode}", file=sys.stderr, flush=True)
+                add(run_worker("paired", mode, seconds, quick, seed=r, env=env))
+    return results
+
+
 def machine() -> dict[str, Any]:
     cpu = "unknown"
     try:
@@ -327,8 +468,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="one iteration of each scenario")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                     help="time per-call samples as process CPU time (default) or wall-clock")
-    ap.add_argument("--set", choices=("all", "s", "h"), default="all",
-                    help="in-process scenarios S1-S5 (s), end-to-end H1-H4 over HTTP (h), or both")
+    ap.add_argument("--set", choices=("all", "s", "h", "p"), default="all",
+                    help="in-process scenarios S1-S5 (s), end-to-end H1-H4 over HTTP (h), only the paired "
+                         "runs of the goal ratios (p), or all of them")
+    ap.add_argument("--paired-rounds", type=int, default=3, help="paired workers per set (0: none)")
+    ap.add_argument("--paired-seconds", type=float, default=4.0, help="timed seconds per paired worker")
     ap.add_argument("--e2e-seconds", type=float, default=2.0, help="timed seconds per end-to-end worker")
     ap.add_argument("--shape", choices=("native", "in_body"), default="in_body",
                     help="how the floors offer tools: described in the prompt (lionops' default under a "
@@ -364,6 +508,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.set in ("all", "h") and e2e_systems:
         doc["e2e_systems"] = e2e_systems
         doc["e2e"] = collect_e2e(e2e_systems, rounds, args.e2e_seconds, args.quick, args.shape)
+    if args.paired_rounds > 0:
+        doc["paired"] = collect_paired(1 if args.quick else args.paired_rounds, args.paired_seconds,
+                                       args.quick, args.shape, {"all": "all", "p": "all"}.get(args.set, args.set))
     doc["seconds"] = round(time.perf_counter() - t0, 1)
     table = render(doc)
     print(table)

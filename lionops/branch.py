@@ -12,7 +12,7 @@ import inspect
 import json
 import logging
 import math
-import uuid
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
@@ -55,6 +55,19 @@ HookHandler = Callable[[dict[str, Any]], Any]
 def _bound(seconds: float | None) -> float:
     """A ``move_on_after`` delay: ``None`` means no bound."""
     return math.inf if seconds is None else seconds
+
+
+#: the hook points in definition order (iterating the enum per Branch is not free)
+_HOOK_POINTS = tuple(HookPoint)
+
+
+def _new_id() -> str:
+    """A random version-4 UUID as 32 hex digits, what ``uuid.uuid4().hex``
+    gives, without building the ``UUID`` object."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+    return raw.hex()
 
 
 def _check_limit(name: str, value: Any, *, integer: bool = False) -> Any:
@@ -130,7 +143,7 @@ class Branch:
         self.max_requests = _check_limit("max_requests", max_requests, integer=True)
         self.max_messages = _check_limit("max_messages", max_messages, integer=True)
         self.max_traces = _check_limit("max_traces", max_traces, integer=True)
-        self.id = uuid.uuid4().hex
+        self.id = _new_id()
         self.name = name
         self.user = user
         self.chat_model = chat_model
@@ -141,7 +154,7 @@ class Branch:
         self.traces: list[Trace] = []
         self.engine = engine
         self._gates: list[GateCheck] = []
-        self._hooks: dict[HookPoint, list[HookHandler]] = {p: [] for p in HookPoint}
+        self._hooks: dict[HookPoint, list[HookHandler]] = {p: [] for p in _HOOK_POINTS}
         self._providers: list[Any] = []
         if system is not None:
             self.messages.add("system", system, sender="system", recipient=self.id)

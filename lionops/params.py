@@ -6,7 +6,6 @@ All are frozen dataclasses; ``with_updates(**changes)`` returns a copy.
 from __future__ import annotations
 
 import dataclasses
-import operator
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -62,23 +61,37 @@ class MorphParam:
                 # a subclass without slots keeps its own fields in __dict__
                 return dataclasses.replace(self, **changes)  # type: ignore[type-var]
             setters = {name: s.__set__ for name, s in zip(names, slots, strict=False)}
-            plan = _COPY_PLANS[cls] = (tuple(setters.values()), setters, operator.attrgetter(*names))
-        ordered, setters, get = plan
+            plan = _COPY_PLANS[cls] = (_slot_copier(cls, names), setters)
+        copy, setters = plan
         if not setters.keys() >= changes.keys():
             return dataclasses.replace(self, **changes)  # type: ignore[type-var] # raises TypeError
         # Plain fields (no __post_init__): copy the slots without running __init__.
-        new = object.__new__(cls)
-        for set_, value in zip(ordered, get(self), strict=False):
-            set_(new, value)
+        new = copy(self)
         for name, value in changes.items():
             setters[name](new, value)
         return new
 
 
-#: per MorphParam class without ``__post_init__``: slot setters in field
-#: order, the same by name, and a getter of all field values.
-_COPY_PLANS: dict[type, tuple[tuple[Callable[[Any, Any], None], ...],
-                              dict[str, Callable[[Any, Any], None]], Callable[[Any], Any]]] = {}
+def _slot_copier(cls: type, names: tuple[str, ...]) -> Callable[[Any], Any]:
+    """A function that copies the slots ``names`` of a ``cls`` instance into a
+    new one without ``__init__``: one straight line per field, generated once
+    per class (as ``dataclasses`` generates ``__init__``); ``names`` are the
+    dataclass's field names, so identifiers."""
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    lines = ["def copy(self):", "    new = _new(_cls)"]
+    for i, name in enumerate(names):
+        assert name.isidentifier()
+        namespace[f"_set{i}"] = getattr(cls, name).__set__
+        lines.append(f"    _set{i}(new, self.{name})")
+    lines.append("    return new")
+    exec("\n".join(lines), namespace)  # noqa: S102 - source built from field names only
+    copier: Callable[[Any], Any] = namespace["copy"]
+    return copier
+
+
+#: per MorphParam class without ``__post_init__``: the copier of its slots
+#: (:func:`_slot_copier`) and the slot setters by field name.
+_COPY_PLANS: dict[type, tuple[Callable[[Any], Any], dict[str, Callable[[Any, Any], None]]]] = {}
 
 
 @dataclass(slots=True, frozen=True)

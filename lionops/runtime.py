@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import httpx
@@ -80,16 +80,64 @@ def current_runtime() -> Runtime:
     return _RUNTIME.get()
 
 
-@contextlib.contextmanager
-def use_runtime(**changes: Any) -> Iterator[Runtime]:
+#: the seams, in field order, and the setters of their slots.
+_SEAMS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Runtime))
+_SET = tuple(getattr(Runtime, name).__set__ for name in _SEAMS)
+_SET_HTTP, _SET_CLI, _SET_RUNNER, _SET_CLOCK, _SET_CHECK, _SET_META = _SET
+
+
+def _replaced(cur: Runtime, changes: dict[str, Any]) -> Runtime:
+    """``cur`` with ``changes``: what ``dataclasses.replace`` gives, with the
+    slots set directly (the frozen ``__init__`` goes through
+    ``object.__setattr__`` for every field, ``replace`` walks the fields too)."""
+    get = changes.get
+    runtime = object.__new__(Runtime)
+    _SET_HTTP(runtime, get("http_transport", cur.http_transport))
+    _SET_CLI(runtime, get("cli_transport", cur.cli_transport))
+    _SET_RUNNER(runtime, get("tool_runner", cur.tool_runner))
+    _SET_CLOCK(runtime, get("clock", cur.clock))
+    _SET_CHECK(runtime, get("before_dispatch", cur.before_dispatch))
+    _SET_META(runtime, get("trace_meta", cur.trace_meta))
+    return runtime
+
+
+class _Swap:
+    """The context manager :func:`use_runtime` returns."""
+
+    __slots__ = ("_changes", "_token")
+
+    def __init__(self, changes: dict[str, Any]) -> None:
+        if not _SEAM_SET.issuperset(changes):
+            unknown = changes.keys() - _SEAM_SET
+            raise TypeError(f"use_runtime() got unknown seams {sorted(unknown)!r}; known: {list(_SEAMS)!r}")
+        self._changes = changes
+        self._token: contextvars.Token[Runtime] | None = None
+
+    def __enter__(self) -> Runtime:
+        current = _RUNTIME.get()
+        changes = self._changes
+        for name, value in changes.items():
+            if getattr(current, name) is not value:
+                runtime = _replaced(current, changes)
+                self._token = _RUNTIME.set(runtime)
+                return runtime
+        return current  # nothing changes: the context variable is left as it is
+
+    def __exit__(self, *exc_info: object) -> None:
+        token, self._token = self._token, None
+        if token is not None:
+            _RUNTIME.reset(token)
+
+
+_SEAM_SET = frozenset(_SEAMS)
+
+
+def use_runtime(**changes: Any) -> contextlib.AbstractContextManager[Runtime]:
     """Swap the named seams for the ``with`` block (and tasks started in it).
 
     Unnamed seams keep their current value; the previous runtime is restored
-    on exit, whatever happens inside.
+    on exit, whatever happens inside. A name that is not a seam raises
+    ``TypeError``. When every named seam already has its value, the block
+    runs in the current runtime unchanged.
     """
-    runtime = dataclasses.replace(_RUNTIME.get(), **changes)
-    token = _RUNTIME.set(runtime)
-    try:
-        yield runtime
-    finally:
-        _RUNTIME.reset(token)
+    return _Swap(changes)

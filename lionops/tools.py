@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import operator
 import types
 import weakref
 from collections.abc import Callable
@@ -128,7 +129,7 @@ def _derive(func: Any, name: str) -> tuple[Any, str, bool]:
     inputs = _derivation_inputs(func)
     try:
         entry = _DERIVED.get(func)
-        if entry is None or any(a is not b for a, b in zip(entry[0], inputs, strict=False)):
+        if entry is None or not all(map(operator.is_, entry[0], inputs)):
             entry = _DERIVED[func] = (inputs, {})
     except TypeError:  # neither hashable nor weakly referable: derived for this Tool only
         entry = (inputs, {})
@@ -227,7 +228,8 @@ class Tool:
             model = self.arguments_model.model_validate(arguments)
         except ValidationError as exc:
             raise ToolArgumentsError(self.name, exc) from None
-        data = {k: getattr(model, k) for k in type(model).model_fields}
+        # the field values, in field order (pydantic keeps them, and only them, in __dict__)
+        data = dict(model.__dict__)
         if model.model_extra:
             data.update(model.model_extra)
         return data

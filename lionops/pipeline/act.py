@@ -127,9 +127,19 @@ def _normalize(index: int, item: Any) -> _Request:
     return _Request(index, function, arguments, invalid, call_id if isinstance(call_id, str) else None)
 
 
+#: value types a deep copy returns as they are (immutable, no parts)
+_ATOMIC = frozenset({str, int, float, bool, type(None)})
+_STR_KEYS = frozenset({str})
+
+
 def _copied(function: str, value: Any) -> Any:
     """A deep copy of validated arguments; ``ToolArgumentsError`` if they have
-    none (an argument object that cannot be copied cannot be shown unchanged)."""
+    none (an argument object that cannot be copied cannot be shown unchanged).
+
+    A plain dict of str keys and immutable scalar values is copied as a new
+    dict: what ``copy.deepcopy`` gives for it, without its memo and dispatch."""
+    if type(value) is dict and _ATOMIC.issuperset(map(type, value.values())) and _STR_KEYS.issuperset(map(type, value)):
+        return dict(value)
     try:
         return copy.deepcopy(value)
     except Exception as exc:  # noqa: BLE001 - an uncopyable object is refused, never shared

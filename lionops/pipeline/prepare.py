@@ -103,6 +103,12 @@ class OperateKwargs(TypedDict, total=False):
 _FUZZY_DEFAULT = FuzzyMatchKeysParams()
 
 
+#: the boolean keywords of operate(), in the order prepare checks them
+_FLAG_NAMES = ("invoke_actions", "skip_validation", "actions", "reason", "verbose_action",
+               "include_token_usage_to_model", "clear_messages", "stream_persist")
+_BOOL = {bool}
+
+
 def prepare_operate_kw(
     branch: BranchLike,
     *,
@@ -175,19 +181,20 @@ def prepare_operate_kw(
             the action phase).
         pydantic.ValidationError: ``instruct`` is a mapping that is not a valid Instruct.
     """
-    for name, replacement in REMOVED_KEYWORDS.items():
-        if name in kwargs:
-            raise RemovedKeywordError(name, replacement)
-    if "suppress_errors" in kwargs:
-        # Not a provider option: sent on, it would read as a switch it is not.
-        raise TypeError(
-            "suppress_errors is not an operate() keyword: operate() always turns a tool failure into an"
-            " error payload (ADR-0022 D1); use branch.act(..., suppress_errors=False) to have it raise"
-        )
-    for name in kwargs:
-        suggestion = misspelled_keyword(name)
-        if suggestion is not None:
-            raise MisspelledKeywordError(name, suggestion)
+    if kwargs:  # request options, or a removed or misspelled keyword
+        for name, replacement in REMOVED_KEYWORDS.items():
+            if name in kwargs:
+                raise RemovedKeywordError(name, replacement)
+        if "suppress_errors" in kwargs:
+            # Not a provider option: sent on, it would read as a switch it is not.
+            raise TypeError(
+                "suppress_errors is not an operate() keyword: operate() always turns a tool failure into an"
+                " error payload (ADR-0022 D1); use branch.act(..., suppress_errors=False) to have it raise"
+            )
+        for name in kwargs:
+            suggestion = misspelled_keyword(name)
+            if suggestion is not None:
+                raise MisspelledKeywordError(name, suggestion)
     for name in instruct if isinstance(instruct, dict) else ():  # an Instruct ignores unknown keys
         suggestion = near_miss(str(name), Instruct.model_fields)
         if suggestion is not None:
@@ -197,13 +204,11 @@ def prepare_operate_kw(
             f"handle_validation must be one of {HANDLE_VALIDATION_VALUES}, got {handle_validation!r}"
         )
     # field_models entries are checked here so a bad entry fails in prepare.
-    to_fields_dict(field_models)
-    check_flags({
-        "invoke_actions": invoke_actions, "skip_validation": skip_validation, "actions": actions,
-        "reason": reason, "verbose_action": verbose_action,
-        "include_token_usage_to_model": include_token_usage_to_model,
-        "clear_messages": clear_messages, "stream_persist": stream_persist,
-    })
+    fields_dict = to_fields_dict(field_models)
+    flags = (invoke_actions, skip_validation, actions, reason, verbose_action,
+             include_token_usage_to_model, clear_messages, stream_persist)
+    if set(map(type, flags)) != _BOOL:  # the message names the first that is not
+        check_flags(dict(zip(_FLAG_NAMES, flags, strict=True)))
 
     chat_model = chat_model or branch.chat_model
     parse_model = parse_model or chat_model
@@ -229,7 +234,7 @@ def prepare_operate_kw(
     clashes = field_clashes(
         type(response_format) if isinstance(response_format, BaseModel) else response_format,
         reason=bool(instruct.reason), actions=bool(invoke_actions and (instruct.actions or actions)),
-        fields=to_fields_dict(field_models),
+        fields=fields_dict,
     )
     if clashes:
         raise ConfigurationError("; ".join(clashes))
