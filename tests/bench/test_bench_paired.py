@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 MODULES = ("common", "systems", "reference", "report", "untraced", "run", "e2e", "floor", "peer")
 
 
