@@ -28,6 +28,7 @@ from ._defaults import (
 )
 from ._files import atomic_write_text
 from .alcall import AlcallParams
+from .errors import ConfigurationError
 from .hooks import HookPoint
 from .messages import EventLog, MessageLog, to_jsonable
 from .models import ActionResponseModel
@@ -71,14 +72,14 @@ def _new_id() -> str:
 
 
 def _check_limit(name: str, value: Any, *, integer: bool = False) -> Any:
-    """``None`` or a positive number (an int for counts); else TypeError/ValueError."""
+    """``None`` or a positive number (an int for counts); else TypeError/ConfigurationError."""
     if value is None:
         return None
     kinds = (int,) if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds):
         raise TypeError(f"{name} must be {'an int' if integer else 'a number'} or None, got {type(value).__name__}")
     if not value > 0:
-        raise ValueError(f"{name} must be > 0 or None, got {value!r}")
+        raise ConfigurationError(f"{name} must be > 0 or None, got {value!r}")
     return value
 
 

@@ -37,6 +37,16 @@ for, tool schemas) belongs to the Middles (:mod:`lionops.middles`).
 from __future__ import annotations
 
 from ..._secrets import scrubbed_preview
+from ...errors import (  # noqa: F401 - the errors these endpoints raise, importable here as before the split
+    EndpointAuthError,
+    EndpointConnectionError,
+    EndpointError,
+    EndpointProviderError,
+    EndpointRateLimitError,
+    EndpointResponseError,
+    EndpointStatusError,
+    EndpointTimeoutError,
+)
 from .config import DEFAULT_DEADLINE, DEFAULT_MAX_RESPONSE_BYTES, PROVIDER_DEFAULTS, StructuredMode, call_deadline
 from .response import ChatCompletion
 from .stream import StreamAccumulator

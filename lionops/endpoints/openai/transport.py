@@ -16,6 +16,7 @@ import email.utils
 import functools
 import importlib.util
 import logging
+import math
 import os
 import ssl
 import time
@@ -232,6 +233,15 @@ class ChatCompletionsEndpoint:
         defaults = PROVIDER_DEFAULTS.get(provider)
         if defaults is None:
             raise ConfigurationError(f"unknown provider {provider!r}; known: {sorted(PROVIDER_DEFAULTS)}")
+        numbers = {"timeout": timeout, "max_retries": max_retries, "retry_after_cap": retry_after_cap,
+                   "backoff_initial": backoff_initial, "backoff_factor": backoff_factor, "backoff_max": backoff_max,
+                   "silence_timeout": silence_timeout, "max_response_bytes": max_response_bytes}
+        for name, value in numbers.items():  # NaN passes every check below; a count cannot be infinite
+            if isinstance(value, float) and (math.isnan(value) or (
+                    math.isinf(value) and name in ("max_retries", "max_response_bytes"))):
+                raise ConfigurationError(f"{name} must be a number (finite for a count), got {value!r}")
+        if isinstance(verify, str) and not os.path.exists(verify):  # else a FileNotFoundError at the first call
+            raise ConfigurationError(f"{provider}: verify names no CA bundle file or directory: {verify!r}")
         if max_retries < 0 or timeout <= 0 or retry_after_cap < 0:
             raise ConfigurationError("max_retries must be >= 0, timeout > 0, retry_after_cap >= 0")
         deadline = check_deadline(deadline)
@@ -255,7 +265,9 @@ class ChatCompletionsEndpoint:
         self.model = model
         full_url = (base_url or defaults.base_url).rstrip("/")
         try:
-            has_userinfo = "@" in urlsplit(full_url).netloc
+            split = urlsplit(full_url)
+            _ = split.port  # a port out of range raises here, not at the first call
+            has_userinfo = "@" in split.netloc
         except ValueError:
             raise ConfigurationError(f"{provider}: base_url is not a valid URL") from None
         if has_userinfo:
