@@ -1,7 +1,7 @@
 """``iModel``: the model a branch talks to, API-backed or CLI-backed.
 
 ``iModel(provider=..., model=..., **options)`` resolves ``provider`` to an
-endpoint class (lazily imported) and delegates to it:
+endpoint class and delegates to it:
 
 - ``"openai"`` and OpenAI-compatible aliases (``"vllm"``, ``"ollama"``,
   ``"llamacpp"``, ``"lmstudio"``, ``"openrouter"``): Chat Completions over
@@ -16,9 +16,11 @@ Secrets (API keys) are never shown by ``repr`` or ``str``.
 
 from __future__ import annotations
 
-import importlib
+from types import ModuleType
 from typing import Any
 
+from .endpoints import cli as _cli_endpoints
+from .endpoints import openai as _openai_endpoints
 from .errors import ConfigurationError
 
 __all__ = ["iModel", "PROVIDERS"]
@@ -37,9 +39,17 @@ PROVIDERS: dict[str, str] = {
 }
 
 
+#: The endpoint modules the table names. The CLI package loads its process
+#: code only when one of its endpoint classes is first read.
+_MODULES: dict[str, ModuleType] = {
+    "lionops.endpoints.openai": _openai_endpoints,
+    "lionops.endpoints.cli": _cli_endpoints,
+}
+
+
 def _load(path: str) -> Any:
     module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return getattr(_MODULES[module], attr)
 
 
 class iModel:  # noqa: N801 - the ADR's name
