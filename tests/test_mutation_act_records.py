@@ -8,6 +8,7 @@ fails here. Real tool functions, the public API only.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -34,6 +35,7 @@ def failing(city: str) -> str:
 
 
 async def test_hook_payloads_of_an_allowed_call_name_every_field():
+    before = time.perf_counter()  # durations lie inside the call
     box = ToolBox()
     branch = Branch(tools=box.tools())
     seen = hooked(branch)
@@ -46,7 +48,7 @@ async def test_hook_payloads_of_an_allowed_call_name_every_field():
     }]
     [post] = seen["post"]
     duration = post.pop("duration_s")
-    assert isinstance(duration, float) and duration >= 0
+    assert isinstance(duration, float) and 0 <= duration <= time.perf_counter() - before
     assert post == {
         "function": "get_weather", "arguments": "{'city': 'Paris'}", "index": 0, "decision": "allowed",
         "call_id": "c-1", "branch": branch.id, "output": "{'city': 'Paris', 'temp_c': 20}",
@@ -56,6 +58,7 @@ async def test_hook_payloads_of_an_allowed_call_name_every_field():
 
 
 async def test_hook_payload_of_a_failing_tool_names_every_field():
+    before = time.perf_counter()  # durations lie inside the call
     branch = Branch(tools=[failing])
     seen = hooked(branch)
     [response] = await act(branch, [{"function": "failing", "arguments": {"city": "Oslo"}}],
@@ -63,7 +66,7 @@ async def test_hook_payload_of_a_failing_tool_names_every_field():
     assert seen["post"] == []
     [error] = seen["error"]
     duration = error.pop("duration_s")
-    assert isinstance(duration, float) and duration >= 0
+    assert isinstance(duration, float) and 0 <= duration <= time.perf_counter() - before
     assert error == {
         "function": "failing", "arguments": "{'city': 'Oslo'}", "index": 0, "decision": "error",
         "call_id": None, "branch": branch.id, "type": "RuntimeError", "error": "no weather for Oslo",
@@ -75,13 +78,14 @@ async def test_hook_payload_of_a_failing_tool_names_every_field():
 
 
 async def test_a_failing_tool_is_logged_with_stage_error_type_and_invoked():
+    before = time.perf_counter()  # durations lie inside the call
     branch = Branch(tools=[failing])
     await act(branch, [{"function": "failing", "arguments": {"city": "Oslo"}}], ActionParam(suppress_errors=True))
     [entry] = list(branch.logs)
     assert entry.kind == "action_error"
     content = dict(entry.content)
     duration = content.pop("duration_s")
-    assert isinstance(duration, float) and duration >= 0
+    assert isinstance(duration, float) and 0 <= duration <= time.perf_counter() - before
     assert content == {
         "function": "failing", "arguments": {"city": "Oslo"}, "index": 0, "decision": "error",
         "branch": branch.id, "stage": "error", "error": "no weather for Oslo", "type": "RuntimeError",
@@ -100,6 +104,7 @@ async def test_a_failing_tool_without_suppression_raises_the_original_error_afte
 
 
 async def test_an_allowed_call_is_logged_with_output_duration_and_call_id():
+    before = time.perf_counter()  # durations lie inside the call
     box = ToolBox()
     branch = Branch(tools=box.tools())
     await act(branch, [{"function": "get_weather", "arguments": {"city": "Rome"}, "call_id": "c-9"}],
@@ -108,7 +113,7 @@ async def test_an_allowed_call_is_logged_with_output_duration_and_call_id():
     assert entry.kind == "action"
     content = dict(entry.content)
     duration = content.pop("duration_s")
-    assert isinstance(duration, float) and duration >= 0
+    assert isinstance(duration, float) and 0 <= duration <= time.perf_counter() - before
     assert content == {
         "function": "get_weather", "arguments": {"city": "Rome"}, "index": 0, "decision": "allowed",
         "branch": branch.id, "call_id": "c-9", "output": {"city": "Rome", "temp_c": 20},
@@ -202,3 +207,39 @@ async def test_records_are_appended_in_request_order(strategy):
         (0, "search", "allowed", True), (1, "nope", "rejected", False), (2, "search", "allowed", True)]
     assert [r.output for r in responses] == [["a"], records[1].output, ["b"]]
     assert records[1].output["type"] == "UnknownToolError"
+
+
+async def test_the_gate_sees_every_field_of_the_invocation():
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    asked: list[Any] = []
+
+    def gate(inv: Any) -> bool:
+        asked.append(inv)
+        return True
+
+    branch.gate(gate)
+    await act(branch, [{"function": "search", "arguments": {"q": "a"}},
+                       {"function": "get_weather", "arguments": '{"city": "Rome"}', "call_id": "c-2"}],
+              ActionParam(strategy="sequential"), offered=["search", "get_weather"])
+    got = [(i.function, dict(i.arguments), i.branch_id, i.index, i.offered, i.raw_arguments, i.call_id)
+           for i in asked]
+    assert got == [
+        ("search", {"q": "a"}, branch.id, 0, frozenset({"search", "get_weather"}), {"q": "a"}, None),
+        ("get_weather", {"city": "Rome"}, branch.id, 1, frozenset({"search", "get_weather"}), {"city": "Rome"},
+         "c-2"),
+    ]
+    assert [i.tool.name for i in asked] == ["search", "get_weather"]
+
+
+async def test_a_tool_registered_anew_since_it_was_offered_never_runs_and_keeps_its_arguments():
+    first, second = ToolBox(), ToolBox()
+    branch = Branch(tools=first.tools())
+    offered = branch.acts.select(["search"])
+    branch.register_tools(second.tools()[2], update=True)
+    [response] = await act(branch, [{"function": "search", "arguments": '{"q": "a"}'}],
+                           ActionParam(suppress_errors=True), offered=offered)
+    assert first.total == 0 and second.total == 0
+    rec = response.record
+    assert (rec.decision, rec.raw_arguments, rec.invoked) == ("not_offered", {"q": "a"}, False)
+    assert rec.output["type"] == "ToolNotOfferedError"
