@@ -161,6 +161,7 @@ async def test_a_gate_or_pre_hook_raising_a_base_exception_is_recorded_uninvoked
     assert box.total == 0
     rec = _only_record(records)
     assert (rec.decision, rec.reason, rec.invoked, rec.duration_s) == ("error", reason, False, None)
+    assert rec.raw_arguments == {"q": "a"}
     assert rec.arguments == {"q": "a"}
     assert rec.output == {"error": "stopped", "type": "Stop",
                           "message": "Error invoking action 'search': stopped"}
