@@ -30,56 +30,72 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: The safety-critical modules: the one place to repoint when modules move.
-MODULES = [
-    "lionops/pipeline/act.py",
-    "lionops/pipeline/validate.py",
-    "lionops/pipeline/adapter.py",
-    "lionops/pipeline/enrich.py",
-    "lionops/pipeline/outcomes.py",
-    "lionops/pipeline/prepare.py",
-    "lionops/pipeline/schema.py",
-    "lionops/parse.py",
-    "lionops/tools.py",
-]
+#: The test subset of each module: the few fast test files that exercise it
+#: (no Temporal server, no real CLI agents from npm, no Mermaid/Node, no OTLP
+#: collector). mutmut runs each mutant only against the tests of this subset it
+#: saw call the mutated function, with ``-x`` and without random ordering, so a
+#: killed mutant costs about one test. Every ``tests/test_mutation_*.py`` file is
+#: added to every subset (those files are written to kill mutants).
+TESTS: dict[str, list[str]] = {
+    "lionops/pipeline/act.py": [
+        "tests/test_safety_rules.py",
+        "tests/test_adr_d4.py",
+        "tests/test_governance_records.py",
+        "tests/test_governance_offered.py",
+        "tests/test_governance_branch.py",
+    ],
+    "lionops/pipeline/validate.py": [
+        "tests/test_safety_rules.py",
+        "tests/test_adr_d3.py",
+        "tests/test_adr_d4.py",
+        "tests/test_engines.py",
+    ],
+    "lionops/pipeline/adapter.py": [
+        "tests/test_safety_rules.py",
+        "tests/test_adr_d3.py",
+        "tests/test_cli_adapter.py",
+    ],
+    "lionops/pipeline/enrich.py": [
+        "tests/test_safety_rules.py",
+        "tests/test_adr_d4.py",
+        "tests/test_governance_records.py",
+    ],
+    "lionops/pipeline/outcomes.py": [
+        "tests/test_safety_rules.py",
+        "tests/test_adr_d3.py",
+        "tests/test_api_operate.py",
+    ],
+    "lionops/pipeline/prepare.py": [
+        "tests/test_adr_d1.py",
+        "tests/test_prepare_checks.py",
+        "tests/test_safety_rules.py",
+    ],
+    "lionops/pipeline/schema.py": [
+        "tests/test_adr_d2.py",
+        "tests/test_safety_rules.py",
+        "tests/test_governance_offered.py",
+    ],
+    "lionops/parse.py": [
+        "tests/test_parse.py",
+        "tests/test_adr_d3.py",
+        "tests/test_safety_rules.py",
+    ],
+    "lionops/tools.py": [
+        "tests/test_tool_derivation.py",
+        "tests/test_adr_d2.py",
+        "tests/test_adr_d4.py",
+        "tests/test_safety_rules.py",
+    ],
+}
 
-#: The fast test subset run against every mutant: no Temporal server, no real
-#: CLI agents from npm, no Mermaid/Node, no OTLP collector.
-TESTS = [
-    "tests/test_adr_d1.py",
-    "tests/test_adr_d2.py",
-    "tests/test_adr_d3.py",
-    "tests/test_adr_d4.py",
-    "tests/test_api_operate.py",
-    "tests/test_branch.py",
-    "tests/test_definition.py",
-    "tests/test_engines.py",
-    "tests/test_faults_requests.py",
-    "tests/test_faults_tools.py",
-    "tests/test_invariants.py",
-    "tests/test_parse.py",
-    "tests/test_prepare_checks.py",
-    "tests/test_tool_derivation.py",
-    "tests/test_field_reports.py",
-    "tests/test_review_findings.py",
-    "tests/test_newcomer_findings.py",
-    "tests/test_governance_records.py",
-    "tests/test_governance_offered.py",
-    "tests/test_governance_branch.py",
-    "tests/test_cli_adapter.py",
-    "tests/test_smoke.py",
-    "tests/test_safety_rules.py",
-]
+#: The safety-critical modules: the one place to repoint when modules move.
+MODULES = list(TESTS)
 
 #: Run again, in full, against every mutant that survived its mutmut run:
 #: mutmut runs each mutant against the tests it saw call the mutated function,
-#: and that mapping can miss a test (a value cached by an earlier test).
-RECHECK = [
-    "tests/test_safety_rules.py",
-    "tests/test_tool_derivation.py",
-    "tests/test_governance_records.py",
-    "tests/test_adr_d4.py",
-]
+#: and that mapping can miss a test (a value cached by an earlier test). The
+#: first two files of the module's subset, plus the ``test_mutation_*`` files.
+RECHECK_FILES = 2
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "out" / "mutation"
@@ -88,6 +104,17 @@ EQUIVALENT = ROOT / "scripts" / "mutation-equivalent.toml"
 COPY = ["lionops", "tests", "states", "docs", "diagrams", "bench", "README.md", "pyproject.toml", "Makefile"]
 #: Fewer examples per property under mutation: each mutant reruns them.
 HYPOTHESIS_EXAMPLES = "30"
+
+
+def tests_of(module: str, root: Path = ROOT) -> list[str]:
+    """The test files run against the mutants of ``module`` (those present under ``root``)."""
+    extra = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_mutation_*.py"))
+    return [t for t in dict.fromkeys([*TESTS[module], *extra]) if (root / t).exists()]
+
+
+def recheck_tests_of(module: str, root: Path) -> list[str]:
+    tests = tests_of(module, root)
+    return [*TESTS[module][:RECHECK_FILES], *(t for t in tests if "test_mutation_" in t)]
 
 
 def slug(module: str) -> str:
@@ -110,6 +137,7 @@ class ModuleResult:
     seconds: float
     tests: list[str]
     mutants: list[Mutant] = field(default_factory=list)
+    date: str = ""
 
 
 def mutant_function(name: str) -> str:
@@ -166,7 +194,7 @@ def prepare(module: str, work: Path) -> None:
             shutil.copy2(src, work / name)
     if (ROOT / ".cache").exists():
         (work / ".cache").symlink_to(ROOT / ".cache")
-    tests = [t for t in TESTS if (ROOT / t).exists()]
+    tests = tests_of(module)
     conf = "\n[tool.mutmut]\n" + "\n".join([
         'source_paths = ["lionops"]',
         f"only_mutate = [{json.dumps(module)}]",
@@ -209,35 +237,78 @@ def run_module(module: str, max_children: int) -> ModuleResult:
     return collect(module, round(time.monotonic() - start, 1))
 
 
-def recheck(work: Path, name: str) -> bool:
-    """Whether the RECHECK tests fail with mutant ``name`` active (it is killed)."""
-    tests = [t for t in RECHECK if (work / "mutants" / t).exists()]
-    env = dict(_env(), MUTANT_UNDER_TEST=name)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:xdist", "-p", "no:randomly",
-                           "-p", "no:cacheprovider", *tests], cwd=work / "mutants", env=env, text=True,
-                          capture_output=True)
-    return proc.returncode == 1
+_PYTEST_ARGS = ["-x", "-q", "-p", "no:xdist", "-p", "no:randomly", "-p", "no:cacheprovider"]
+
+
+def recheck(work: Path, module: str, names: list[str]) -> set[str]:
+    """The mutants of ``names`` the recheck tests of ``module`` kill.
+
+    One worker process (``--recheck-worker``) imports pytest, lionops and the
+    tests once, then forks one child per mutant, so a recheck costs the tests,
+    not the imports."""
+    if not names:
+        return set()
+    tests = recheck_tests_of(module, work / "mutants")
+    listing = work / "recheck.json"
+    listing.write_text(json.dumps({"names": names, "tests": tests}), "utf-8")
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--recheck-worker", str(listing)],
+                          cwd=work / "mutants", env=_env(), text=True, capture_output=True)
+    killed = set()
+    for line in proc.stdout.splitlines():
+        if line.startswith("[recheck] "):
+            name, code = line.removeprefix("[recheck] ").rsplit(" ", 1)
+            if code == "1":
+                killed.add(name)
+    return killed
+
+
+def recheck_worker(listing: Path) -> int:
+    """Run in ``mutants/``: the recheck tests once per mutant, each in a forked child."""
+    import io
+    from contextlib import redirect_stdout
+
+    import pytest
+
+    data = json.loads(listing.read_text("utf-8"))
+    sys.path.insert(0, os.getcwd())
+    with redirect_stdout(io.StringIO()):
+        pytest.main(["--collect-only", "-qqq", *_PYTEST_ARGS[1:], *data["tests"]])
+    for name in data["names"]:
+        pid = os.fork()
+        if pid == 0:
+            os.environ["MUTANT_UNDER_TEST"] = name
+            with redirect_stdout(io.StringIO()):
+                code = int(pytest.main([*_PYTEST_ARGS, *data["tests"]]))
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        print(f"[recheck] {name} {os.waitstatus_to_exitcode(status)}", flush=True)
+    return 0
 
 
 def collect(module: str, seconds: float, *, refresh: bool = False) -> ModuleResult:
     """The verdicts of the mutmut run of ``module`` so far (also of one that
     was stopped: mutants it did not reach are ``not checked``); survivors are
-    rechecked against the RECHECK tests (with ``refresh``, as they are now in
+    rechecked against the recheck tests of the module (with ``refresh``, as they are now in
     the repository, not as they were when the run started)."""
     work = OUT / "work" / slug(module)
     if refresh:
         shutil.copytree(ROOT / "tests", work / "mutants" / "tests", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     env = _env()
-    result = ModuleResult(module=module, seconds=seconds, tests=[t for t in TESTS if (work / t).exists()])
+    result = ModuleResult(module=module, seconds=seconds, tests=tests_of(module, work),
+                          date=time.strftime("%Y-%m-%d", time.gmtime()))
     listing = mutmut(work, "results", "--all", "true", env=env)
+    verdicts = []
     for line in listing.splitlines():
         line = line.strip()
         if not line or ":" not in line:
             continue
         name, status = (s.strip() for s in line.rsplit(":", 1))
+        verdicts.append((name, status))
+    killed = recheck(work, module, [n for n, st in verdicts if st in ("survived", "no tests")])
+    for name, status in verdicts:
         diff = ""
-        if status in ("survived", "no tests") and recheck(work, name):
+        if name in killed:
             status = "killed (recheck)"
         if status not in ("killed", "killed (recheck)", "not checked"):
             diff = mutmut(work, "show", name, env=env, check=False)
@@ -246,7 +317,7 @@ def collect(module: str, seconds: float, *, refresh: bool = False) -> ModuleResu
                                      key=changed_lines(diff)))
     (OUT / "results").mkdir(parents=True, exist_ok=True)
     (OUT / "results" / f"{slug(module)}.json").write_text(
-        json.dumps({"module": module, "seconds": result.seconds, "tests": result.tests,
+        json.dumps({"module": module, "seconds": result.seconds, "tests": result.tests, "date": result.date,
                     "mutants": [m.__dict__ for m in result.mutants]}, indent=1), "utf-8")
     return result
 
@@ -259,7 +330,8 @@ def load_results() -> list[ModuleResult]:
             continue
         data = json.loads(path.read_text("utf-8"))
         mutants = [Mutant(**m) for m in data["mutants"]]
-        out.append(ModuleResult(module=module, seconds=data["seconds"], tests=data["tests"], mutants=mutants))
+        out.append(ModuleResult(module=module, seconds=data["seconds"], tests=data["tests"], mutants=mutants,
+                                date=data.get("date", "")))
     return out
 
 
@@ -290,15 +362,16 @@ def report(results: list[ModuleResult]) -> None:
                     f"| {res.seconds:.0f} s |")
         summary.append({"module": res.module, "mutants": len(res.mutants), "not_checked": unchecked,
                         "equivalent": n_eq, "killed": killed,
-                        "counted": counted, "score": round(score, 1), "seconds": res.seconds})
+                        "counted": counted, "score": round(score, 1), "seconds": res.seconds,
+                        "date": res.date, "tests": res.tests})
     lines = ["# Mutation report", "",
              "Killed = killed by a test (in the mutmut run, or when a survivor is run again against the recheck"
              " tests), by a timeout or by a crash; equivalent mutants and mutants a stopped run did not reach"
              " (not checked) are excluded from the score.", "",
              "| module | mutants | not checked | equivalent | killed | score | run time |",
              "|---|---|---|---|---|---|---|", *rows, "",
-             f"Test subset ({len(results[0].tests) if results else 0} files): "
-             + ", ".join(results[0].tests if results else []), "", "## Surviving mutants", ""]
+             "Test subset of each module:", "",
+             *(f"- {res.module}: " + ", ".join(res.tests) for res in results), "", "## Surviving mutants", ""]
     if not survivors:
         lines.append("None.")
     for module, m in survivors:
@@ -331,7 +404,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--collect", action="store_true",
                         help="read the verdicts of the last (possibly stopped) run of each module, recheck its"
                              " survivors against the current tests, then report")
+    parser.add_argument("--recheck-worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.recheck_worker:
+        return recheck_worker(args.recheck_worker)
     chosen = [m for m in re.split(r"[,\s]+", args.modules) if m] or MODULES
     unknown = [m for m in chosen if m not in MODULES]
     if unknown:

@@ -1,0 +1,33 @@
+"""The parse parameters the schema phase gives the Middle when ``operate()``
+is called without any: the call's generated response type, the branch's
+``parse_model`` and ``handle_validation="return_value"`` (the Middle contract
+returns a mismatch; the validate phase decides). Scripted Middle (a real
+object), real iModels on the loopback server, the public API only.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from lionops import Branch, ChatParam, operate
+
+from .helpers import Answer, ScriptedMiddle, as_response
+from .openai_server import make_model, model, server  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_operate_without_parse_param_gives_the_middle_the_branch_parse_model(server, model):  # noqa: F811
+    parse_model = make_model(server, model="gpt-4o-parse")
+    try:
+        branch = Branch(chat_model=model, parse_model=parse_model)
+        mid = ScriptedMiddle(as_response({"answer": 3}))
+        out = await operate(branch, "q", ChatParam(response_format=Answer, imodel=model), middle=mid)
+        [seen] = mid.seen
+        pp = seen["parse_param"]
+        assert pp.imodel is parse_model
+        assert pp.handle_validation == "return_value"
+        assert pp.response_format is seen["chat_param"].response_format
+        assert isinstance(out, pp.response_format) and out.answer == 3
+    finally:
+        await parse_model.aclose()
