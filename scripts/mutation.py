@@ -34,57 +34,57 @@ from pathlib import Path
 #: (no Temporal server, no real CLI agents from npm, no Mermaid/Node, no OTLP
 #: collector). mutmut runs each mutant only against the tests of this subset it
 #: saw call the mutated function, with ``-x`` and without random ordering, so a
-#: killed mutant costs about one test. Every ``tests/test_mutation_*.py`` file is
+#: killed mutant costs about one test. Every ``tests/**/test_mutation_*.py`` file is
 #: added to every subset (those files are written to kill mutants).
 TESTS: dict[str, list[str]] = {
     "lionops/pipeline/act.py": [
-        "tests/test_safety_rules.py",
-        "tests/test_adr_d4.py",
-        "tests/test_governance_records.py",
-        "tests/test_governance_offered.py",
-        "tests/test_governance_branch.py",
+        "tests/contract/test_safety_rules.py",
+        "tests/contract/test_adr_d4.py",
+        "tests/contract/test_governance_records.py",
+        "tests/contract/test_governance_offered.py",
+        "tests/contract/test_governance_branch.py",
     ],
     "lionops/pipeline/validate.py": [
-        "tests/test_safety_rules.py",
-        "tests/test_adr_d3.py",
-        "tests/test_adr_d4.py",
-        "tests/test_engines.py",
+        "tests/contract/test_safety_rules.py",
+        "tests/contract/test_adr_d3.py",
+        "tests/contract/test_adr_d4.py",
+        "tests/unit/test_engines.py",
     ],
     "lionops/pipeline/adapter.py": [
-        "tests/test_safety_rules.py",
-        "tests/test_adr_d3.py",
-        "tests/test_cli_adapter.py",
+        "tests/contract/test_safety_rules.py",
+        "tests/contract/test_adr_d3.py",
+        "tests/peers/test_cli_adapter.py",
     ],
     "lionops/pipeline/enrich.py": [
-        "tests/test_safety_rules.py",
-        "tests/test_adr_d4.py",
-        "tests/test_governance_records.py",
+        "tests/contract/test_safety_rules.py",
+        "tests/contract/test_adr_d4.py",
+        "tests/contract/test_governance_records.py",
     ],
     "lionops/pipeline/outcomes.py": [
-        "tests/test_safety_rules.py",
-        "tests/test_adr_d3.py",
-        "tests/test_api_operate.py",
+        "tests/contract/test_safety_rules.py",
+        "tests/contract/test_adr_d3.py",
+        "tests/peers/test_api_operate.py",
     ],
     "lionops/pipeline/prepare.py": [
-        "tests/test_adr_d1.py",
-        "tests/test_prepare_checks.py",
-        "tests/test_safety_rules.py",
+        "tests/contract/test_adr_d1.py",
+        "tests/contract/test_prepare_checks.py",
+        "tests/contract/test_safety_rules.py",
     ],
     "lionops/pipeline/schema.py": [
-        "tests/test_adr_d2.py",
-        "tests/test_safety_rules.py",
-        "tests/test_governance_offered.py",
+        "tests/contract/test_adr_d2.py",
+        "tests/contract/test_safety_rules.py",
+        "tests/contract/test_governance_offered.py",
     ],
     "lionops/parse.py": [
-        "tests/test_parse.py",
-        "tests/test_adr_d3.py",
-        "tests/test_safety_rules.py",
+        "tests/unit/test_parse.py",
+        "tests/contract/test_adr_d3.py",
+        "tests/contract/test_safety_rules.py",
     ],
     "lionops/tools.py": [
-        "tests/test_tool_derivation.py",
-        "tests/test_adr_d2.py",
-        "tests/test_adr_d4.py",
-        "tests/test_safety_rules.py",
+        "tests/unit/test_tool_derivation.py",
+        "tests/contract/test_adr_d2.py",
+        "tests/contract/test_adr_d4.py",
+        "tests/contract/test_safety_rules.py",
     ],
 }
 
@@ -108,7 +108,7 @@ HYPOTHESIS_EXAMPLES = "30"
 
 def tests_of(module: str, root: Path = ROOT) -> list[str]:
     """The test files run against the mutants of ``module`` (those present under ``root``)."""
-    extra = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_mutation_*.py"))
+    extra = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_mutation_*.py"))
     return [t for t in dict.fromkeys([*TESTS[module], *extra]) if (root / t).exists()]
 
 

@@ -111,7 +111,7 @@ def _normalize(index: int, item: Any) -> _Request:
     """Check one request's shape (ADR-0022 D4); raise ValueError if it has none."""
     invalid: str | None = None
     if isinstance(item, ActionRequestModel):
-        function, arguments, invalid = item.function, item.arguments, item.invalid
+        function, arguments, invalid = item.function, item.arguments, _invalid_mark(item.invalid)
     elif isinstance(item, BaseModel) and {"function", "arguments"} <= set(type(item).model_fields):
         # any model class that declares both fields (checked just above)
         function, arguments = getattr(item, "function"), getattr(item, "arguments")  # noqa: B009
@@ -120,11 +120,25 @@ def _normalize(index: int, item: Any) -> _Request:
         if not {"function", "arguments"} <= set(data):
             raise ValueError(f"{_SHAPE_ERROR} Request {index} has keys {sorted(map(str, data))}.")
         function, arguments = data["function"], data["arguments"]
-        invalid = data.get("invalid") if isinstance(data.get("invalid"), str) else None
+        invalid = _invalid_mark(data.get("invalid"))
     else:
         raise ValueError(f"{_SHAPE_ERROR} Request {index} is {type(item).__name__}.")
     call_id = item.get("call_id") if isinstance(item, Mapping) else getattr(item, "call_id", None)
     return _Request(index, function, arguments, invalid, call_id if isinstance(call_id, str) else None)
+
+
+def _invalid_mark(mark: Any) -> str | None:
+    """The reason a request is marked invalid, or ``None`` when it is not.
+
+    Fails closed: only a missing, ``None`` or ``False`` mark leaves a request
+    valid; any other mark (``True``, a number, an empty string, an object)
+    keeps it from running, with a reason in words.
+    """
+    if mark is None or mark is False:
+        return None
+    if isinstance(mark, str) and mark.strip():
+        return mark
+    return f"request marked invalid ({type(mark).__name__} {repr(mark)[:80]})"
 
 
 #: value types a deep copy returns as they are (immutable, no parts)

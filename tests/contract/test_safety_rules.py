@@ -76,6 +76,25 @@ async def test_a_mapping_request_with_invalid_none_runs():
     assert response.output == {"city": "Paris", "temp_c": 20}
 
 
+@pytest.mark.parametrize("mark", [True, 1, "", "   ", {"why": "cut"}, ["x"]])
+async def test_any_invalid_mark_but_none_or_false_keeps_a_request_from_running(mark):
+    # Fails closed: a mark that is not a reason in words still marks the request.
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    [response] = await act(branch, [{**WEATHER, "invalid": mark}], ActionParam(suppress_errors=True))
+    assert box.total == 0
+    assert branch.traces == [] and response.record.decision == "invalid"
+    assert response.output["type"] == "InvalidActionRequest"
+    assert response.output["error"].startswith("request marked invalid (")
+
+
+async def test_an_invalid_false_mark_runs():
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    [response] = await act(branch, [{**WEATHER, "invalid": False}], ActionParam(suppress_errors=True))
+    assert box.calls == {"get_weather": 1} and response.record.decision == "allowed"
+
+
 async def test_operate_never_runs_a_mapping_request_marked_invalid():
     """A Middle result (a dict) whose request mapping carries an ``invalid`` reason."""
     box = ToolBox()

@@ -15,8 +15,7 @@ import pytest
 
 from lionops import ActionParam, Branch, HookPoint, act
 from lionops.errors import RequestLimitError
-
-from .helpers import ToolBox
+from tests.helpers import ToolBox
 
 pytestmark = pytest.mark.anyio
 

@@ -12,8 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from lionops import Branch, MismatchError
-
-from .helpers import Answer, ScriptedMiddle
+from tests.helpers import Answer, ScriptedMiddle
 
 pytestmark = pytest.mark.anyio
 

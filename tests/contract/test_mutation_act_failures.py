@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from lionops import ActionParam, Branch, HookPoint, act
-
-from .helpers import ToolBox
+from tests.helpers import ToolBox
 
 pytestmark = pytest.mark.anyio
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 import pytest
 
 from lionops import Branch, ChatParam, operate
-
-from .helpers import Answer, ScriptedMiddle, as_response
-from .openai_server import make_model, model, server  # noqa: F401 - fixtures
+from tests.helpers import Answer, ScriptedMiddle, as_response
+from tests.openai_server import make_model, model, server  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.anyio
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 
 from lionops import ActionParam, ActionRequestModel, Branch, act
-
-from .helpers import ToolBox
+from tests.helpers import ToolBox
 
 pytestmark = pytest.mark.anyio
 

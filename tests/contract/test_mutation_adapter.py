@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 
 from lionops import Branch
-
-from .helpers import ScriptedMiddle, ToolBox
+from tests.helpers import ScriptedMiddle, ToolBox
 
 pytestmark = pytest.mark.anyio
 
