@@ -52,6 +52,7 @@ TESTS: dict[str, list[str]] = {
     ],
     "lionops/pipeline/adapter.py": [
         "tests/contract/test_safety_rules.py",
+        "tests/contract/test_adr_d4.py",
         "tests/contract/test_adr_d3.py",
         "tests/peers/test_cli_adapter.py",
     ],

@@ -6,7 +6,11 @@ public API only.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from typing import Any
+
 import pytest
+from pydantic import BaseModel
 
 from lionops import Branch
 from tests.helpers import ScriptedMiddle, ToolBox
@@ -25,3 +29,41 @@ async def test_invoke_actions_false_runs_no_tool_and_asks_no_gate():
     assert trace.actions == []
     assert "action_responses" not in out
     assert [m.role for m in branch.messages if m.role.startswith("action")] == []
+
+
+class CountingMapping(Mapping[str, Any]):
+    """A Middle result that counts how often its keys are read."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+        self.reads: list[str] = []
+
+    def __getitem__(self, key: str) -> Any:
+        self.reads.append(key)
+        return self._data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.reads.append(key)
+        return self._data.get(key, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+class Verdict(BaseModel):
+    answer: int
+
+
+async def test_a_mismatched_result_is_never_asked_for_its_requests():
+    # A result that is not the caller's model is a mismatch: its action
+    # requests are never read, so nothing it proposes can reach a tool.
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    result = CountingMapping({"answer": 1, "action_requests": [{"function": "search", "arguments": {"q": "a"}}]})
+    out, trace = await branch.operate_traced(instruction="q", response_format=Verdict, actions=True,
+                                             handle_validation="return_value", middle=ScriptedMiddle(result))
+    assert out is result and "action_requests" not in result.reads
+    assert box.total == 0 and trace.actions == [] and trace.exit == "mismatch_return_value"
