@@ -7,26 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
-from pathlib import Path
-
-import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-MODULES = ("common", "systems", "reference", "report", "untraced", "run", "e2e", "floor", "peer")
-
-
-@pytest.fixture()
-def bench():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import run
-
-        yield run
-    finally:
-        sys.path.remove(str(BENCH))
-        for name in MODULES:
-            sys.modules.pop(name, None)
 
 
 def test_paired_workers_time_both_sides_and_report_the_ratios(bench):

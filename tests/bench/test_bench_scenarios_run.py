@@ -12,27 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 import urllib.request
-from pathlib import Path
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-MODULES = ("common", "systems", "reference", "report", "untraced", "run", "e2e", "floor", "peer")
-
-
-@pytest.fixture()
-def bench():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import run
-
-        yield run
-    finally:
-        sys.path.remove(str(BENCH))
-        for name in MODULES:
-            sys.modules.pop(name, None)
 
 
 def test_every_scenario_runs_once_on_every_local_system(bench):
