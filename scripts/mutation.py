@@ -67,8 +67,9 @@ TESTS: dict[str, list[str]] = {
         "tests/peers/test_api_operate.py",
     ],
     "lionops/pipeline/prepare.py": [
-        "tests/contract/test_adr_d1.py",
         "tests/contract/test_prepare_checks.py",
+        "tests/contract/test_governance_arguments_and_gates.py",
+        "tests/contract/test_adr_d1.py",
         "tests/contract/test_safety_rules.py",
     ],
     "lionops/pipeline/schema.py": [
