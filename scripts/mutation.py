@@ -43,6 +43,7 @@ TESTS: dict[str, list[str]] = {
         "tests/contract/test_governance_records.py",
         "tests/contract/test_governance_offered.py",
         "tests/contract/test_governance_branch.py",
+        "tests/peers/test_otel_spans.py",
     ],
     "lionops/pipeline/validate.py": [
         "tests/contract/test_safety_rules.py",
@@ -55,11 +56,13 @@ TESTS: dict[str, list[str]] = {
         "tests/contract/test_adr_d4.py",
         "tests/contract/test_adr_d3.py",
         "tests/peers/test_cli_adapter.py",
+        "tests/peers/test_otel_spans.py",
     ],
     "lionops/pipeline/enrich.py": [
         "tests/contract/test_safety_rules.py",
         "tests/contract/test_adr_d4.py",
         "tests/contract/test_governance_records.py",
+        "tests/peers/test_otel_spans.py",
     ],
     "lionops/pipeline/outcomes.py": [
         "tests/contract/test_safety_rules.py",
