@@ -67,3 +67,26 @@ async def test_a_mismatched_result_is_never_asked_for_its_requests():
                                              handle_validation="return_value", middle=ScriptedMiddle(result))
     assert out is result and "action_requests" not in result.reads
     assert box.total == 0 and trace.actions == [] and trace.exit == "mismatch_return_value"
+
+
+@pytest.mark.parametrize("keywords", [{"actions": True, "invoke_actions": False}, {}], ids=["not-invoked", "no-actions"])
+async def test_without_actions_to_run_the_requests_are_never_read(keywords):
+    # Actions off, or offered but not invoked: what the result proposes is
+    # never even read, so its code cannot run either.
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    result = CountingMapping({"answer": 1, "action_requests": [{"function": "search", "arguments": {"q": "a"}}]})
+    out, trace = await branch.operate_traced(instruction="q", middle=ScriptedMiddle(result), **keywords)
+    assert out is result and "action_requests" not in result.reads
+    assert box.total == 0 and trace.actions == []
+
+
+def test_a_model_without_an_action_requests_field_proposes_nothing():
+    # read_requests() is total: a pydantic result without the field, text and
+    # other values propose no request (D4); a mapping's key is read as given.
+    from lionops.pipeline.adapter import read_requests
+
+    assert read_requests(Verdict(answer=1)) is None
+    assert read_requests("free text") is None
+    assert read_requests(7) is None
+    assert read_requests({"action_requests": []}) == []
