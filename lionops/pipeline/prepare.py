@@ -226,10 +226,6 @@ def prepare_operate_kw(
 
     if reason:
         instruct.reason = True
-    if actions:
-        instruct.actions = True
-        if action_strategy:
-            instruct.action_strategy = action_strategy  # type: ignore[assignment]
 
     clashes = field_clashes(
         type(response_format) if isinstance(response_format, BaseModel) else response_format,
