@@ -90,3 +90,12 @@ def test_a_model_without_an_action_requests_field_proposes_nothing():
     assert read_requests("free text") is None
     assert read_requests(7) is None
     assert read_requests({"action_requests": []}) == []
+
+
+def test_a_model_result_without_a_response_type_has_no_slot_for_responses():
+    # No operative (so no generated response type): a pydantic result is not
+    # attachable, whatever its fields.
+    from lionops.pipeline.enrich import can_attach_responses
+
+    assert can_attach_responses(Verdict(answer=1), None) is False
+    assert can_attach_responses({"answer": 1}, None) is True

@@ -400,3 +400,13 @@ async def test_failing_telemetry_never_changes_the_outcome(server, fault, caplog
     assert branch.traces[-1].exit == "enriched"
     if fault == "tracer":
         assert "observer OpenTelemetryObserver.operation_start failed: RuntimeError: tracer broken" in caplog.text
+
+
+async def test_writeback_span_counts_the_responses_offered(server, otel):
+    # Two tool calls answered: the writeback step offers both responses.
+    answer = completion('{"answer": 1}', tool_calls=[tool_call("get_weather", {"city": "Paris"}, "call_w1"),
+                                                    tool_call("get_weather", {"city": "Oslo"}, "call_w2")])
+    await run(server, answer, response_format=Answer, actions=True)
+    (writeback,) = otel.named("writeback")
+    assert writeback.kind is SpanKind.INTERNAL
+    assert writeback.attributes["lionops.writeback.responses"] == 2
