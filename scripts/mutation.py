@@ -245,15 +245,16 @@ def run_module(module: str, max_children: int) -> ModuleResult:
 _PYTEST_ARGS = ["-x", "-q", "-p", "no:xdist", "-p", "no:randomly", "-p", "no:cacheprovider"]
 
 
-def recheck(work: Path, module: str, names: list[str]) -> set[str]:
-    """The mutants of ``names`` the recheck tests of ``module`` kill.
+def recheck(work: Path, module: str, names: list[str], *, whole_subset: bool = False) -> set[str]:
+    """The mutants of ``names`` the recheck tests of ``module`` kill (with
+    ``whole_subset``: every test file of its subset).
 
     One worker process (``--recheck-worker``) imports pytest, lionops and the
     tests once, then forks one child per mutant, so a recheck costs the tests,
     not the imports."""
     if not names:
         return set()
-    tests = recheck_tests_of(module, work / "mutants")
+    tests = tests_of(module, work / "mutants") if whole_subset else recheck_tests_of(module, work / "mutants")
     listing = work / "recheck.json"
     listing.write_text(json.dumps({"names": names, "tests": tests}), "utf-8")
     proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--recheck-worker", str(listing)],
@@ -293,8 +294,9 @@ def recheck_worker(listing: Path) -> int:
 def collect(module: str, seconds: float, *, refresh: bool = False) -> ModuleResult:
     """The verdicts of the mutmut run of ``module`` so far (also of one that
     was stopped: mutants it did not reach are ``not checked``); survivors are
-    rechecked against the recheck tests of the module (with ``refresh``, as they are now in
-    the repository, not as they were when the run started)."""
+    rechecked against the recheck tests of the module (with ``refresh``, against every
+    test file of its subset as they are now in the repository, not as they were when
+    the run started)."""
     work = OUT / "work" / slug(module)
     if refresh:
         shutil.copytree(ROOT / "tests", work / "mutants" / "tests", dirs_exist_ok=True,
@@ -310,7 +312,7 @@ def collect(module: str, seconds: float, *, refresh: bool = False) -> ModuleResu
             continue
         name, status = (s.strip() for s in line.rsplit(":", 1))
         verdicts.append((name, status))
-    killed = recheck(work, module, [n for n, st in verdicts if st in ("survived", "no tests")])
+    killed = recheck(work, module, [n for n, st in verdicts if st in ("survived", "no tests")], whole_subset=refresh)
     for name, status in verdicts:
         diff = ""
         if name in killed:
