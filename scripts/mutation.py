@@ -255,6 +255,8 @@ def recheck(work: Path, module: str, names: list[str], *, whole_subset: bool = F
     if not names:
         return set()
     tests = tests_of(module, work / "mutants") if whole_subset else recheck_tests_of(module, work / "mutants")
+    # The files written to kill mutants first: with -x a killed mutant stops at its first failure.
+    tests = sorted(tests, key=lambda t: "test_mutation_" not in t)
     listing = work / "recheck.json"
     listing.write_text(json.dumps({"names": names, "tests": tests}), "utf-8")
     proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--recheck-worker", str(listing)],
