@@ -430,11 +430,11 @@ _MAX_JSON_STARTS = 256
 
 
 def _stops_at_end(body: str, exc: json.JSONDecodeError) -> bool:
-    """The decode failed because the text ended, not because of a bad character."""
-    rest = body[exc.pos:]
-    return (exc.pos >= len(body) - 1 or exc.msg.startswith("Unterminated string")
-            or (exc.msg.startswith("Invalid \\uXXXX") and len(body) - exc.pos <= 6)
-            or _OPEN_TOKEN.fullmatch(rest) is not None)
+    """The decode failed because the text ended, not because of a bad character:
+    inside a string, or where all that is left is nothing or the start of a
+    number or a literal. (A cut inside a ``\\u`` escape leaves its string
+    unterminated, which the caller's never-closed test sees.)"""
+    return exc.msg.startswith("Unterminated string") or _OPEN_TOKEN.fullmatch(body[exc.pos:]) is not None
 
 
 def ends_inside_json(text: str | None) -> bool:
@@ -467,7 +467,7 @@ def ends_inside_json(text: str | None) -> bool:
             if _stops_at_end(body, exc) or (_LOOKS_LIKE_JSON.match(body, start) and _span_end(body, start) is None):
                 # Cut at the end, or broken earlier (a bad escape, ``01``) and never closed: cut either way.
                 return True
-            fences += body.count("```", start, max(start + 1, exc.pos))
+            # What decoded before the failure is JSON: a fence marker in it is inside a string.
             pos = max(start + 1, exc.pos)
         except RecursionError:
             return False  # too deep to follow: the parse reports it as such
