@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -242,6 +243,10 @@ def run_module(module: str, max_children: int) -> ModuleResult:
     return collect(module, round(time.monotonic() - start, 1))
 
 
+#: The longest one mutant's recheck may take, in seconds; past it the child is
+#: killed and the mutant counts as killed by a timeout (as mutmut counts it).
+RECHECK_TIMEOUT = 120
+
 _PYTEST_ARGS = ["-x", "-q", "-p", "no:xdist", "-p", "no:randomly", "-p", "no:cacheprovider"]
 
 
@@ -265,7 +270,7 @@ def recheck(work: Path, module: str, names: list[str], *, whole_subset: bool = F
     for line in proc.stdout.splitlines():
         if line.startswith("[recheck] "):
             name, code = line.removeprefix("[recheck] ").rsplit(" ", 1)
-            if code == "1":
+            if code in ("1", "timeout"):
                 killed.add(name)
     return killed
 
@@ -285,11 +290,13 @@ def recheck_worker(listing: Path) -> int:
         pid = os.fork()
         if pid == 0:
             os.environ["MUTANT_UNDER_TEST"] = name
+            signal.alarm(RECHECK_TIMEOUT)  # a mutant that loops forever ends here, by SIGALRM
             with redirect_stdout(io.StringIO()):
                 code = int(pytest.main([*_PYTEST_ARGS, *data["tests"]]))
             os._exit(code)
         _, status = os.waitpid(pid, 0)
-        print(f"[recheck] {name} {os.waitstatus_to_exitcode(status)}", flush=True)
+        code = os.waitstatus_to_exitcode(status)
+        print(f"[recheck] {name} {'timeout' if code == -signal.SIGALRM else code}", flush=True)
     return 0
 
 

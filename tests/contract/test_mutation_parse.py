@@ -371,3 +371,10 @@ def test_past_the_bound_of_candidates_repair_is_the_last_resort():
 ])
 def test_repair_json(text, expected):
     assert repair_json(text) == expected
+
+
+def test_a_stray_closing_tag_before_a_reasoning_block_ends_the_split():
+    # The text before the first stray closing tag is reasoning; a block that
+    # opens on its own line after a second stray closing tag is searched for
+    # its own closing tag after its opening, so the split ends.
+    assert split_reasoning('a</think>b</think>\n<think>c</think>{}') == ("b</think>\n{}", "a\nc")
