@@ -61,8 +61,18 @@ def _param_docs(doc: str | None) -> dict[str, str]:
     return out
 
 
+def _signature(func: Callable[..., Any]) -> inspect.Signature:
+    """The signature with its annotations evaluated in the function's own module,
+    so string annotations (``from __future__ import annotations``) name the
+    types that module sees; as written when one of them cannot be evaluated."""
+    try:
+        return inspect.signature(func, eval_str=True)
+    except Exception:  # noqa: BLE001 - a name only known locally: pydantic resolves what it can
+        return inspect.signature(func)
+
+
 def _arguments_model(func: Callable[..., Any], name: str) -> type[BaseModel]:
-    sig = inspect.signature(func)
+    sig = _signature(func)
     docs = _param_docs(func.__doc__)
     defs: dict[str, Any] = {}
     extra: Literal["allow", "forbid"] = "forbid"
@@ -74,7 +84,9 @@ def _arguments_model(func: Callable[..., Any], name: str) -> type[BaseModel]:
             continue
         ann = Any if p.annotation is inspect.Parameter.empty else p.annotation
         default = ... if p.default is inspect.Parameter.empty else p.default
-        defs[pname] = (ann, Field(default, description=docs.get(pname)))
+        # no description of its own: one in ``Annotated[..., Field(description=...)]`` is kept
+        field_info = Field(default, description=docs[pname]) if pname in docs else Field(default)
+        defs[pname] = (ann, field_info)
     model_name = "".join(part.capitalize() for part in name.split("_")) + "Arguments"
     return create_model(
         model_name, __config__=ConfigDict(extra=extra, arbitrary_types_allowed=True), **defs

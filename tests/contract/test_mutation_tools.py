@@ -1,0 +1,496 @@
+"""What a Tool derives from its function, and which tools an operation offers
+and runs: the argument schema a model is shown (defaulted, unannotated,
+keyword-only, ``*args``/``**kwargs``, Optional, Annotated and model
+parameters), the descriptions read from docstrings, when a changed function
+is derived anew, the name check, and how ``ActionManager`` selects and
+registers tools and ``Tool`` runs its function. Real functions, scripted
+Middles (real objects), the loopback OpenAI server; the public API only.
+Every expected schema and description is written out here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import threading
+from typing import Annotated, Any, Optional
+
+import pytest
+from pydantic import BaseModel, Field
+
+from lionops import Branch, Tool
+from lionops.errors import ToolArgumentsError
+from lionops.runtime import use_runtime
+from lionops.testing import completion, tool_call
+from tests.helpers import ScriptedMiddle
+from tests.openai_server import model, server  # noqa: F401 - fixtures
+
+# ---------------------------------------------------------------- the functions
+
+
+def forecast(city: str, days: int = 3, *, unit: str = "C", verbose) -> str:
+    """Weather for a city."""
+    return f"{city}/{days}/{unit}/{verbose}"
+
+
+def collect(first, *rest: int, scale: float, **options: str) -> dict:
+    """Collect."""
+    return {"first": first, "scale": scale, "options": options}
+
+
+class Location(BaseModel):
+    lat: float
+    lon: float = 0.0
+
+
+def place(where: Location, note: Optional[str] = None,  # noqa: UP045 - the Optional spelling is a case
+          count: Annotated[int, Field(ge=1, description="how many, at least one")] = 1) -> str:
+    """Place."""
+    return f"{where.lat}/{note}/{count}"
+
+
+def nothing() -> str:
+    """Nothing."""
+    return "ok"
+
+
+SCHEMAS = [
+    pytest.param(forecast, {
+        "additionalProperties": False,
+        "properties": {
+            "city": {"type": "string"},
+            "days": {"default": 3, "type": "integer"},
+            "unit": {"default": "C", "type": "string"},
+            "verbose": {},
+        },
+        "required": ["city", "verbose"],
+        "type": "object",
+    }, id="defaulted-unannotated-keyword-only"),
+    pytest.param(collect, {
+        # *rest is not an argument a model can name; **options lets unknown keys through
+        "additionalProperties": True,
+        "properties": {"first": {}, "scale": {"type": "number"}},
+        "required": ["first", "scale"],
+        "type": "object",
+    }, id="var-positional-then-keyword-only-and-var-keyword"),
+    pytest.param(place, {
+        "$defs": {"Location": {
+            "properties": {"lat": {"title": "Lat", "type": "number"},
+                           "lon": {"default": 0.0, "title": "Lon", "type": "number"}},
+            "required": ["lat"], "title": "Location", "type": "object",
+        }},
+        "additionalProperties": False,
+        "properties": {
+            "where": {"$ref": "#/$defs/Location"},
+            "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+            "count": {"default": 1, "description": "how many, at least one", "minimum": 1, "type": "integer"},
+        },
+        "required": ["where"],
+        "type": "object",
+    }, id="model-optional-annotated"),
+    pytest.param(nothing, {"additionalProperties": False, "properties": {}, "type": "object"}, id="no-parameters"),
+]
+
+
+@pytest.mark.parametrize(("func", "parameters"), SCHEMAS)
+def test_the_schema_a_model_is_shown(func, parameters):
+    tool = Tool(func)
+    expected = {"type": "function", "function": {
+        "name": func.__name__, "description": func.__doc__, "parameters": parameters}}
+    assert tool.schema == expected
+    assert json.loads(tool.offered_schema.json) == expected
+    assert Branch(tools=[func]).acts.get_tool_schema() == {"tools": [expected]}
+
+
+@pytest.mark.anyio
+async def test_the_loopback_server_receives_the_derived_schema(server, model):  # noqa: F811
+    server.push(completion(None, tool_calls=[tool_call("forecast", {"city": "Oslo", "verbose": 1})]))
+    _, trace = await Branch(chat_model=model, tools=[forecast]).operate_traced(instruction="q", actions=True)
+    assert [(r.decision, r.output) for r in trace.actions] == [("allowed", "Oslo/3/C/1")]
+    [request] = server.chat_requests
+    assert request.body["tools"] == [{"type": "function", "function": {
+        "name": "forecast", "description": "Weather for a city.", "parameters": SCHEMAS[0].values[1]}}]
+
+
+@pytest.mark.parametrize(("arguments", "validated"), [
+    ({"city": "Oslo", "verbose": 1}, {"city": "Oslo", "days": 3, "unit": "C", "verbose": 1}),
+    ({"city": "Oslo", "days": "5", "unit": "F", "verbose": None},
+     {"city": "Oslo", "days": 5, "unit": "F", "verbose": None}),
+], ids=["defaults-filled", "converted"])
+def test_defaulted_and_keyword_only_arguments_validate(arguments, validated):
+    assert Tool(forecast).validate_arguments(arguments) == validated
+
+
+@pytest.mark.parametrize(("func", "arguments", "message"), [
+    (forecast, {"city": "Oslo", "verbose": 1, "colour": "red"},
+     "invalid arguments for 'forecast': colour: Extra inputs are not permitted"),
+    (forecast, {"city": "Oslo"}, "invalid arguments for 'forecast': verbose: Field required"),
+    (collect, {"first": 1}, "invalid arguments for 'collect': scale: Field required"),
+    (place, {"where": {"lat": 1.0}, "count": 0},
+     "invalid arguments for 'place': count: Input should be greater than or equal to 1"),
+], ids=["unknown-key", "missing-keyword-only", "missing-after-var-positional", "annotated-constraint"])
+def test_arguments_that_do_not_fit_are_refused(func, arguments, message):
+    with pytest.raises(ToolArgumentsError) as info:
+        Tool(func).validate_arguments(arguments)
+    assert str(info.value) == message
+
+
+def test_var_keyword_passes_unknown_keys_to_the_function():
+    tool = Tool(collect)
+    kwargs = tool.validate_arguments({"first": "a", "scale": "2", "mode": "fast", "tag": "x"})
+    assert kwargs == {"first": "a", "scale": 2.0, "mode": "fast", "tag": "x"}
+    assert collect(**kwargs) == {"first": "a", "scale": 2.0, "options": {"mode": "fast", "tag": "x"}}
+
+
+class Handle:
+    """Not a pydantic type: only an instance given from Python fits."""
+
+
+def use_handle(handle: Handle, n: int = 1) -> int:
+    return n
+
+
+def test_a_parameter_of_a_plain_class_accepts_an_instance_of_it():
+    tool = Tool(use_handle)
+    handle = Handle()
+    assert tool.validate_arguments({"handle": handle}) == {"handle": handle, "n": 1}
+    with pytest.raises(ToolArgumentsError, match="handle: Input should be an instance of Handle"):
+        tool.validate_arguments({"handle": "text"})
+
+
+@pytest.mark.parametrize(("name", "model_name"), [
+    ("get_weather", "GetWeatherArguments"),
+    ("lookup", "LookupArguments"),
+    ("send_a_message", "SendAMessageArguments"),
+])
+def test_the_argument_model_is_named_after_the_tool(name, model_name):
+    assert Tool(forecast, name=name).arguments_model.__name__ == model_name
+
+
+# ---------------------------------------------------------------- descriptions from docstrings
+
+
+def documented(doc: str | None):
+    def f(city: str, days: int = 3, unit: str = "C") -> str:
+        return city
+
+    f.__doc__ = doc
+    return f
+
+
+GOOGLE_TYPED = """Weather for a city.
+
+Args:
+    city (str): the city name.
+    days(int): how many days.
+    unit (str, optional): C or F.
+"""
+
+GOOGLE_SPACED = """Weather for a city.
+
+Arguments:
+    city: the city name.
+
+    days: how many days.
+
+Returns:
+    a string.
+
+Raises:
+    unit: not a parameter, it is in another section.
+"""
+
+GOOGLE_CONTINUED = """Weather for a city.
+
+Args:
+    city: the city name, e.g.: Oslo, or
+        a code: OSL.
+    days: how many
+        days ahead.
+"""
+
+NUMPY = """Weather for a city.
+
+Parameters
+----------
+city : str
+    the city name.
+"""
+
+SPHINX = """Weather for a city.
+
+:param city: the city name.
+:param days: how many days.
+"""
+
+
+@pytest.mark.parametrize(("doc", "description", "params"), [
+    pytest.param(GOOGLE_TYPED, "Weather for a city.",
+                 {"city": "the city name.", "days": "how many days.", "unit": "C or F."}, id="google-typed"),
+    pytest.param(GOOGLE_SPACED, "Weather for a city.", {"city": "the city name.", "days": "how many days."},
+                 id="google-blank-lines-and-later-sections"),
+    pytest.param(GOOGLE_CONTINUED, "Weather for a city.",
+                 # only an entry's first line is read; "a code: OSL." is no parameter
+                 {"city": "the city name, e.g.: Oslo, or", "days": "how many"},
+                 id="google-multi-line"),
+    pytest.param(NUMPY, "Weather for a city.", {}, id="numpy-no-parameter-descriptions"),
+    pytest.param(SPHINX, "Weather for a city.", {}, id="sphinx-no-parameter-descriptions"),
+    pytest.param("Weather for\n    a city, over\n    several lines.\n\n    Details.\n\n    More details.\n",
+                 "Weather for a city, over several lines.", {}, id="multi-line-first-of-three-paragraphs"),
+    pytest.param("Weather for a city.\n\nDetails.\n", "Weather for a city.", {}, id="two-paragraphs"),
+    pytest.param(None, "", {}, id="no-docstring"),
+])
+def test_descriptions_from_the_docstring(doc, description, params):
+    schema = Tool(documented(doc)).schema["function"]
+    assert schema["description"] == description
+    shown = {name: prop["description"] for name, prop in schema["parameters"]["properties"].items()
+             if "description" in prop}
+    assert shown == params
+
+
+def test_an_annotated_description_stays_when_the_docstring_has_none():
+    def f(count: Annotated[int, Field(description="how many")] = 1, size: int = 0) -> int:
+        """Count.
+
+        Args:
+            size: the size.
+        """
+        return count
+
+    assert Tool(f).schema["function"]["parameters"]["properties"] == {
+        "count": {"default": 1, "description": "how many", "type": "integer"},
+        "size": {"default": 0, "description": "the size.", "type": "integer"},
+    }
+
+
+def test_an_annotation_its_module_cannot_evaluate_still_makes_a_tool():
+    # evaluated as written (pydantic resolves what it can), as before
+    def f(x: NotDefinedAnywhere = 1) -> int:  # noqa: F821 - never evaluated by Python
+        """F."""
+        return x
+
+    tool = Tool(f)
+    assert (tool.name, tool.description) == ("f", "F.")
+
+
+# ---------------------------------------------------------------- when a derivation is made again
+
+
+def properties(tool: Tool) -> list[str]:
+    return list(tool.schema["function"]["parameters"]["properties"])
+
+
+def one(a: int) -> int:
+    return a
+
+
+def two(b: str, c: str = "") -> str:
+    return b
+
+
+def test_the_same_function_reuses_its_derivation():
+    def f(x: int) -> int:
+        """F."""
+        return x
+
+    first, second = Tool(f), Tool(f)
+    assert first.arguments_model is second.arguments_model
+    assert Tool(f, name="g").arguments_model is not first.arguments_model
+
+
+def test_a_function_given_a_new_signature_is_derived_anew():
+    def f(*args: Any, **kwargs: Any) -> Any:
+        return args
+
+    f.__signature__ = inspect.signature(one)
+    assert properties(Tool(f)) == ["a"]
+    f.__signature__ = inspect.signature(two)
+    assert properties(Tool(f)) == ["b", "c"]
+
+
+def test_a_function_wrapping_another_one_is_derived_anew():
+    def f(*args: Any, **kwargs: Any) -> Any:
+        return args
+
+    f.__wrapped__ = one
+    assert properties(Tool(f)) == ["a"]
+    f.__wrapped__ = two
+    assert properties(Tool(f)) == ["b", "c"]
+
+
+class Greeter:
+    """Greets."""
+
+    def __call__(self, name: str) -> str:
+        return f"hello {name}"
+
+
+def test_a_callable_object_changed_since_is_derived_anew():
+    greeter = Greeter()
+    assert Tool(greeter, name="greet").description == "Greets."
+    greeter.__doc__ = "Says hello."
+    assert Tool(greeter, name="greet").description == "Says hello."
+    assert properties(Tool(greeter, name="greet")) == ["name"]
+    greeter.__signature__ = inspect.signature(one)
+    assert properties(Tool(greeter, name="greet")) == ["a"]
+
+
+def test_a_callable_object_wrapping_another_one_is_derived_anew():
+    greeter = Greeter()
+    greeter.__wrapped__ = one
+    assert properties(Tool(greeter, name="greet")) == ["a"]
+    greeter.__wrapped__ = two
+    assert properties(Tool(greeter, name="greet")) == ["b", "c"]
+
+
+# ---------------------------------------------------------------- is_async and the name
+
+
+async def coroutine_tool(x: int) -> int:
+    return x + 1
+
+
+class AsyncCallable:
+    async def __call__(self, x: int) -> int:
+        return x + 2
+
+
+@pytest.mark.parametrize(("func", "is_async"), [
+    (coroutine_tool, True), (AsyncCallable(), True), (Greeter(), False), (one, False),
+], ids=["async-def", "async-__call__", "sync-__call__", "sync-def"])
+def test_is_async_tells_coroutine_functions_and_async_callables(func, is_async):
+    assert Tool(func, name="t").is_async is is_async
+
+
+def test_a_nameless_callable_needs_a_name():
+    with pytest.raises(ValueError, match=r"^tool name must be an identifier, got ''$"):
+        Tool(Greeter())
+    assert Tool(Greeter(), name="greet").name == "greet"
+
+
+# ---------------------------------------------------------------- running a tool
+
+
+def record_to(calls: list[Any]):
+    def search(q: str, limit: int = 2) -> str:
+        """Search."""
+        calls.append((q, limit, threading.current_thread() is threading.main_thread()))
+        return f"found {q}"
+
+    return search
+
+
+@pytest.mark.anyio
+async def test_a_blocking_tool_runs_in_a_worker_thread_and_returns_its_value():
+    calls: list[Any] = []
+    tool = Tool(record_to(calls), blocking=True)
+    assert await tool.invoke({"q": "lion"}) == "found lion"
+    assert calls == [("lion", 2, False)]
+    assert await Tool(record_to(calls)).invoke({"q": "cat", "limit": 1}) == "found cat"
+    assert calls[-1] == ("cat", 1, True)
+
+
+@pytest.mark.anyio
+async def test_an_installed_tool_runner_is_given_the_tool_and_its_validated_arguments():
+    calls: list[Any] = []
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    async def runner(tool: Tool, kwargs: dict[str, Any]) -> str:
+        seen.append((tool.name, kwargs))
+        return "from runner"
+
+    tool = Tool(record_to(calls))
+    with use_runtime(tool_runner=runner):
+        assert await tool.invoke({"q": "lion", "limit": "4"}) == "from runner"
+    assert seen == [("search", {"q": "lion", "limit": 4})] and calls == []
+
+
+@pytest.mark.anyio
+async def test_through_operate_a_request_that_does_not_fit_runs_nothing():
+    calls: list[Any] = []
+    branch = Branch(tools=[record_to(calls)])
+    mid = ScriptedMiddle({"answer": 1, "action_requests": [
+        {"function": "search", "arguments": {"q": "a", "colour": "red"}},
+        {"function": "search", "arguments": {"q": "b"}},
+    ]})
+    _, trace = await branch.operate_traced(instruction="q", actions=True, middle=mid)
+    assert [(r.decision, r.arguments) for r in trace.actions] == [
+        ("rejected", None), ("allowed", {"q": "b", "limit": 2})]
+    assert trace.actions[0].reason == "invalid arguments for 'search': colour: Extra inputs are not permitted"
+    assert calls == [("b", 2, True)]
+
+
+# ---------------------------------------------------------------- registering and selecting
+
+
+def alpha(x: int) -> int:
+    """Alpha."""
+    return x
+
+
+def beta(y: str) -> str:
+    """Beta."""
+    return y
+
+
+def test_registering_a_name_twice_is_refused_unless_updating():
+    branch = Branch(tools=[alpha])
+    with pytest.raises(ValueError, match="^a tool named 'alpha' is already registered$"):
+        branch.acts.register(Tool(beta, name="alpha"))
+    assert branch.acts.get("alpha").description == "Alpha."
+    branch.acts.register(Tool(beta, name="alpha"), update=True)
+    assert branch.acts.get("alpha").description == "Beta."
+
+
+class Named:
+    def __init__(self, name: Any) -> None:
+        self.name = name
+
+
+@pytest.mark.parametrize(("selector", "names"), [
+    pytest.param(True, ["alpha", "beta"], id="true"),
+    pytest.param(None, ["alpha", "beta"], id="none"),
+    pytest.param("beta", ["beta"], id="name"),
+    pytest.param(beta, ["beta"], id="callable"),
+    pytest.param(["beta", Tool(alpha)], ["beta", "alpha"], id="list-of-name-and-tool"),
+    pytest.param(("alpha",), ["alpha"], id="tuple"),
+])
+def test_a_selector_picks_registered_tools(selector, names):
+    acts = Branch(tools=[alpha, beta]).acts
+    assert [t.name for t in acts.select(selector)] == names
+    assert [s["function"]["name"] for s in acts.get_tool_schema(selector)["tools"]] == names
+
+
+def test_by_default_every_registered_tool_is_selected():
+    acts = Branch(tools=[alpha, beta]).acts
+    assert [t.name for t in acts.select()] == ["alpha", "beta"]
+    assert [s["function"]["description"] for s in acts.get_tool_schema()["tools"]] == ["Alpha.", "Beta."]
+
+
+def test_only_the_selected_schema_is_given():
+    acts = Branch(tools=[alpha, beta]).acts
+    assert acts.get_tool_schema("beta") == {"tools": [{"type": "function", "function": {
+        "name": "beta", "description": "Beta.", "parameters": {
+            "additionalProperties": False, "properties": {"y": {"type": "string"}},
+            "required": ["y"], "type": "object"}}}]}
+
+
+@pytest.mark.parametrize(("selector", "message"), [
+    ("gamma", "tool 'gamma' is not registered"),
+    (7, "tool None is not registered"),
+    (Named(["alpha"]), "tool ['alpha'] is not registered"),
+    (Named(3), "tool 3 is not registered"),
+], ids=["unknown-name", "nameless", "unhashable-name", "non-string-name"])
+def test_a_selector_naming_no_registered_tool_is_refused(selector, message):
+    acts = Branch(tools=[alpha, beta]).acts
+    with pytest.raises(ValueError) as info:
+        acts.select(selector)
+    assert str(info.value) == message
+
+
+@pytest.mark.anyio
+async def test_the_middle_is_offered_only_the_selected_tools():
+    mid = ScriptedMiddle({"answer": 1})
+    await Branch(tools=[alpha, beta]).operate(instruction="q", actions=True, tools=["beta"], middle=mid)
+    [seen] = mid.seen
+    assert [json.loads(s.json)["function"]["name"] for s in seen["chat_param"].tool_schemas] == ["beta"]
