@@ -282,6 +282,10 @@ class ChatCompletionsEndpoint:
         self.base_url = scrub_url(full_url)
         if self.base_url != full_url:
             _SHOWN_URLS[str(httpx.URL(self._request_url()))] = self.url
+        # httpx parses a URL given as text on every request: a URL without
+        # credentials is parsed once here; one with a query secret is built
+        # per request, so no attribute of the endpoint holds it.
+        self._target: httpx.URL | None = httpx.URL(self._request_url()) if self.base_url == full_url else None
         if isinstance(api_key, str):  # a key read from a file often ends in a newline
             api_key = SecretStr(api_key.strip())
         self._api_key = api_key
@@ -594,7 +598,8 @@ class ChatCompletionsEndpoint:
         An event stream is assembled chunk by chunk, also when the request did
         not ask for one; a plain JSON answer is used as is, also when it did
         (a server that ignores ``stream: true``)."""
-        async with client.stream("POST", self._request_url(), json=body, headers=self._headers()) as response:
+        target = self._target if self._target is not None else self._request_url()
+        async with client.stream("POST", target, json=body, headers=self._headers()) as response:
             logger.debug("%s: %s %d", self.provider, self.url, response.status_code)
             status = response.status_code
             try:
@@ -621,7 +626,19 @@ class ChatCompletionsEndpoint:
 
     async def _read_body(self, response: httpx.Response, *, truncate: bool = False) -> bytes:
         """The decompressed body, at most ``max_response_bytes``; past the cap
-        the read stops and raises (``truncate``: returns what was read)."""
+        the read stops and raises (``truncate``: returns what was read).
+
+        A body sent as is (no ``Content-Encoding``) with a ``Content-Length``
+        within the cap is read in one piece: the HTTP library reads no more
+        than that length, and the length read is checked again."""
+        headers = response.headers
+        length = headers.get("content-length")
+        if not truncate and length is not None and "content-encoding" not in headers and length.isdigit() \
+                and int(length) <= self.max_response_bytes:
+            raw = await response.aread()
+            if len(raw) > self.max_response_bytes:  # a transport that sent more than it announced
+                raise self._too_large(response.status_code)
+            return raw
         data = bytearray()
         async for chunk in _decoded(response):
             data += chunk
