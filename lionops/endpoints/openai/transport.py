@@ -15,6 +15,7 @@ import contextlib
 import email.utils
 import functools
 import importlib.util
+import json
 import logging
 import math
 import os
@@ -33,6 +34,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from tenacity.stop import stop_base
 
 from ... import clock
+from ..._frozen import FrozenDict, FrozenList
 from ..._names import near_miss
 from ..._secrets import replace_secrets, scrub_url, scrubbed_preview, url_query_secrets
 from ...errors import (
@@ -599,7 +601,8 @@ class ChatCompletionsEndpoint:
         not ask for one; a plain JSON answer is used as is, also when it did
         (a server that ignores ``stream: true``)."""
         target = self._target if self._target is not None else self._request_url()
-        async with client.stream("POST", target, json=body, headers=self._headers()) as response:
+        content = _body_bytes(body)
+        async with client.stream("POST", target, content=content, headers=self._headers()) as response:
             logger.debug("%s: %s %d", self.provider, self.url, response.status_code)
             status = response.status_code
             try:
@@ -743,6 +746,53 @@ class ChatCompletionsEndpoint:
         )
 
     __str__ = __repr__
+
+
+#: The JSON encoding httpx gives a ``json=`` body (compact, UTF-8 as is, no NaN).
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+#: id -> (a deeply read-only shared container, its JSON text); cleared when full.
+_ENCODED: dict[int, tuple[Any, str]] = {}
+_ENCODED_MAX = 512
+
+
+def _deeply_frozen(value: Any) -> bool:
+    """Whether every container in ``value`` is read-only (so its JSON text never changes)."""
+    if isinstance(value, FrozenDict):
+        return all(_deeply_frozen(v) for v in value.values())
+    if isinstance(value, FrozenList):
+        return all(_deeply_frozen(v) for v in value)
+    return not isinstance(value, (dict, list))
+
+
+def _json_text(value: Any) -> str:
+    """``value`` as JSON text; a shared read-only container (a request schema,
+    a tool schema: built once per type and configuration), also as an item of
+    a plain list (the offered tools), is encoded once."""
+    if type(value) is list and value:
+        return "[" + ",".join(map(_shared_text, value)) + "]"
+    return _shared_text(value)
+
+
+def _shared_text(value: Any) -> str:
+    if isinstance(value, (FrozenDict, FrozenList)):
+        hit = _ENCODED.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        text = _ENCODE(value)
+        if _deeply_frozen(value):
+            if len(_ENCODED) >= _ENCODED_MAX:
+                _ENCODED.clear()
+            _ENCODED[id(value)] = (value, text)
+        return text
+    return _ENCODE(value)
+
+
+def _body_bytes(body: dict[str, Any]) -> bytes:
+    """The request body as httpx encodes ``json=body``, byte for byte, without
+    encoding the shared schemas and tool specs again on every request."""
+    if not all(type(key) is str for key in body):  # JSON's own key conversion
+        return _ENCODE(body).encode()
+    return ("{" + ",".join(f"{_ENCODE(key)}:{_json_text(value)}" for key, value in body.items()) + "}").encode()
 
 
 #: Decompressed bytes produced per step when lionops inflates a body itself.
