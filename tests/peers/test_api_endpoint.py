@@ -123,6 +123,20 @@ async def test_the_request_body_is_compact_utf8_json_and_the_same_on_every_call(
     assert sent[1] == sent[0]
 
 
+@pytest.mark.anyio
+async def test_a_cookie_the_server_sets_is_sent_back(server):
+    """An answer that sets a cookie has it kept and sent on the next request;
+    answers that set none leave the jar as it was."""
+    server.push(completion("one"), Reply(completion("two"), headers={"Set-Cookie": "session=abc123; Path=/"}),
+                completion("three"), completion("four"))
+    m = make_model(server)
+    for _ in range(4):
+        await m.chat(MESSAGES)
+    await m.aclose()
+    cookies = [r.headers.get("cookie") for r in server.chat_requests]  # the server records it redacted
+    assert [c is not None for c in cookies] == [False, False, True, True]
+
+
 # ---------------------------------------------------------------- client lifecycle
 
 

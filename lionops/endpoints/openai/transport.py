@@ -137,6 +137,25 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+def _reading_cookies_when_set(client: httpx.AsyncClient) -> httpx.AsyncClient:
+    """``client``, whose cookie jar reads an answer only when it sets a cookie.
+
+    httpx hands every response to the standard library's cookie jar, which
+    costs more than the rest of reading a small answer; a response without
+    ``Set-Cookie`` (or ``Set-Cookie2``) gives the jar nothing to store, so it
+    is not handed over. Cookies that are set are kept and sent as before."""
+    cookies = client.cookies
+    extract = cookies.extract_cookies
+
+    def extract_cookies(response: httpx.Response) -> None:
+        headers = response.headers
+        if "set-cookie" in headers or "set-cookie2" in headers:
+            extract(response)
+
+    cookies.extract_cookies = extract_cookies  # type: ignore[method-assign]
+    return client
+
+
 @functools.cache
 def _default_ssl_context() -> ssl.SSLContext:
     """One verifying SSL context per process (building one costs tens of ms)."""
@@ -367,13 +386,14 @@ class ChatCompletionsEndpoint:
         """
         override = current_runtime().http_transport
         if override is not None:  # owned by whoever set it; the client holds no sockets
-            return httpx.AsyncClient(transport=override, timeout=httpx.Timeout(self.timeout), trust_env=False)
+            return _reading_cookies_when_set(
+                httpx.AsyncClient(transport=override, timeout=httpx.Timeout(self.timeout), trust_env=False))
         token = anyio.lowlevel.current_token()
         if self._client is None or self._client_token != token:
-            self._client = httpx.AsyncClient(
+            self._client = _reading_cookies_when_set(httpx.AsyncClient(
                 timeout=httpx.Timeout(self.timeout),
                 verify=_default_ssl_context() if self.verify is True else self.verify,
-            )
+            ))
             self._client_token = token
         return self._client
 
