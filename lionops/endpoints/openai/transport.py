@@ -779,7 +779,7 @@ def _deeply_frozen(value: Any) -> bool:
     """Whether every container in ``value`` is read-only (so its JSON text never changes)."""
     if isinstance(value, FrozenDict):
         return all(_deeply_frozen(v) for v in value.values())
-    if isinstance(value, FrozenList):
+    if isinstance(value, (FrozenList, tuple)):  # a tuple may hold a mutable list
         return all(_deeply_frozen(v) for v in value)
     return not isinstance(value, (dict, list))
 
