@@ -656,6 +656,38 @@ async def test_the_size_cap_is_configurable_and_holds_for_streams(server, stream
     await m.aclose()
 
 
+@pytest.mark.parametrize("announced", ["exact", "understated"])
+async def test_a_body_with_a_content_length_is_capped_by_what_was_read(announced):
+    """A body sent as is with its Content-Length is read in one piece: one at
+    the cap is read; a transport that sends more than it announced is still
+    refused at the cap (the length read is counted, not the header)."""
+    import httpx
+
+    from lionops.runtime import use_runtime
+
+    cap = 64 * 1024
+    body = json.dumps(completion("y" * (cap - 2000))).encode()
+    assert len(body) < cap
+    body += b" " * (cap - len(body))  # exactly the cap
+    if announced == "understated":
+        body += b" " * 4096  # past the cap, announced as within it
+
+    class Transport(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            await request.aread()
+            headers = {"content-type": "application/json", "content-length": str(min(len(body), cap))}
+            return httpx.Response(200, headers=headers, stream=httpx.ByteStream(body))
+
+    m = make_model_offline(max_response_bytes=cap)
+    with use_runtime(http_transport=Transport()):
+        if announced == "exact":
+            assert (await m.chat([{"role": "user", "content": "x"}])).text == "y" * (cap - 2000)
+        else:
+            with pytest.raises(EndpointResponseError, match=f"larger than max_response_bytes={cap}"):
+                await m.chat([{"role": "user", "content": "x"}])
+    await m.aclose()
+
+
 async def test_a_huge_answer_is_never_sent_to_the_parse_model(server):
     prose = "The answer is probably five, " * 5000  # 145 000 characters, no JSON
     server.push(completion(prose), completion('{"answer": 5}'))

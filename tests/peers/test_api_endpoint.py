@@ -90,6 +90,53 @@ async def test_default_and_call_options_and_no_key(server):
     assert done.text == "ok" and done.finish_reason == "stop" and done.attempts == 1
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("native", [False, True], ids=["tools_in_prompt", "native_tools"])
+async def test_the_request_body_is_compact_utf8_json_and_the_same_on_every_call(native):
+    """The bytes sent are what ``json=`` would send (compact separators, text
+    as UTF-8, not escaped), also for the shared schema and tool specs, and the
+    same on a second call that reuses them."""
+    import httpx
+
+    from lionops.runtime import use_runtime
+
+    sent: list[bytes] = []
+
+    class Transport(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            sent.append(await request.aread())
+            assert request.headers["content-type"] == "application/json"
+            assert request.headers["content-length"] == str(len(sent[-1]))
+            return httpx.Response(200, json=completion('{"answer": 4}'))
+
+    m = iModel(provider="openai", model="m", base_url="http://127.0.0.1:9/v1", api_key="k", native_tools=native)
+    with use_runtime(http_transport=Transport()):
+        for _ in range(2):
+            branch = Branch(chat_model=m, tools=ToolBox().tools())
+            await branch.operate(instruction="Prévision — «quatre»?", response_format=Answer, actions=True)
+    await m.aclose()
+    first = json.loads(sent[0])
+    assert sent[0] == json.dumps(first, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    assert "Prévision — «quatre»?".encode() in sent[0]
+    assert first["response_format"]["json_schema"]["schema"]["properties"]["answer"]
+    assert ("tools" in first) is native
+    assert sent[1] == sent[0]
+
+
+@pytest.mark.anyio
+async def test_a_cookie_the_server_sets_is_sent_back(server):
+    """An answer that sets a cookie has it kept and sent on the next request;
+    answers that set none leave the jar as it was."""
+    server.push(completion("one"), Reply(completion("two"), headers={"Set-Cookie": "session=abc123; Path=/"}),
+                completion("three"), completion("four"))
+    m = make_model(server)
+    for _ in range(4):
+        await m.chat(MESSAGES)
+    await m.aclose()
+    cookies = [r.headers.get("cookie") for r in server.chat_requests]  # the server records it redacted
+    assert [c is not None for c in cookies] == [False, False, True, True]
+
+
 # ---------------------------------------------------------------- client lifecycle
 
 

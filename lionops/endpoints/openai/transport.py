@@ -15,6 +15,7 @@ import contextlib
 import email.utils
 import functools
 import importlib.util
+import json
 import logging
 import math
 import os
@@ -33,6 +34,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from tenacity.stop import stop_base
 
 from ... import clock
+from ..._frozen import FrozenDict, FrozenList
 from ..._names import near_miss
 from ..._secrets import replace_secrets, scrub_url, scrubbed_preview, url_query_secrets
 from ...errors import (
@@ -133,6 +135,25 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _reading_cookies_when_set(client: httpx.AsyncClient) -> httpx.AsyncClient:
+    """``client``, whose cookie jar reads an answer only when it sets a cookie.
+
+    httpx hands every response to the standard library's cookie jar, which
+    costs more than the rest of reading a small answer; a response without
+    ``Set-Cookie`` (or ``Set-Cookie2``) gives the jar nothing to store, so it
+    is not handed over. Cookies that are set are kept and sent as before."""
+    cookies = client.cookies
+    extract = cookies.extract_cookies
+
+    def extract_cookies(response: httpx.Response) -> None:
+        headers = response.headers
+        if "set-cookie" in headers or "set-cookie2" in headers:
+            extract(response)
+
+    cookies.extract_cookies = extract_cookies  # type: ignore[method-assign]
+    return client
 
 
 @functools.cache
@@ -282,6 +303,10 @@ class ChatCompletionsEndpoint:
         self.base_url = scrub_url(full_url)
         if self.base_url != full_url:
             _SHOWN_URLS[str(httpx.URL(self._request_url()))] = self.url
+        # httpx parses a URL given as text on every request: a URL without
+        # credentials is parsed once here; one with a query secret is built
+        # per request, so no attribute of the endpoint holds it.
+        self._target: httpx.URL | None = httpx.URL(self._request_url()) if self.base_url == full_url else None
         if isinstance(api_key, str):  # a key read from a file often ends in a newline
             api_key = SecretStr(api_key.strip())
         self._api_key = api_key
@@ -361,13 +386,14 @@ class ChatCompletionsEndpoint:
         """
         override = current_runtime().http_transport
         if override is not None:  # owned by whoever set it; the client holds no sockets
-            return httpx.AsyncClient(transport=override, timeout=httpx.Timeout(self.timeout), trust_env=False)
+            return _reading_cookies_when_set(
+                httpx.AsyncClient(transport=override, timeout=httpx.Timeout(self.timeout), trust_env=False))
         token = anyio.lowlevel.current_token()
         if self._client is None or self._client_token != token:
-            self._client = httpx.AsyncClient(
+            self._client = _reading_cookies_when_set(httpx.AsyncClient(
                 timeout=httpx.Timeout(self.timeout),
                 verify=_default_ssl_context() if self.verify is True else self.verify,
-            )
+            ))
             self._client_token = token
         return self._client
 
@@ -594,7 +620,9 @@ class ChatCompletionsEndpoint:
         An event stream is assembled chunk by chunk, also when the request did
         not ask for one; a plain JSON answer is used as is, also when it did
         (a server that ignores ``stream: true``)."""
-        async with client.stream("POST", self._request_url(), json=body, headers=self._headers()) as response:
+        target = self._target if self._target is not None else self._request_url()
+        content = _body_bytes(body)
+        async with client.stream("POST", target, content=content, headers=self._headers()) as response:
             logger.debug("%s: %s %d", self.provider, self.url, response.status_code)
             status = response.status_code
             try:
@@ -621,7 +649,19 @@ class ChatCompletionsEndpoint:
 
     async def _read_body(self, response: httpx.Response, *, truncate: bool = False) -> bytes:
         """The decompressed body, at most ``max_response_bytes``; past the cap
-        the read stops and raises (``truncate``: returns what was read)."""
+        the read stops and raises (``truncate``: returns what was read).
+
+        A body sent as is (no ``Content-Encoding``) with a ``Content-Length``
+        within the cap is read in one piece: the HTTP library reads no more
+        than that length, and the length read is checked again."""
+        headers = response.headers
+        length = headers.get("content-length")
+        if not truncate and length is not None and "content-encoding" not in headers and length.isdigit() \
+                and int(length) <= self.max_response_bytes:
+            raw = await response.aread()
+            if len(raw) > self.max_response_bytes:  # a transport that sent more than it announced
+                raise self._too_large(response.status_code)
+            return raw
         data = bytearray()
         async for chunk in _decoded(response):
             data += chunk
@@ -726,6 +766,53 @@ class ChatCompletionsEndpoint:
         )
 
     __str__ = __repr__
+
+
+#: The JSON encoding httpx gives a ``json=`` body (compact, UTF-8 as is, no NaN).
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+#: id -> (a deeply read-only shared container, its JSON text); cleared when full.
+_ENCODED: dict[int, tuple[Any, str]] = {}
+_ENCODED_MAX = 512
+
+
+def _deeply_frozen(value: Any) -> bool:
+    """Whether every container in ``value`` is read-only (so its JSON text never changes)."""
+    if isinstance(value, FrozenDict):
+        return all(_deeply_frozen(v) for v in value.values())
+    if isinstance(value, (FrozenList, tuple)):  # a tuple may hold a mutable list
+        return all(_deeply_frozen(v) for v in value)
+    return not isinstance(value, (dict, list))
+
+
+def _json_text(value: Any) -> str:
+    """``value`` as JSON text; a shared read-only container (a request schema,
+    a tool schema: built once per type and configuration), also as an item of
+    a plain list (the offered tools), is encoded once."""
+    if type(value) is list and value:
+        return "[" + ",".join(map(_shared_text, value)) + "]"
+    return _shared_text(value)
+
+
+def _shared_text(value: Any) -> str:
+    if isinstance(value, (FrozenDict, FrozenList)):
+        hit = _ENCODED.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        text = _ENCODE(value)
+        if _deeply_frozen(value):
+            if len(_ENCODED) >= _ENCODED_MAX:
+                _ENCODED.clear()
+            _ENCODED[id(value)] = (value, text)
+        return text
+    return _ENCODE(value)
+
+
+def _body_bytes(body: dict[str, Any]) -> bytes:
+    """The request body as httpx encodes ``json=body``, byte for byte, without
+    encoding the shared schemas and tool specs again on every request."""
+    if not all(type(key) is str for key in body):  # JSON's own key conversion
+        return _ENCODE(body).encode()
+    return ("{" + ",".join(f"{_ENCODE(key)}:{_json_text(value)}" for key, value in body.items()) + "}").encode()
 
 
 #: Decompressed bytes produced per step when lionops inflates a body itself.
