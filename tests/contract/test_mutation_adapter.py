@@ -69,7 +69,8 @@ async def test_a_mismatched_result_is_never_asked_for_its_requests():
     assert box.total == 0 and trace.actions == [] and trace.exit == "mismatch_return_value"
 
 
-@pytest.mark.parametrize("keywords", [{"actions": True, "invoke_actions": False}, {}], ids=["not-invoked", "no-actions"])
+@pytest.mark.parametrize("keywords", [{"actions": True, "invoke_actions": False}, {}],
+                         ids=["not-invoked", "no-actions"])
 async def test_without_actions_to_run_the_requests_are_never_read(keywords):
     # Actions off, or offered but not invoked: what the result proposes is
     # never even read, so its code cannot run either.
