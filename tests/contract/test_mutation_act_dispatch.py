@@ -1,0 +1,131 @@
+"""The governed ``act()`` path around dispatch: the runtime's check before
+dispatch sees every request and what it raises runs nothing; an observer is
+told the branch of each tool call; an invalid mark is named in words; a gate
+that times out is logged with its reason. Real tool functions, the public API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from lionops import ActionParam, Branch, act
+from lionops.observe import add_observer, remove_observer
+from lionops.runtime import use_runtime
+from tests.helpers import ToolBox
+
+pytestmark = pytest.mark.anyio
+
+
+class Refused(Exception):
+    pass
+
+
+@pytest.mark.parametrize("strategy", ["sequential", "concurrent"])
+async def test_the_check_before_dispatch_sees_each_request_and_can_stop_them_all(strategy):
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    seen: list[Any] = []
+
+    def check(requests: list[Any]) -> None:
+        seen.append(requests)
+        raise Refused("not in the recording")
+
+    with use_runtime(before_dispatch=check), pytest.raises(Refused):
+        await act(branch, [{"function": "search", "arguments": {"q": "a"}},
+                           {"function": "search", "arguments": {"q": "b"}, "invalid": "cut"}],
+                  ActionParam(strategy=strategy))
+    assert seen == [[(0, "search", {"q": "a"}, None), (1, "search", {"q": "b"}, "cut")]]
+    assert box.total == 0 and branch.logs.of_kind("action") == []
+
+
+async def test_a_check_before_dispatch_that_returns_lets_the_requests_run():
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    seen: list[Any] = []
+    with use_runtime(before_dispatch=seen.append):
+        out = await act(branch, [{"function": "search", "arguments": {"q": "a"}}], ActionParam())
+    assert seen == [[(0, "search", {"q": "a"}, None)]]
+    assert [r.output for r in out] == [["a"]]
+
+
+class ToolWatcher:
+    """An observer that keeps the branch and function of each tool call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, Any]] = []
+
+    def tool_start(self, branch: Any, request: Any) -> None:
+        self.calls.append((branch, request.function))
+
+    def tool_end(self, handle: Any, result: Any, error: BaseException | None) -> None:
+        return None
+
+
+@pytest.mark.parametrize("strategy", ["sequential", "concurrent"])
+async def test_an_observer_is_told_the_branch_of_each_tool_call(strategy):
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    watcher = ToolWatcher()
+    add_observer(watcher)
+    try:
+        await act(branch, [{"function": "search", "arguments": {"q": "a"}}], ActionParam(strategy=strategy))
+    finally:
+        remove_observer(watcher)
+    assert watcher.calls == [(branch, "search")]
+
+
+@pytest.mark.parametrize(("mark", "reason"), [
+    (True, "request marked invalid (bool True)"),
+    (1, "request marked invalid (int 1)"),
+    ("  ", "request marked invalid (str '  ')"),
+    ("x" * 200, "x" * 200),
+    (["y" * 200], "request marked invalid (list ['" + "y" * 78 + ")"),
+])
+async def test_an_invalid_mark_is_named_in_words_and_runs_nothing(mark, reason):
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    (out,) = await act(branch, [{"function": "search", "arguments": {"q": "a"}, "invalid": mark}],
+                       ActionParam(suppress_errors=True))
+    assert box.total == 0
+    assert out.record.decision == "invalid" and out.record.reason == reason
+    assert out.record.error_type == "InvalidActionRequest"
+
+
+async def test_a_gate_that_times_out_is_logged_with_its_reason_as_the_error():
+    box = ToolBox()
+    branch = Branch(tools=box.tools(), gate_timeout=0.05)
+
+    async def hangs(inv: Any) -> bool:
+        await anyio.sleep_forever()
+        return True
+
+    branch.gate(hangs)
+    with anyio.fail_after(10):
+        (out,) = await branch.act([{"function": "search", "arguments": {"q": "a"}}])
+    assert box.total == 0 and out.record.decision == "timed_out"
+    (entry,) = [e for e in branch.logs.of_kind("action_error") if e.content.get("stage") == "timed_out"]
+    assert entry.content["error"] == out.record.reason and "within 0.05s" in entry.content["error"]
+
+
+class Uncopyable(float):
+    """A number the argument model converts, but that refuses to be copied as given."""
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        raise RuntimeError("no copy")
+
+
+async def test_raw_arguments_that_cannot_be_copied_are_rejected_under_the_tool_name():
+    ran: list[int] = []
+
+    def add(x: int) -> int:
+        """Add one."""
+        ran.append(x)
+        return x + 1
+
+    branch = Branch(tools=[add])
+    (out,) = await branch.act([{"function": "add", "arguments": {"x": Uncopyable(3.0)}}])
+    assert ran == [] and out.record.decision == "rejected"
+    assert out.output["error"] == "invalid arguments for 'add': arguments cannot be copied (RuntimeError)"
