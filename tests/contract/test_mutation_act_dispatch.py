@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
+from pydantic import BaseModel
 
 from lionops import ActionParam, Branch, act
 from lionops.observe import add_observer, remove_observer
@@ -129,3 +130,20 @@ async def test_raw_arguments_that_cannot_be_copied_are_rejected_under_the_tool_n
     (out,) = await branch.act([{"function": "add", "arguments": {"x": Uncopyable(3.0)}}])
     assert ran == [] and out.record.decision == "rejected"
     assert out.output["error"] == "invalid arguments for 'add': arguments cannot be copied (RuntimeError)"
+
+
+class OwnRequest(BaseModel):
+    """A caller's own request model: it declares the two fields and no mark."""
+
+    function: str
+    arguments: dict[str, Any]
+
+
+async def test_a_request_model_of_the_callers_own_has_no_invalid_mark():
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    seen: list[Any] = []
+    with use_runtime(before_dispatch=seen.append):
+        (out,) = await act(branch, [OwnRequest(function="search", arguments={"q": "a"})], ActionParam())
+    assert seen == [[(0, "search", {"q": "a"}, None)]]
+    assert out.output == ["a"]
