@@ -30,3 +30,16 @@ async def test_operate_without_parse_param_gives_the_middle_the_branch_parse_mod
         assert isinstance(out, pp.response_format) and out.answer == 3
     finally:
         await parse_model.aclose()
+
+
+async def test_operate_without_parse_param_keeps_a_schema_response_format_for_the_parse(server, model):  # noqa: F811
+    # A JSON schema (not a model) as the response format: no operative is
+    # built, and the parse parameters carry the same schema.
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
+    mid = ScriptedMiddle({"answer": 3})
+    out = await operate(Branch(chat_model=model), "q", ChatParam(response_format=schema, imodel=model), middle=mid)
+    [seen] = mid.seen
+    assert seen["parse_param"].response_format == {"type": "object", "properties": {"answer": {"type": "integer"}},
+                                                   "required": ["answer"]}
+    assert seen["chat_param"].response_format == seen["parse_param"].response_format
+    assert out == {"answer": 3}
