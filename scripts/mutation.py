@@ -266,6 +266,9 @@ def recheck(work: Path, module: str, names: list[str], *, whole_subset: bool = F
     listing.write_text(json.dumps({"names": names, "tests": tests}), "utf-8")
     proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--recheck-worker", str(listing)],
                           cwd=work / "mutants", env=_env(), text=True, capture_output=True)
+    if proc.returncode == 3:
+        raise SystemExit(f"{module}: the recheck tests fail on the unmutated code in {work / 'mutants'}:"
+                         " fix the tests or run the module again")
     killed = set()
     for line in proc.stdout.splitlines():
         if line.startswith("[recheck] "):
@@ -286,7 +289,8 @@ def recheck_worker(listing: Path) -> int:
     sys.path.insert(0, os.getcwd())
     with redirect_stdout(io.StringIO()):
         pytest.main(["--collect-only", "-qqq", *_PYTEST_ARGS[1:], *data["tests"]])
-    for name in data["names"]:
+    # First the unmutated code: a test that fails there would count every mutant as killed.
+    for name in ["(none)", *data["names"]]:
         pid = os.fork()
         if pid == 0:
             os.environ["MUTANT_UNDER_TEST"] = name
@@ -296,8 +300,26 @@ def recheck_worker(listing: Path) -> int:
             os._exit(code)
         _, status = os.waitpid(pid, 0)
         code = os.waitstatus_to_exitcode(status)
+        if name == "(none)" and code != 0:
+            print(f"[recheck] the tests fail on the unmutated code (exit {code})", flush=True)
+            return 3
         print(f"[recheck] {name} {'timeout' if code == -signal.SIGALRM else code}", flush=True)
     return 0
+
+
+def refresh_copy(module: str, work: Path) -> None:
+    """Bring the tests and every module but the mutated one in ``work`` up to
+    date with the repository; refuse when the mutated module itself changed
+    since its run (its mutants would be of the old code)."""
+    if (work / module).read_bytes() != (ROOT / module).read_bytes():
+        raise SystemExit(f"{module} changed since its mutation run: run it again (make mutation MODULES={module})")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "tests", work / "mutants" / "tests", dirs_exist_ok=True, ignore=ignore)
+    for src in (ROOT / "lionops").rglob("*.py"):
+        rel = src.relative_to(ROOT)
+        if str(rel) != module:
+            (work / "mutants" / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, work / "mutants" / rel)
 
 
 def collect(module: str, seconds: float, *, refresh: bool = False) -> ModuleResult:
@@ -308,8 +330,7 @@ def collect(module: str, seconds: float, *, refresh: bool = False) -> ModuleResu
     the run started)."""
     work = OUT / "work" / slug(module)
     if refresh:
-        shutil.copytree(ROOT / "tests", work / "mutants" / "tests", dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        refresh_copy(module, work)
     env = _env()
     result = ModuleResult(module=module, seconds=seconds, tests=tests_of(module, work),
                           date=time.strftime("%Y-%m-%d", time.gmtime()))
