@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from ._marks import invalid_reason
 from .messages import to_jsonable
 from .text import summarize
 
@@ -130,9 +131,11 @@ class ActionRequestModel(HashableModel):
     ``parameters``, ``args``, ``input`` are normalized. A string that is
     not a JSON object, a list or a scalar fails validation.
 
-    ``invalid`` is set only by the Middles for a native tool call whose
-    arguments could not be decoded: ``act()`` answers such a request with an
-    error payload and never invokes the tool. ``call_id`` is the provider's
+    ``invalid`` marks a request that must not run: the parse sets it on
+    requests recovered from repaired JSON, the Middles on a native tool call
+    whose arguments could not be decoded; ``act()`` answers such a request
+    with an error payload and never invokes the tool. Any mark but ``None``
+    or ``False`` counts, kept as a reason in words. ``call_id`` is the provider's
     id of a native tool call (``tool_calls[].id``): ``act()`` puts it on the
     request's messages, so the next turn can pair each result with its call.
     Neither is part of the schema shown to the model, nor of dumps.
@@ -153,6 +156,14 @@ class ActionRequestModel(HashableModel):
         if isinstance(data, dict):
             return normalize_request_keys(data)
         return data
+
+    @field_validator("invalid", mode="before")
+    @classmethod
+    def _mark(cls, value: Any) -> str | None:
+        # Any mark but None or False is kept, in words (the request never
+        # runs); None and False are no mark, so an answer whose request says
+        # "invalid": false stays a valid answer.
+        return invalid_reason(value)
 
     @field_validator("arguments", mode="before")
     @classmethod

@@ -46,6 +46,10 @@ TESTS: dict[str, list[str]] = {
         "tests/contract/test_governance_branch.py",
         "tests/peers/test_otel_spans.py",
     ],
+    "lionops/_marks.py": [
+        "tests/contract/test_safety_rules.py",
+        "tests/contract/test_adr_d4.py",
+    ],
     "lionops/pipeline/validate.py": [
         "tests/contract/test_safety_rules.py",
         "tests/contract/test_adr_d3.py",

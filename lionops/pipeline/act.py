@@ -51,6 +51,7 @@ from pydantic import BaseModel
 
 from .. import observe
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS
+from .._marks import invalid_reason
 from ..alcall import AlcallParams, is_cancellation
 from ..errors import ConfigurationError, InvalidActionRequest, RequestLimitError, ToolOutputError
 from ..hooks import HookPoint
@@ -111,34 +112,24 @@ def _normalize(index: int, item: Any) -> _Request:
     """Check one request's shape (ADR-0022 D4); raise ValueError if it has none."""
     invalid: str | None = None
     if isinstance(item, ActionRequestModel):
-        function, arguments, invalid = item.function, item.arguments, _invalid_mark(item.invalid)
+        function, arguments, invalid = item.function, item.arguments, invalid_reason(item.invalid)
     elif isinstance(item, BaseModel) and {"function", "arguments"} <= set(type(item).model_fields):
-        # any model class that declares both fields (checked just above)
+        # any model class that declares both fields (checked just above); a
+        # mark it carries, as a field or an extra, is read as any other
         function, arguments = getattr(item, "function"), getattr(item, "arguments")  # noqa: B009
+        extra = item.__pydantic_extra__ or {}
+        invalid = invalid_reason(getattr(item, "invalid") if "invalid" in type(item).model_fields  # noqa: B009
+                                 else extra.get("invalid"))
     elif isinstance(item, Mapping):
         data = normalize_request_keys(dict(item))
         if not {"function", "arguments"} <= set(data):
             raise ValueError(f"{_SHAPE_ERROR} Request {index} has keys {sorted(map(str, data))}.")
         function, arguments = data["function"], data["arguments"]
-        invalid = _invalid_mark(data.get("invalid"))
+        invalid = invalid_reason(data.get("invalid"))
     else:
         raise ValueError(f"{_SHAPE_ERROR} Request {index} is {type(item).__name__}.")
     call_id = item.get("call_id") if isinstance(item, Mapping) else getattr(item, "call_id", None)
     return _Request(index, function, arguments, invalid, call_id if isinstance(call_id, str) else None)
-
-
-def _invalid_mark(mark: Any) -> str | None:
-    """The reason a request is marked invalid, or ``None`` when it is not.
-
-    Fails closed: only a missing, ``None`` or ``False`` mark leaves a request
-    valid; any other mark (``True``, a number, an empty string, an object)
-    keeps it from running, with a reason in words.
-    """
-    if mark is None or mark is False:
-        return None
-    if isinstance(mark, str) and mark.strip():
-        return mark
-    return f"request marked invalid ({type(mark).__name__} {repr(mark)[:80]})"
 
 
 #: value types a deep copy returns as they are (immutable, no parts)

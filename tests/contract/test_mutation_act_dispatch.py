@@ -15,7 +15,9 @@ from pydantic import BaseModel
 from lionops import ActionParam, Branch, act
 from lionops.observe import add_observer, remove_observer
 from lionops.runtime import use_runtime
-from tests.helpers import ToolBox
+from lionops.testing import completion
+from tests.helpers import Answer, ToolBox
+from tests.openai_server import make_model, server  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.anyio
 
@@ -147,3 +149,60 @@ async def test_a_request_model_of_the_callers_own_has_no_invalid_mark():
         (out,) = await act(branch, [OwnRequest(function="search", arguments={"q": "a"})], ActionParam())
     assert seen == [[(0, "search", {"q": "a"}, None)]]
     assert out.output == ["a"]
+
+
+class MarkedRequest(BaseModel):
+    """A caller's own request model that declares a mark of any type."""
+
+    function: str
+    arguments: dict[str, Any]
+    invalid: Any = None
+
+
+class OpenRequest(BaseModel, extra="allow"):
+    """A caller's own request model that keeps undeclared keys as extras."""
+
+    function: str
+    arguments: dict[str, Any]
+
+
+MARKS = [True, 0, "", "  ", "cut", [], {}, object()]
+
+
+@pytest.mark.parametrize("mark", MARKS, ids=lambda m: type(m).__name__ + repr(m)[:6])
+@pytest.mark.parametrize("model", [MarkedRequest, OpenRequest], ids=["field", "extra"])
+async def test_a_mark_on_a_callers_own_request_model_keeps_it_from_running(model, mark):
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    (out,) = await act(branch, [model(function="search", arguments={"q": "a"}, invalid=mark)],
+                       ActionParam(suppress_errors=True))
+    assert box.total == 0 and out.record.decision == "invalid"
+
+
+@pytest.mark.parametrize("mark", [None, False])
+@pytest.mark.parametrize("model", [MarkedRequest, OpenRequest], ids=["field", "extra"])
+async def test_no_mark_on_a_callers_own_request_model_lets_it_run(model, mark):
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    (out,) = await act(branch, [model(function="search", arguments={"q": "a"}, invalid=mark)], ActionParam())
+    assert box.total == 1 and out.output == ["a"]
+
+
+@pytest.mark.parametrize(("mark", "runs"), [("false", True), ("null", True), ("true", False), ("0", False),
+                                            ('"cut"', False)])
+async def test_a_model_answer_marking_its_own_request_stays_an_answer(server, mark, runs):  # noqa: F811
+    # The answer is the caller's model either way; a request the model
+    # itself marks (anything but null or false) never runs.
+    text = '{"answer": 1, "action_requests": [{"function": "search", "arguments": {"q": "a"}, "invalid": MARK}]}'
+    text = text.replace("MARK", mark)
+    server.push(completion(text))
+    box = ToolBox()
+    model = make_model(server)
+    try:
+        branch = Branch(chat_model=model, tools=box.tools())
+        out, trace = await branch.operate_traced(instruction="q", response_format=Answer, actions=True)
+    finally:
+        await model.aclose()
+    assert isinstance(out, Answer) and out.answer == 1
+    assert box.total == (1 if runs else 0)
+    assert [a.decision for a in trace.actions] == ["allowed" if runs else "invalid"]
