@@ -258,6 +258,11 @@ class ActionRecord:
         """The ADR's ``ActionResponseModel`` of this record, carrying it as ``.record``."""
         function = self.function if isinstance(self.function, str) else str(self.function or "unknown")
         arguments = self.raw_arguments if isinstance(self.raw_arguments, dict) else {}
+        if type(function) is str and type(arguments) is dict and all(type(k) is str for k in arguments):
+            # Values validation would pass through as they are: set them
+            # directly, as validation would leave them (a shallow copy of
+            # the arguments, the output itself, every field set).
+            return _response_of(function, dict(arguments), self.output, self)
         out = ActionResponseModel(function=function, arguments=arguments, output=self.output)
         out._record = self
         return out
@@ -315,6 +320,22 @@ class ActionResponseModel(HashableModel):
         return (self.function, self.arguments, self.output) == (other.function, other.arguments, other.output)
 
     __hash__ = HashableModel.__hash__
+
+
+_RESPONSE_FIELDS = frozenset({"function", "arguments", "output"})
+
+
+def _response_of(function: str, arguments: dict[str, Any], output: Any,
+                 record: ActionRecord) -> ActionResponseModel:
+    """An ``ActionResponseModel`` of values that need no validation, with
+    its record: the state pydantic's own constructor would leave."""
+    out = ActionResponseModel.__new__(ActionResponseModel)
+    _set = object.__setattr__
+    _set(out, "__dict__", {"function": function, "arguments": arguments, "output": output})
+    _set(out, "__pydantic_fields_set__", set(_RESPONSE_FIELDS))
+    _set(out, "__pydantic_extra__", None)
+    _set(out, "__pydantic_private__", {"_record": record})
+    return out
 
 
 class RawOutput(str):
