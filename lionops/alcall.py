@@ -188,25 +188,11 @@ async def alcall(
                 slots.release()
 
     async with anyio.create_task_group() as tg:
-        if slots is None and start_lock is None:
-            # Nothing gates a start: every call but the last becomes a task,
-            # and the last runs in this task, inside the group, alongside
-            # them. The checkpoint first lets the tasks start, so the last
-            # call starts after them, in the same scheduling round, as a
-            # last task would (a cancellation arriving there means it never
-            # starts, like a task cancelled before its first step); a
-            # failure or cancellation of any call cancels the rest the same.
-            last = n - 1
-            for i in range(last):
-                tg.start_soon(run_one, i, tg.cancel_scope)
-            await anyio.lowlevel.checkpoint()
-            await run_one(last, tg.cancel_scope)
-        else:
-            for i in range(n):
-                if slots is not None:
-                    await slots.acquire()
-                await throttle()
-                tg.start_soon(run_one, i, tg.cancel_scope)
+        for i in range(n):
+            if slots is not None:
+                await slots.acquire()
+            await throttle()
+            tg.start_soon(run_one, i, tg.cancel_scope)
 
     if errors:
         raise errors[min(errors)]
