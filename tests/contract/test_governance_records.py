@@ -515,3 +515,20 @@ async def test_alcall_reraises_a_base_exception_of_one_call_as_itself(error):
         await AlcallParams()([0, 1, 2], work)
     assert done == []  # the siblings were cancelled at their first checkpoint
     assert await AlcallParams()([0, 2, 3], work) == [0, 2, 3]
+
+
+async def test_tools_of_a_concurrent_batch_do_not_leak_context_variables_to_the_caller():
+    import contextvars
+
+    seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="caller")
+
+    def mark(n: int) -> int:
+        """Set a context variable and never reset it."""
+        seen.set(f"tool {n}")
+        return n
+
+    branch = Branch(tools=[mark])
+    out = await branch.act([{"function": "mark", "arguments": {"n": 1}}, {"function": "mark", "arguments": {"n": 2}},
+                            {"function": "mark", "arguments": {"n": 3}}])
+    assert [r.output for r in out] == [1, 2, 3]
+    assert seen.get() == "caller"
