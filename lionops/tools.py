@@ -159,6 +159,7 @@ def _arguments_model(func: Callable[..., Any], name: str) -> tuple[type[BaseMode
     taken = set(sig.parameters)
     defs: dict[str, Any] = {}
     unresolved: dict[str, str] = {}
+    renamed: dict[str, str] = {}
     positional: list[str] = []
     extra: Literal["allow", "forbid"] = "forbid"
     extras: Any = None
@@ -181,7 +182,7 @@ def _arguments_model(func: Callable[..., Any], name: str) -> tuple[type[BaseMode
         # default or in ``Annotated[..., Field(description=...)]`` is kept
         spec: dict[str, Any] = {"description": docs[pname]} if pname in docs else {}
         if fname != pname:
-            spec["alias"] = pname
+            spec["alias"] = renamed[fname] = pname
         if isinstance(p.default, FieldInfo):  # ``n: int = Field(3, ...)``: the field's own spec
             field_info = FieldInfo.merge_field_infos(p.default, **spec)
         else:
@@ -203,7 +204,7 @@ def _arguments_model(func: Callable[..., Any], name: str) -> tuple[type[BaseMode
         raise ConfigurationError(f"tool {name!r}: its signature cannot be validated: {exc.message}") from None
     if unresolved:
         _unresolvable(name, module, unresolved)
-    _KEYWORDS[model] = {f: a for f, info in model.model_fields.items() if (a := info.alias) and a != f}
+    _KEYWORDS[model] = renamed
     return model, tuple(positional)
 
 

@@ -224,3 +224,13 @@ async def test_quoted_annotations_of_methods_partials_and_callable_objects_resol
     assert await Tool(scaler, name="bump").invoke({"p": {"x": 3}}) == 4
     assert await Tool(functools.partial(postponed_tools.total, scale=10), name="tens").invoke(
         {"points": [{"x": 1}]}) == 10
+
+
+@pytest.mark.anyio
+async def test_an_alias_of_the_functions_own_is_shown_and_the_function_gets_its_parameter():
+    def shipped(weight: Annotated[float, Field(alias="weightKg")], _note: str = "") -> str:
+        return f"{weight}/{_note}"
+
+    assert parameters(shipped)["properties"] == {
+        "weightKg": {"type": "number"}, "_note": {"default": "", "type": "string"}}
+    assert await run(Branch(tools=[shipped]), "shipped", {"weightKg": 2, "_note": "n"}) == ("allowed", "2.0/n")
