@@ -7,9 +7,12 @@ against that schema (unknown keys rejected) before the call.
 
 from __future__ import annotations
 
+import ast
+import functools
 import inspect
 import json
 import operator
+import sys
 import types
 import weakref
 from collections.abc import Callable
@@ -17,10 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, ValidationError, create_model
+from pydantic.fields import FieldInfo
 
 from ._frozen import FrozenDict, freeze, thaw
-from .errors import ToolArgumentsError, ToolNotOfferedError, UnknownToolError
+from .errors import ConfigurationError, ToolArgumentsError, ToolNotOfferedError, UnknownToolError
 from .runtime import current_runtime
 
 __all__ = [
@@ -64,33 +68,144 @@ def _param_docs(doc: str | None) -> dict[str, str]:
 def _signature(func: Callable[..., Any]) -> inspect.Signature:
     """The signature with its annotations evaluated in the function's own module,
     so string annotations (``from __future__ import annotations``) name the
-    types that module sees; as written when one of them cannot be evaluated."""
+    types that module sees; as written when one of them cannot be evaluated
+    (:func:`_annotation` then evaluates each one that can be)."""
     try:
         return inspect.signature(func, eval_str=True)
     except Exception:  # noqa: BLE001 - a name only known locally: pydantic resolves what it can
         return inspect.signature(func)
 
 
-def _arguments_model(func: Callable[..., Any], name: str) -> type[BaseModel]:
+def _home(func: Any) -> tuple[dict[str, Any], str]:
+    """The namespace and module name the annotations of ``func`` were written in
+    (through wrappers, partials, bound methods and a callable object's ``__call__``)."""
+    target = inspect.unwrap(func)
+    while isinstance(target, functools.partial):
+        target = inspect.unwrap(target.func)
+    target = getattr(target, "__func__", target)
+    if not isinstance(target, types.FunctionType) and not inspect.isclass(target):
+        target = type(target).__dict__.get("__call__", target)  # a callable object: its class's method
+    module = getattr(target, "__module__", None) or __name__
+    namespace = getattr(target, "__globals__", None)
+    if namespace is None:
+        namespace = getattr(sys.modules.get(module), "__dict__", {})
+    return namespace, module
+
+
+def _annotation(ann: Any, namespace: dict[str, Any]) -> Any:
+    """``ann`` evaluated in the function's module, again while it is a string (a
+    quoted annotation under ``from __future__ import annotations`` is the string
+    of a string); the string as it is when a name in it is not defined there."""
+    while isinstance(ann, str):
+        try:
+            ann = eval(ann, namespace)  # noqa: S307 - the function's own annotation, as Python would
+        except Exception:  # noqa: BLE001 - a name only known locally or under TYPE_CHECKING
+            return ann
+    return ann
+
+
+def _type_checking_names(module: str) -> frozenset[str]:
+    """The names ``module`` imports only under ``if TYPE_CHECKING:`` (never defined when it runs)."""
+    try:
+        tree = ast.parse(inspect.getsource(sys.modules[module]))
+    except Exception:  # noqa: BLE001 - no module or no source: nothing known
+        return frozenset()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If):
+            continue
+        test = node.test
+        if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+                isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
+            for inner in node.body:
+                for stmt in ast.walk(inner):
+                    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                        names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+    return frozenset(names)
+
+
+def _unresolvable(name: str, module: str, unresolved: dict[str, str]) -> None:
+    """Refuse a tool whose annotation names a type its module imports only under
+    ``TYPE_CHECKING``: no call could ever validate its arguments."""
+    guarded = _type_checking_names(module)
+    for pname, text in unresolved.items():
+        try:
+            used = {n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)}
+        except SyntaxError:
+            continue
+        hidden = sorted(used & guarded)
+        if hidden:
+            raise ConfigurationError(
+                f"tool {name!r}: parameter {pname!r} is annotated with {', '.join(hidden)}, which its module "
+                "imports only under TYPE_CHECKING, so its arguments cannot be validated; import it at run time")
+
+
+def _field_name(pname: str, taken: set[str]) -> str:
+    """``pname`` when pydantic takes it as a field name, else a free safe name (the
+    parameter's name becomes its alias)."""
+    if not pname.startswith(("_", "model_")) and not hasattr(BaseModel, pname):
+        return pname
+    n = 0
+    while f"arg{n}_" in taken:
+        n += 1
+    return f"arg{n}_"
+
+
+def _arguments_model(func: Callable[..., Any], name: str) -> tuple[type[BaseModel], tuple[str, ...]]:
+    """The argument model of ``func`` and the names of its positional-only parameters, in order."""
     sig = _signature(func)
     docs = _param_docs(func.__doc__)
+    namespace, module = _home(func)
+    taken = set(sig.parameters)
     defs: dict[str, Any] = {}
+    unresolved: dict[str, str] = {}
+    renamed: dict[str, str] = {}
+    positional: list[str] = []
     extra: Literal["allow", "forbid"] = "forbid"
+    extras: Any = None
     for pname, p in sig.parameters.items():
-        if p.kind is inspect.Parameter.VAR_KEYWORD:
-            extra = "allow"
-            continue
         if p.kind is inspect.Parameter.VAR_POSITIONAL:
             continue
-        ann = Any if p.annotation is inspect.Parameter.empty else p.annotation
-        default = ... if p.default is inspect.Parameter.empty else p.default
-        # no description of its own: one in ``Annotated[..., Field(description=...)]`` is kept
-        field_info = Field(default, description=docs[pname]) if pname in docs else Field(default)
-        defs[pname] = (ann, field_info)
+        # a name the module does not define stays a string, which pydantic resolves if it can
+        ann = Any if p.annotation is inspect.Parameter.empty else _annotation(p.annotation, namespace)
+        if isinstance(ann, str):
+            unresolved[pname] = ann
+        if p.kind is inspect.Parameter.VAR_KEYWORD:
+            extra = "allow"
+            extras = None if ann is Any else ann
+            continue
+        if p.kind is inspect.Parameter.POSITIONAL_ONLY:
+            positional.append(pname)
+        fname = _field_name(pname, taken)
+        taken.add(fname)
+        # a docstring description first; with none of its own, one in the Field
+        # default or in ``Annotated[..., Field(description=...)]`` is kept
+        spec: dict[str, Any] = {"description": docs[pname]} if pname in docs else {}
+        if fname != pname:
+            spec["alias"] = renamed[fname] = pname
+        if isinstance(p.default, FieldInfo):  # ``n: int = Field(3, ...)``: the field's own spec
+            field_info = FieldInfo.merge_field_infos(p.default, **spec)
+        else:
+            field_info = Field(... if p.default is inspect.Parameter.empty else p.default, **spec)
+        defs[fname] = (ann, field_info)
     model_name = "".join(part.capitalize() for part in name.split("_")) + "Arguments"
-    return create_model(
-        model_name, __config__=ConfigDict(extra=extra, arbitrary_types_allowed=True), **defs
-    )
+    config = ConfigDict(extra=extra, arbitrary_types_allowed=True)
+    try:
+        if extras is None:
+            model = create_model(model_name, __config__=config, __module__=module, **defs)
+        else:  # typed ``**kwargs``: every extra argument is validated as its annotation
+            base = types.new_class(model_name, (BaseModel,), exec_body=lambda ns: ns.update(
+                __annotations__={"__pydantic_extra__": dict[str, extras]}, __module__=module,
+                # the schema still says any extra key may be given, as for an untyped **kwargs
+                model_config=ConfigDict(extra=extra, arbitrary_types_allowed=True,
+                                        json_schema_extra={"additionalProperties": True})))
+            model = create_model(model_name, __base__=base, __module__=module, **defs)
+    except PydanticUserError as exc:
+        raise ConfigurationError(f"tool {name!r}: its signature cannot be validated: {exc.message}") from None
+    if unresolved:
+        _unresolvable(name, module, unresolved)
+    _KEYWORDS[model] = renamed
+    return model, tuple(positional)
 
 
 #: callable -> (the attributes its argument model is derived from, name ->
@@ -98,11 +213,14 @@ def _arguments_model(func: Callable[..., Any], name: str) -> type[BaseModel]:
 #: the same function (``Branch(tools=[f])`` per request) reuses what was
 #: derived; a function whose code, defaults, annotations, signature or
 #: docstring were replaced since is derived anew.
-_DERIVED: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], dict[str, tuple[Any, str, bool]]]] = (
+_DERIVED: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], dict[str, tuple[Any, str, bool, tuple[str, ...]]]]] = (
     weakref.WeakKeyDictionary()
 )
 #: argument model -> its JSON schema as the ``parameters`` of a tool schema.
 _PARAMETERS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()
+#: derived argument model -> field name -> the parameter's own name, for the
+#: parameters pydantic cannot take as field names (``model_config``, ``_x``...).
+_KEYWORDS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, str]] = weakref.WeakKeyDictionary()
 #: argument model -> (name, description) -> the offered schema (:attr:`Tool.offered_schema`).
 _OFFERED: weakref.WeakKeyDictionary[type[BaseModel], dict[tuple[str, str], ToolSchema]] = weakref.WeakKeyDictionary()
 
@@ -136,8 +254,9 @@ def _derivation_inputs(func: Any) -> tuple[Any, ...]:
             getattr(func, "__signature__", None), getattr(func, "__wrapped__", None))
 
 
-def _derive(func: Any, name: str) -> tuple[Any, str, bool]:
-    """(argument model, docstring description, is_async) of ``func`` under ``name``, built once per function."""
+def _derive(func: Any, name: str) -> tuple[Any, str, bool, tuple[str, ...]]:
+    """(argument model, docstring description, is_async, positional-only names) of
+    ``func`` under ``name``, built once per function."""
     inputs = _derivation_inputs(func)
     try:
         entry = _DERIVED.get(func)
@@ -147,11 +266,13 @@ def _derive(func: Any, name: str) -> tuple[Any, str, bool]:
         entry = (inputs, {})
     derived = entry[1].get(name)
     if derived is None:
+        model, positional = _arguments_model(func, name)
         derived = entry[1][name] = (
-            _arguments_model(func, name),
+            model,
             _first_paragraph(func.__doc__),
             # a callable object's own __call__ method, when it is a coroutine function
             inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None)),  # noqa: B004
+            positional,
         )
     return derived
 
@@ -188,6 +309,8 @@ class Tool:
     blocking: bool = False
     arguments_model: type[BaseModel] = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
+    #: the positional-only parameters, passed positionally in this order
+    positional: tuple[str, ...] = field(init=False, repr=False, default=())
 
     def __post_init__(self) -> None:
         if not callable(self.func):
@@ -195,7 +318,7 @@ class Tool:
         self.name = self.name or getattr(self.func, "__name__", "")
         if not self.name or not self.name.isidentifier():
             raise ValueError(f"tool name must be an identifier, got {self.name!r}")
-        self.arguments_model, description, self.is_async = _derive(self.func, self.name)
+        self.arguments_model, description, self.is_async, self.positional = _derive(self.func, self.name)
         self.description = self.description or description
 
     @property
@@ -240,8 +363,10 @@ class Tool:
             model = self.arguments_model.model_validate(arguments)
         except ValidationError as exc:
             raise ToolArgumentsError(self.name, exc) from None
-        # the field values, in field order (pydantic keeps them, and only them, in __dict__)
-        data = dict(model.__dict__)
+        # the field values, in field order (pydantic keeps them, and only them, in
+        # __dict__), under the parameters' own names
+        names = _KEYWORDS.get(self.arguments_model)
+        data = {names.get(k, k): v for k, v in model.__dict__.items()} if names else dict(model.__dict__)
         if model.model_extra:
             data.update(model.model_extra)
         return data
@@ -257,12 +382,19 @@ class Tool:
         runner = current_runtime().tool_runner
         if runner is not None:
             return await runner(self, kwargs)
+        args: list[Any] = []
+        if self.positional:  # positional-only parameters go positionally, in order
+            kwargs = dict(kwargs)
+            for pname in self.positional:
+                if pname not in kwargs:
+                    break
+                args.append(kwargs.pop(pname))
         if self.is_async:
-            return await self.func(**kwargs)
+            return await self.func(*args, **kwargs)
         if self.blocking:
-            result = await anyio.to_thread.run_sync(lambda: self.func(**kwargs))
+            result = await anyio.to_thread.run_sync(lambda: self.func(*args, **kwargs))
         else:
-            result = self.func(**kwargs)
+            result = self.func(*args, **kwargs)
         if inspect.isawaitable(result):
             result = await result
         return result
