@@ -92,6 +92,7 @@ TESTS: dict[str, list[str]] = {
     ],
     "lionops/tools.py": [
         "tests/unit/test_tool_derivation.py",
+        "tests/contract/test_tool_signatures.py",
         "tests/contract/test_adr_d2.py",
         "tests/contract/test_adr_d4.py",
         "tests/contract/test_safety_rules.py",
