@@ -735,7 +735,7 @@ class ChatCompletionsEndpoint:
     def _status_error(self, response: httpx.Response, url: str, attempt: int) -> EndpointStatusError:
         status = response.status_code
         body = self.preview(response.text)
-        detail = self.preview(_error_message(response).strip()) or response.reason_phrase
+        detail = self.preview(_error_message(response).strip() or response.reason_phrase)
         retry_after = parse_retry_after(response.headers)
         kw: dict[str, Any] = dict(status=status, body=body, attempts=attempt, provider=self.provider, url=url)
         message = f"{self.provider}: HTTP {status} from POST {url}: {detail}"
