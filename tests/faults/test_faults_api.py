@@ -255,7 +255,7 @@ ECHOED = error_body(f"upstream said: key {SECRET_KEY}, token {SECRET_HEADER}, qu
 #: kind -> (replies, model options, error type, HTTP requests made, clock sleeps)
 TRANSPORT = {
     "refused": (None, {"max_retries": 2}, EndpointConnectionError, 0, [0.5, 1.0]),
-    "reset-mid-body": ("reset", {"max_retries": 2}, EndpointConnectionError, 1, []),
+    "reset-mid-body": ("reset", {"max_retries": 2}, EndpointResponseError, 1, []),
     "never-answers": ([Reply(hang=True)], {"timeout": 0.3, "max_retries": 0}, EndpointTimeoutError, 1, []),
     "500-until-out": ([Reply(ECHOED, status=500)] * 3, {"max_retries": 2}, EndpointStatusError, 3, [0.5, 1.0]),
     "429-until-out": ([Reply(ECHOED, status=429, headers={"Retry-After": "1"})] * 2, {"max_retries": 1},

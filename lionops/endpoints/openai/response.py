@@ -76,20 +76,33 @@ class Answers:
     preview: Callable[[str], str]
 
     def provider_error(self, err: Any, status: int, where: str) -> EndpointProviderError:
-        """The provider's own error (``{"message", "code", ...}`` or text) as a typed error."""
+        """The provider's own error (``{"message", "code", ...}`` or text) as a typed error.
+
+        Every value the provider supplied (message, ``code``, and any other
+        field shown) goes through the same scrub: the message, the code shown
+        and the ``code`` attribute hold no secret of the endpoint."""
         message = err.get("message") if isinstance(err, dict) else err
-        message = self.scrub(message if isinstance(message, str) else json.dumps(err, default=str))
-        code = err.get("code") if isinstance(err, dict) else None
+        message = self.scrub(message if isinstance(message, str) else dumps_preview(err))
+        code = self.scrubbed(err.get("code")) if isinstance(err, dict) else None
         return EndpointProviderError(
             f"{self.provider}: POST {self.url} answered {status} with {where}: {message[:BODY_PREVIEW]!r}"
-            + (f" (code {code!r})" if code is not None else ""),
+            + (f" (code {self.scrub(repr(code))[:BODY_PREVIEW]})" if code is not None else ""),
             provider_message=message[:BODY_PREVIEW], code=code, provider=self.provider, url=self.url,
         )
 
+    def scrubbed(self, value: Any) -> Any:
+        """A provider-supplied value with the endpoint's secrets removed: text
+        scrubbed, numbers and flags kept, anything else as its scrubbed JSON text."""
+        if value is None or isinstance(value, (bool, int, float)):
+            return value
+        if isinstance(value, str):
+            return self.scrub(value)
+        return self.scrub(dumps_preview(value))
 
     def response_error(self, what: str, status: int, text: str) -> EndpointResponseError:
+        """A refused answer; ``what`` may quote the server, so it is scrubbed too."""
         return EndpointResponseError(
-            f"{self.provider}: POST {self.url} answered {status} with {what}: {self.preview(text)!r}",
+            f"{self.provider}: POST {self.url} answered {status} with {self.scrub(what)}: {self.preview(text)!r}",
             provider=self.provider, url=self.url,
         )
 

@@ -622,7 +622,23 @@ class ChatCompletionsEndpoint:
         (a server that ignores ``stream: true``)."""
         target = self._target if self._target is not None else self._request_url()
         content = _body_bytes(body)
+        started: list[int] = []
+        try:
+            return await self._exchange_on(client, target, content, attempt, started)
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            if not started and not _malformed_head(exc):
+                raise  # refused or reset before any answer: a connection error
+            head = f"answered {started[0]}" if started else "answered with a head that cannot be read"
+            raise EndpointResponseError(
+                f"{self.provider}: POST {self.url} {head}, and the answer was malformed or broken off: "
+                f"{type(exc).__name__}: {self.preview(str(exc)) or 'no detail'}",
+                provider=self.provider, url=self.url,
+            ) from None
+
+    async def _exchange_on(self, client: httpx.AsyncClient, target: str, content: bytes, attempt: int,
+                           started: list[int]) -> dict[str, Any]:
         async with client.stream("POST", target, content=content, headers=self._headers()) as response:
+            started.append(response.status_code)
             logger.debug("%s: %s %d", self.provider, self.url, response.status_code)
             status = response.status_code
             try:
@@ -735,7 +751,7 @@ class ChatCompletionsEndpoint:
     def _status_error(self, response: httpx.Response, url: str, attempt: int) -> EndpointStatusError:
         status = response.status_code
         body = self.preview(response.text)
-        detail = self.preview(_error_message(response).strip()) or response.reason_phrase
+        detail = self.preview(_error_message(response).strip() or response.reason_phrase)
         retry_after = parse_retry_after(response.headers)
         kw: dict[str, Any] = dict(status=status, body=body, attempts=attempt, provider=self.provider, url=url)
         message = f"{self.provider}: HTTP {status} from POST {url}: {detail}"
@@ -892,6 +908,13 @@ def _retryable(exc: BaseException) -> bool:
 #: httpx timeout exception -> the socket operation it bounds.
 _TIMEOUT_KINDS = {"ConnectTimeout": "connect", "ReadTimeout": "read", "WriteTimeout": "write",
                   "PoolTimeout": "wait for a pooled connection"}
+
+
+def _malformed_head(exc: httpx.HTTPError) -> bool:
+    """Whether ``exc`` says the server answered with a head the HTTP library
+    refused (a bad or conflicting ``Content-Length``, ...), as opposed to
+    closing the connection before any answer."""
+    return isinstance(exc, httpx.RemoteProtocolError) and "without sending a response" not in str(exc)
 
 
 def _error_message(response: httpx.Response) -> str:
