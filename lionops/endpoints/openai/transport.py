@@ -635,7 +635,7 @@ class ChatCompletionsEndpoint:
                 provider=self.provider, url=self.url,
             ) from None
 
-    async def _exchange_on(self, client: httpx.AsyncClient, target: str, content: bytes, attempt: int,
+    async def _exchange_on(self, client: httpx.AsyncClient, target: httpx.URL | str, content: bytes, attempt: int,
                            started: list[int]) -> dict[str, Any]:
         async with client.stream("POST", target, content=content, headers=self._headers()) as response:
             started.append(response.status_code)
