@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import EndpointProviderError, EndpointResponseError
+from ...text import summarize
 from .config import BODY_PREVIEW
 
 __all__ = ["ChatCompletion", "Answers"]
@@ -100,9 +101,11 @@ class Answers:
         return self.scrub(dumps_preview(value))
 
     def response_error(self, what: str, status: int, text: str) -> EndpointResponseError:
-        """A refused answer; ``what`` may quote the server, so it is scrubbed too."""
+        """A refused answer; ``what`` may quote the server, so it is scrubbed
+        first and cut after (a cut before the scrub could keep part of a secret)."""
+        described = summarize(self.scrub(what), 400)
         return EndpointResponseError(
-            f"{self.provider}: POST {self.url} answered {status} with {self.scrub(what)}: {self.preview(text)!r}",
+            f"{self.provider}: POST {self.url} answered {status} with {described}: {self.preview(text)!r}",
             provider=self.provider, url=self.url,
         )
 
@@ -168,7 +171,7 @@ class Answers:
             for call in calls_of(m):
                 call_id = call.get("id") if isinstance(call, dict) else None
                 if isinstance(call_id, str) and call_id and seen.setdefault(call_id, index) != index:
-                    raise bad(f"the tool-call id {call_id[:64]!r} in choice {seen[call_id]} and again in choice "
+                    raise bad(f"the tool-call id {call_id!r} in choice {seen[call_id]} and again in choice "
                               f"{index} (one call or two cannot be told)")
                 calls.append(call)
         usage = data.get("usage") or {}
@@ -284,3 +287,4 @@ def text_of(content: Any) -> str | None:
         parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in ("text", "output_text")]
         return "".join(parts) if parts else None
     return str(content)
+

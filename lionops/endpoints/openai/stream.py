@@ -87,7 +87,7 @@ class StreamAccumulator:
                 raise ValueError("a choice that is not an object")
             index = choice.get("index", 0)
             if not isinstance(index, int) or isinstance(index, bool):
-                raise ValueError(f"a choice index that is not an integer: {index!r}"[:200])
+                raise ValueError(f"a choice index that is not an integer: {index!r}")
             parts = self._choice(index)
             delta = choice.get("delta") or {}
             if not isinstance(delta, dict):
@@ -227,9 +227,9 @@ class _ChoiceParts:
         index, call_id = entry.get("index"), entry.get("id")
         fn = entry.get("function") or {}
         if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
-            raise ValueError(f"a tool-call index that is not an integer: {index!r}"[:200])
+            raise ValueError(f"a tool-call index that is not an integer: {index!r}")
         if call_id is not None and not isinstance(call_id, str):
-            raise ValueError(f"a tool-call id that is not text: {call_id!r}"[:200])
+            raise ValueError(f"a tool-call id that is not text: {call_id!r}")
         if not isinstance(fn, dict) or not isinstance(fn.get("arguments", ""), (str, dict, type(None))):
             raise ValueError("a tool-call function or arguments fragment of the wrong type")
         name = fn.get("name") if isinstance(fn.get("name"), str) else None
