@@ -20,7 +20,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PydanticInvalidForJsonSchema,
+    PydanticUndefinedAnnotation,
+    PydanticUserError,
+    ValidationError,
+    create_model,
+)
 from pydantic.fields import FieldInfo
 
 from ._frozen import FrozenDict, freeze, thaw
@@ -277,11 +286,37 @@ def _derive(func: Any, name: str) -> tuple[Any, str, bool, tuple[str, ...]]:
     return derived
 
 
-def _parameters_of(model: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema of an argument model without titles, generated once per model."""
+def _undefined(model: type[BaseModel], name: str, exc: PydanticUserError) -> Exception:
+    """What to raise for tool ``name`` when pydantic raised ``exc`` for its argument
+    model: a :class:`ConfigurationError` naming the type an annotation names but
+    the function's module does not define, else ``exc`` itself."""
+    try:
+        model.model_rebuild(raise_errors=True)
+    except PydanticUndefinedAnnotation as undefined:
+        return ConfigurationError(
+            f"tool {name!r}: an argument is annotated with {undefined.name!r}, which module "
+            f"{model.__module__!r} does not define, so its arguments cannot be validated; define or import it there")
+    return exc
+
+
+def _parameters_of(model: type[BaseModel], name: str) -> dict[str, Any]:
+    """The JSON schema of an argument model without titles, generated once per model.
+
+    Raises:
+        ConfigurationError: an annotation names a type that is still not
+            defined, or an argument's type has no JSON schema (a plain class):
+            the model could not be told what to send.
+    """
     params = _PARAMETERS.get(model)
     if params is None:
-        params = model.model_json_schema()
+        try:
+            params = model.model_json_schema()
+        except PydanticInvalidForJsonSchema as exc:
+            raise ConfigurationError(
+                f"tool {name!r}: an argument's type has no JSON schema, so the tool cannot be offered to a "
+                f"model ({exc.message})") from None
+        except PydanticUserError as exc:
+            raise _undefined(model, name, exc) from None
         params.pop("title", None)
         for prop in params.get("properties", {}).values():
             if isinstance(prop, dict):
@@ -334,7 +369,7 @@ class Tool:
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": thaw(_parameters_of(self.arguments_model)),
+                "parameters": thaw(_parameters_of(self.arguments_model, self.name)),
             },
         }
 
@@ -363,6 +398,8 @@ class Tool:
             model = self.arguments_model.model_validate(arguments)
         except ValidationError as exc:
             raise ToolArgumentsError(self.name, exc) from None
+        except PydanticUserError as exc:  # an annotation still names a type its module does not define
+            raise _undefined(self.arguments_model, self.name, exc) from None
         # the field values, in field order (pydantic keeps them, and only them, in
         # __dict__), under the parameters' own names
         names = _KEYWORDS.get(self.arguments_model)

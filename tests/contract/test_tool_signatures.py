@@ -87,6 +87,73 @@ def price(amount: int, value: {annotation}) -> int:
     assert "imports only under TYPE_CHECKING" in str(info.value)
 
 
+UNDEFINED = ("tool 'price': an argument is annotated with 'Later', which module '{module}' does not define, "
+             "so its arguments cannot be validated; define or import it there")
+
+
+@pytest.mark.anyio
+async def test_a_type_its_module_never_defines_is_named_when_the_tool_is_offered_or_called(tmp_path):
+    module = load(tmp_path, "undefined_types", """
+from __future__ import annotations
+
+def price(amount: int, value: Later) -> int:
+    return amount
+""")
+    branch = Branch(tools=[module.price])  # made: the module may still define the type later
+    message = UNDEFINED.format(module="undefined_types")
+    with pytest.raises(ConfigurationError) as offered:
+        branch.acts.get_tool_schema()
+    assert str(offered.value) == message
+    with pytest.raises(ConfigurationError) as operated:
+        await branch.operate(instruction="price?", actions=True, middle=ScriptedMiddle({"action_requests": []}))
+    assert str(operated.value) == message
+    [response] = await branch.act([{"function": "price", "arguments": {"amount": 1, "value": 2}}])
+    assert (response.record.decision, response.record.reason) == ("rejected", message)
+    assert response.record.invoked is False
+
+
+@pytest.mark.anyio
+async def test_a_type_its_module_defines_after_the_tool_is_made_is_used_once_defined(tmp_path):
+    module = load(tmp_path, "later_types", """
+from __future__ import annotations
+from pydantic import BaseModel
+from lionops import Tool
+
+def price(amount: int, value: Later) -> int:
+    return amount * value.rate
+
+tool = Tool(price)
+
+class Later(BaseModel):
+    rate: int
+""")
+    branch = Branch(tools=[module.tool])
+    [schema] = branch.acts.get_tool_schema()["tools"]
+    assert schema["function"]["parameters"]["required"] == ["amount", "value"]
+    assert await run(branch, "price", {"amount": 3, "value": {"rate": "4"}}) == ("allowed", 12)
+
+
+class Plain:
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+def measure(item: Plain, scale: int = 1) -> int:
+    return item.size * scale
+
+
+@pytest.mark.anyio
+async def test_a_plain_class_argument_is_refused_only_when_offered_to_a_model():
+    branch = Branch(tools=[measure])
+    with pytest.raises(ConfigurationError) as info:
+        branch.acts.get_tool_schema()
+    assert str(info.value).startswith(
+        "tool 'measure': an argument's type has no JSON schema, so the tool cannot be offered to a model (")
+    assert "Plain" in str(info.value)
+    # the caller's own request, with the object itself, still runs it
+    assert await run(branch, "measure", {"item": Plain(5), "scale": 2}) == ("allowed", 10)
+
+
 # ---------------------------------------------------------------- positional-only parameters
 
 
