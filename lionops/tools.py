@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio.to_thread
+import docstring_parser
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -50,28 +51,15 @@ def _first_paragraph(doc: str | None) -> str:
 
 
 def _param_docs(doc: str | None) -> dict[str, str]:
-    """Parameter descriptions from a Google-style ``Args:`` section."""
-    out: dict[str, str] = {}
+    """Parameter descriptions from a docstring in Google, NumPy, Sphinx (reST) or
+    Epydoc style (read by docstring_parser), each on one line."""
     if not doc:
-        return out
-    lines = inspect.cleandoc(doc).splitlines()
-    in_args = False
-    for line in lines:
-        stripped = line.strip()
-        if stripped.lower() in ("args:", "arguments:", "parameters:"):
-            in_args = True
-            continue
-        if in_args:
-            if not stripped:
-                continue
-            if not line.startswith((" ", "\t")):
-                break
-            if ":" in stripped:
-                name, desc = stripped.split(":", 1)
-                name = name.split("(")[0].strip()
-                if name.isidentifier():
-                    out[name] = desc.strip()
-    return out
+        return {}
+    try:
+        params = docstring_parser.parse(doc).params
+    except docstring_parser.ParseError:  # no style reads it: no descriptions
+        return {}
+    return {p.arg_name.lstrip("*"): " ".join(p.description.split()) for p in params if p.description}
 
 
 def _signature(func: Callable[..., Any]) -> inspect.Signature:

@@ -215,12 +215,21 @@ Parameters
 ----------
 city : str
     the city name.
+days : int, optional
+    how many
+    days ahead.
 """
 
 SPHINX = """Weather for a city.
 
 :param city: the city name.
 :param days: how many days.
+"""
+
+EPYDOC = """Weather for a city.
+
+@param unit: C or F.
+@return: a string.
 """
 
 
@@ -230,11 +239,15 @@ SPHINX = """Weather for a city.
     pytest.param(GOOGLE_SPACED, "Weather for a city.", {"city": "the city name.", "days": "how many days."},
                  id="google-blank-lines-and-later-sections"),
     pytest.param(GOOGLE_CONTINUED, "Weather for a city.",
-                 # only an entry's first line is read; "a code: OSL." is no parameter
-                 {"city": "the city name, e.g.: Oslo, or", "days": "how many"},
+                 # an entry's continued lines are part of it; "a code: OSL." is no parameter
+                 {"city": "the city name, e.g.: Oslo, or a code: OSL.", "days": "how many days ahead."},
                  id="google-multi-line"),
-    pytest.param(NUMPY, "Weather for a city.", {}, id="numpy-no-parameter-descriptions"),
-    pytest.param(SPHINX, "Weather for a city.", {}, id="sphinx-no-parameter-descriptions"),
+    pytest.param(NUMPY, "Weather for a city.", {"city": "the city name.", "days": "how many days ahead."},
+                 id="numpy"),
+    pytest.param(SPHINX, "Weather for a city.", {"city": "the city name.", "days": "how many days."}, id="sphinx"),
+    pytest.param(EPYDOC, "Weather for a city.", {"unit": "C or F."}, id="epydoc"),
+    pytest.param("Weather: for a city.\n\nunit: not an argument section.\n", "Weather: for a city.", {},
+                 id="colons-outside-any-section"),
     pytest.param("Weather for\n    a city, over\n    several lines.\n\n    Details.\n\n    More details.\n",
                  "Weather for a city, over several lines.", {}, id="multi-line-first-of-three-paragraphs"),
     pytest.param("Weather for a city.\n\nDetails.\n", "Weather for a city.", {}, id="two-paragraphs"),

@@ -598,7 +598,7 @@ def book(city: str, nights: int = 1, *, guests=2, note: str = "") -> str:
     Arguments:
         city (str): where to stay.
         nights: how many
-            nights (a continuation line is not read).
+            nights (a continuation line is part of it).
         not an identifier: ignored.
 
         guests:   how many guests.
@@ -613,7 +613,8 @@ def test_descriptions_come_from_the_docstring():
     assert tool.description == "Book a room in a hotel."
     props = tool.schema["function"]["parameters"]["properties"]
     assert {name: prop.get("description") for name, prop in props.items()} == {
-        "city": "where to stay.", "nights": "how many", "guests": "how many guests.", "note": None,
+        "city": "where to stay.", "nights": "how many nights (a continuation line is part of it).",
+        "guests": "how many guests.", "note": None,
     }
     assert tool.schema["function"]["parameters"]["required"] == ["city"]
     assert Tool(book, description="Own words.").description == "Own words."
@@ -628,7 +629,7 @@ def test_a_tool_without_a_docstring_has_no_description():
     assert tool.schema["function"]["parameters"]["properties"] == {"x": {"type": "integer"}}
 
 
-@pytest.mark.parametrize("header", ["Args:", "Parameters:", "ARGS:"])
+@pytest.mark.parametrize("header", ["Args:", "Arguments:", "Parameters:"])
 def test_every_args_header_is_read(header):
     def f(a: int) -> int:
         return a
