@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from ..branch import Branch
 from ..imodel import PROVIDERS, iModel
 from ..text import summarize
-from ..tools import Tool, ToolInvocation
+from ..tools import _KEYWORDS, Tool, ToolInvocation, _field_name
 from .cassette import CassetteError, CliExchange, Operation
 from .run import LOCAL_KEYWORDS
 
@@ -37,14 +37,29 @@ class _Builder:
 
     def model(self, name: str, node: dict[str, Any], extra: str | None = None) -> type[BaseModel]:
         required = set(node.get("required", []))
+        properties = node.get("properties") or {}
+        taken = set(properties)
         fields: dict[str, Any] = {}
-        for fname, prop in (node.get("properties") or {}).items():
+        renamed: dict[str, str] = {}
+        for pname, prop in properties.items():
             meta = {k: prop[k] for k in ("title", "description") if k in prop}
-            default = ... if fname in required else prop.get("default", None)
+            default = ... if pname in required else prop.get("default", None)
+            # a name pydantic does not take as a field name (``_id``, ``model_config``,
+            # ``copy``) is held under a free one, with the recorded name as its alias,
+            # as a derived tool's argument model holds it
+            fname = _field_name(pname, taken)
+            taken.add(fname)
+            if fname != pname:
+                meta["alias"] = renamed[fname] = pname
             fields[fname] = (self.type(prop), Field(default, **meta))
-        config = ConfigDict(extra=extra) if extra else None  # type: ignore[typeddict-item]
-        return create_model(node.get("title") or name, __doc__=node.get("description"),
-                            __config__=config, **fields)
+        config = ConfigDict(serialize_by_alias=True)
+        if extra:
+            config["extra"] = extra  # type: ignore[typeddict-item]
+        model: type[BaseModel] = create_model(node.get("title") or name, __doc__=node.get("description"),
+                                              __config__=config, **fields)
+        if renamed:
+            _KEYWORDS[model] = renamed  # a rebuilt tool's validated arguments carry the recorded names
+        return model
 
     def type(self, prop: dict[str, Any]) -> Any:
         if not isinstance(prop, dict):

@@ -15,6 +15,8 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from ..clock import RecordingClock
 from ..endpoints.cli import CLITimeoutError, argv_secrets
 from ..errors import EndpointConnectionError, EndpointStatusError
@@ -164,6 +166,11 @@ def tool_calls_since(branch: Branch, start: int, redactor: Redactor) -> list[Too
 def _outcome(result: Any, error: BaseException | None, redactor: Redactor) -> OutcomeRecord:
     if error is not None:
         return OutcomeRecord(error=ErrorRecord(type=type(error).__name__, message=redactor.text(str(error))))
+    if isinstance(result, BaseModel):  # under the names the answer gave (an alias such as ``_id``)
+        try:
+            result = result.model_dump(mode="json", by_alias=True)
+        except Exception:  # noqa: BLE001 - to_jsonable gives what it can
+            pass
     return OutcomeRecord(result=redactor.value(to_jsonable(result)))
 
 
