@@ -199,6 +199,8 @@ def _arguments_model(func: Callable[..., Any], name: str) -> tuple[type[BaseMode
             model = create_model(model_name, __base__=base, __module__=module, **defs)
     except PydanticUserError as exc:
         raise ConfigurationError(f"tool {name!r}: its signature cannot be validated: {exc.message}") from None
+    except SyntaxError as exc:  # a quoted annotation that is no expression
+        raise ConfigurationError(f"tool {name!r}: an annotation is not a Python expression: {exc.msg}") from None
     if unresolved:
         _unresolvable(name, module, unresolved)
     _KEYWORDS[model] = renamed
@@ -408,12 +410,9 @@ class Tool:
         if runner is not None:
             return await runner(self, kwargs)
         args: list[Any] = []
-        if self.positional:  # positional-only parameters go positionally, in order
+        if self.positional:  # positional-only parameters go positionally, in order (validation gave each)
             kwargs = dict(kwargs)
-            for pname in self.positional:
-                if pname not in kwargs:
-                    break
-                args.append(kwargs.pop(pname))
+            args = [kwargs.pop(pname) for pname in self.positional]
         if self.is_async:
             return await self.func(*args, **kwargs)
         if self.blocking:

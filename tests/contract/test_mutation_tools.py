@@ -16,10 +16,10 @@ import threading
 from typing import Annotated, Any, Optional
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PydanticUserError
 
 from lionops import Branch, Tool
-from lionops.errors import ToolArgumentsError
+from lionops.errors import ConfigurationError, ToolArgumentsError
 from lionops.runtime import use_runtime
 from lionops.testing import completion, tool_call
 from tests.helpers import ScriptedMiddle
@@ -507,3 +507,138 @@ async def test_the_middle_is_offered_only_the_selected_tools():
     await Branch(tools=[alpha, beta]).operate(instruction="q", actions=True, tools=["beta"], middle=mid)
     [seen] = mid.seen
     assert [json.loads(s.json)["function"]["name"] for s in seen["chat_param"].tool_schemas] == ["beta"]
+
+
+# ---------------------------------------------------------------- annotations: where they are evaluated
+
+
+def test_a_function_made_in_its_own_namespace_has_its_annotations_evaluated_there():
+    # ``exec`` with a namespace that is no module: only the function's own globals know Point
+    namespace: dict[str, Any] = {"__name__": "made_by_exec"}
+    exec(  # noqa: S102 - a function built the way plugin loaders build them
+        "from __future__ import annotations\n"
+        "from pydantic import BaseModel\n"
+        "class Point(BaseModel):\n"
+        "    x: int\n"
+        "def norm(p: Point) -> int:\n"
+        "    return abs(p.x)\n", namespace)
+    tool = Tool(namespace["norm"])
+    assert tool.schema["function"]["parameters"]["properties"] == {"p": {"$ref": "#/$defs/Point"}}
+    assert tool.validate_arguments({"p": {"x": -3}})["p"].x == -3
+
+
+def module_with(tmp_path: Any, name: str, source: str) -> Any:
+    from tests.contract.test_tool_signatures import load
+
+    return load(tmp_path, name, source)
+
+
+def test_a_type_imported_under_a_plain_flag_is_not_taken_for_type_checking(tmp_path):
+    module = module_with(tmp_path, "flagged_types", """
+from __future__ import annotations
+import typing
+from pydantic import BaseModel
+from lionops import Tool
+
+FLAG = False
+if FLAG:
+    from decimal import Decimal as Later
+if typing.TYPE_CHECKING:
+    import hidden
+
+def price(value: Later) -> int:
+    return value.rate
+
+tool = Tool(price)  # made: Later is defined below
+
+class Later(BaseModel):
+    rate: int
+""")
+    assert module.tool.validate_arguments({"value": {"rate": 2}})["value"].rate == 2
+
+
+@pytest.mark.parametrize(("imports", "annotation", "hidden"), [
+    pytest.param("import typing\nif typing.TYPE_CHECKING:\n    import hidden\n", "hidden.Thing", "hidden",
+                 id="typing-attribute"),
+    pytest.param("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import hidden.sub\n", "hidden.sub.Thing",
+                 "hidden", id="dotted-import"),
+    pytest.param("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from decimal import Decimal, Context\n",
+                 "dict[Decimal, Context]", "Context, Decimal", id="two-hidden-names"),
+])
+def test_a_type_checking_import_is_named_exactly_in_the_refusal(tmp_path, imports, annotation, hidden):
+    module = module_with(tmp_path, f"refused_{abs(hash(imports + annotation))}",
+                         f"from __future__ import annotations\n{imports}\n"
+                         f"def price(first: Later, value: {annotation}) -> int:\n    return 1\n")
+    with pytest.raises(ConfigurationError) as info:
+        Tool(module.price)
+    # the first parameter's type may still be defined later: the second one is refused
+    assert str(info.value) == (
+        f"tool 'price': parameter 'value' is annotated with {hidden}, which its module imports only under "
+        "TYPE_CHECKING, so its arguments cannot be validated; import it at run time")
+
+
+@pytest.mark.parametrize("annotation", ["'not valid('", "'1 +'", "'x y'"])
+def test_a_quoted_annotation_that_is_no_expression_is_a_configuration_error(tmp_path, annotation):
+    module = module_with(tmp_path, f"bad_text_{abs(hash(annotation))}",
+                         f"from __future__ import annotations\ndef price(value: {annotation}) -> int:\n    return 1\n")
+    with pytest.raises(ConfigurationError) as info:
+        Tool(module.price)
+    assert str(info.value) == ("tool 'price': an annotation is not a Python expression: "
+                               f"Forward reference must be an expression -- got {annotation}")
+
+
+# ---------------------------------------------------------------- pydantic's own errors from a user's type
+
+
+class Opaque:
+    """A user's type whose JSON schema hook and validator raise pydantic's user error."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        def check(value: Any) -> Any:
+            raise PydanticUserError("Opaque values are checked by their owner", code=None)
+
+        return core_schema.no_info_plain_validator_function(check)
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> Any:
+        raise PydanticUserError("Opaque has no JSON form", code=None)
+
+
+def opaque(value: Opaque) -> str:
+    return "ran"
+
+
+def test_a_user_types_own_pydantic_error_is_raised_as_it_is():
+    tool = Tool(opaque)
+    with pytest.raises(PydanticUserError, match="^Opaque has no JSON form$"):
+        _ = tool.schema
+    with pytest.raises(PydanticUserError, match="^Opaque values are checked by their owner$"):
+        tool.validate_arguments({"value": 1})
+
+
+def test_the_offered_schema_carries_its_own_json_text():
+    tool = Tool(forecast)
+    offered = tool.offered_schema
+    assert json.loads(offered.json) == tool.schema
+    assert offered.json == json.dumps(offered)
+
+
+# ---------------------------------------------------------------- positional-only, async and in a thread
+
+
+async def scaled(a: int, /, factor: int = 2) -> int:
+    return a * factor
+
+
+def joined(a: str, b: str = "b", /) -> str:
+    return f"{a}+{b}"
+
+
+@pytest.mark.anyio
+async def test_positional_only_parameters_reach_async_and_blocking_tools_positionally():
+    assert await Tool(scaled).invoke({"a": 4, "factor": 3}) == 12
+    assert await Tool(joined, blocking=True).invoke({"a": "x"}) == "x+b"
+    assert await Tool(joined, blocking=True).invoke({"a": "x", "b": "y"}) == "x+y"
