@@ -10,7 +10,12 @@ Steps, in order:
    ``<reasoning>``, ``<thought>`` and ``<reflection>`` blocks that open a
    line (and an unclosed one, which runs to the end; and text before a
    closing tag that has no opening one) are removed first
-   (:func:`split_reasoning`); nothing inside them is parsed.
+   (:func:`split_reasoning`); nothing inside them is parsed. A reasoning
+   tag still in the answer after that (one that opens in the middle of a
+   line, a second closing tag) leaves no way to tell reasoning from answer:
+   the answer is parsed, but its body action requests are marked invalid
+   (``REASONING_REQUEST_ERROR``), so nothing the model may only have mused
+   about is executed.
 1. JSON from the text: the whole text, a fenced block (decoded from its first
    character, so a string value holding triple backticks survives), or
    the first object in prose. Raw control characters inside strings are
@@ -67,6 +72,7 @@ __all__ = [
     "local_parse",
     "ACTION_FIELDS",
     "REPAIRED_REQUEST_ERROR",
+    "REASONING_REQUEST_ERROR",
     "PARSE_MODEL_MAX_CHARS",
 ]
 
@@ -75,6 +81,8 @@ ACTION_FIELDS = frozenset({"action_required", "action_requests", "action_respons
 
 #: The ``invalid`` text of an action request recovered from repaired JSON.
 REPAIRED_REQUEST_ERROR = "action request recovered from malformed JSON; not executed"
+#: The ``invalid`` text of a body action request of an answer that still holds a reasoning tag.
+REASONING_REQUEST_ERROR = "action request in an answer that holds a reasoning tag (it may be reasoning); not executed"
 
 #: The longest answer (in characters) the parse model is asked to restate.
 PARSE_MODEL_MAX_CHARS = 65_536
@@ -87,6 +95,7 @@ _MAX_CANDIDATES = 32
 _REASONING_TAGS = "think|thinking|reasoning|thought|reflection"
 _REASONING_OPEN = re.compile(rf"^[ \t]*<({_REASONING_TAGS})>", re.IGNORECASE | re.MULTILINE)
 _REASONING_CLOSE = re.compile(rf"</({_REASONING_TAGS})>", re.IGNORECASE)
+_REASONING_TAG = re.compile(rf"</?({_REASONING_TAGS})>", re.IGNORECASE)
 #: A channel message of the "harmony" chat format some servers pass through as text.
 _CHANNEL = re.compile(r"<\|channel\|>\s*(\w+)[^<]*<\|message\|>(.*?)(?=<\|(?:end|start|return|call|channel)\|>|$)",
                       re.DOTALL)
@@ -343,8 +352,21 @@ def merge_action_requests(data: dict[str, Any], native: list[ActionRequestModel]
     return data
 
 
-def _invalidate_requests(data: dict[str, Any]) -> None:
-    """Mark every body action request invalid (the JSON needed repair)."""
+def _holds_reasoning_tag(text: str) -> bool:
+    """Whether an answer, its reasoning blocks split off, still holds a reasoning
+    tag outside of JSON strings (a text that is one JSON value as a whole has
+    its tags inside strings)."""
+    if _REASONING_TAG.search(text) is None:
+        return False
+    try:
+        json.loads(text, strict=False)
+    except (ValueError, RecursionError):
+        return True
+    return False
+
+
+def _invalidate_requests(data: dict[str, Any], reason: str) -> None:
+    """Mark every body action request invalid with ``reason``."""
     body = data.get("action_requests")
     if not isinstance(body, list):
         if body is not None:
@@ -354,7 +376,7 @@ def _invalidate_requests(data: dict[str, Any]) -> None:
     for item in body:
         name = normalize_request_keys(item).get("function") if isinstance(item, Mapping) else None
         marked.append(ActionRequestModel(
-            function=name if isinstance(name, str) else None, invalid=REPAIRED_REQUEST_ERROR,
+            function=name if isinstance(name, str) else None, invalid=reason,
         ))
     data["action_requests"] = marked
 
@@ -391,7 +413,9 @@ def local_parse(text: str | None, fmt: type[BaseModel], parse_param: Any = None,
         repaired = data is not None
     found = data is not None
     if repaired:
-        _invalidate_requests(data)  # type: ignore[arg-type]
+        _invalidate_requests(data, REPAIRED_REQUEST_ERROR)  # type: ignore[arg-type]
+    elif isinstance(data, dict) and _holds_reasoning_tag(text):  # type: ignore[arg-type]
+        _invalidate_requests(data, REASONING_REQUEST_ERROR)
     if data is None:
         if not action_requests:
             return text, False

@@ -24,6 +24,7 @@ from lionops.models import RawOutput
 from lionops.operative import Step
 from lionops.params import FuzzyMatchKeysParams
 from lionops.parse import (
+    REASONING_REQUEST_ERROR,
     REPAIRED_REQUEST_ERROR,
     _span_end,
     ends_inside_json,
@@ -265,6 +266,44 @@ async def test_a_native_call_joins_the_body_requests_once(server, native, calls)
     server.push(completion(text, tool_calls=[tool_call("send_message", native)]), completion('{"answer": 1}'))
     _, box = await operate_with_tools(server)
     assert box.calls == calls
+
+
+# ---------------------------------------------------------------- requests beside a reasoning tag, end to end
+
+REQUEST = '{"function": "get_weather", "arguments": {"city": "Oslo"}}'
+CALLED = '{"answer": 7, "action_requests": [' + REQUEST + ']}'
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("text", [
+    'Sure. <think>a</think> ok <think>maybe ' + CALLED + '</think> {"answer": 7}',   # mid-line, closed
+    'ok\nthen <thinking>' + CALLED,                                                # mid-line, never closed
+    'ok <think>x</think> then <think>maybe ' + CALLED,                             # closed, then one left open
+    '```json\n' + CALLED[:-1] + ', "note": "<Reasoning>"}\n```',                  # one in a fenced value
+], ids=["mid-line-closed", "mid-line-open", "closed-then-open", "in-a-fenced-string"])
+async def test_body_requests_beside_a_reasoning_tag_run_no_tool(server, text):  # noqa: F811
+    server.push(completion(text))
+    out, box = await operate_with_tools(server, handle_validation="return_value")
+    assert box.total == 0
+    # the request is dropped with the reasoning around it, or kept and marked
+    requests = (out.action_requests if isinstance(out, BaseModel) else (out or {}).get("action_requests")) or []
+    marks = [r.invalid if isinstance(r, BaseModel) else r["invalid"] for r in requests]
+    assert marks == [REASONING_REQUEST_ERROR] * len(marks)
+    assert [r.record.decision for r in getattr(out, "action_responses", None) or []] == ["invalid"] * len(marks)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("text", [
+    '{"answer": 7, "note": "uses <think> tags", "action_requests": [' + REQUEST + ']}',  # one JSON value
+    '<think>plan ' + CALLED + '</think>\n' + CALLED,                                   # a block at line start
+    'Here: ' + CALLED,                                                                  # no tag at all
+    'plan</think>\nmore</think> ' + CALLED,        # all before the last closing tag is reasoning
+], ids=["tag-inside-the-whole-json", "line-start-block", "no-tag", "two-closing-tags"])
+async def test_body_requests_of_an_answer_without_a_stray_tag_run_once(server, text):  # noqa: F811
+    server.push(completion(text))
+    out, box = await operate_with_tools(server, handle_validation="return_value")
+    assert (out.answer, box.calls["get_weather"], box.total) == (7, 1, 1)
+    assert [r.invalid for r in out.action_requests] == [None]
 
 
 # ---------------------------------------------------------------- reasoning
