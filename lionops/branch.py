@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 import anyio
+import anyio.to_thread
 
 from . import observe
 from ._defaults import (
@@ -50,6 +51,17 @@ __all__ = ["Branch", "OperateKwargs"]
 logger = logging.getLogger("lionops.branch")
 
 GateCheck = Callable[[ToolInvocation], "bool | Awaitable[bool]"]
+
+
+class _InThread:
+    """A sync gate check run in a worker thread that a timeout can abandon."""
+
+    def __init__(self, check: Callable[[ToolInvocation], Any]) -> None:
+        self.check = check
+        self.__qualname__ = getattr(check, "__qualname__", None) or type(check).__name__
+
+    async def __call__(self, invocation: ToolInvocation) -> Any:
+        return await anyio.to_thread.run_sync(self.check, invocation, abandon_on_cancel=True)
 HookHandler = Callable[[dict[str, Any]], Any]
 
 
@@ -171,13 +183,20 @@ class Branch:
         """
         return self.acts.register(tools, update=update)
 
-    def gate(self, check: GateCheck) -> GateCheck:
+    def gate(self, check: GateCheck, *, blocking: bool = False) -> GateCheck:
         """Add an authorization check ``check(ToolInvocation) -> bool | Awaitable[bool]``.
 
         Every check must return ``True`` for a tool to run; with none, all
         invocations are allowed. Usable as a decorator.
+
+        ``blocking``: ``check`` is sync code that may block (a prompt to a
+        person, a policy service called without async): it runs in a worker
+        thread, so ``gate_timeout`` bounds the wait even when the check never
+        returns (the call is denied as ``timed_out``; the thread is abandoned
+        and its late answer ignored). A sync check that is not ``blocking``
+        runs inline, which is cheapest but cannot be interrupted.
         """
-        self._gates.append(check)
+        self._gates.append(_InThread(check) if blocking else check)
         return check
 
     async def authorize(self, invocation: ToolInvocation) -> bool:

@@ -105,6 +105,44 @@ async def test_a_sync_gate_that_blocks_past_its_timeout_denies():
 
 
 @pytest.mark.parametrize("path", PATHS)
+async def test_a_blocking_gate_that_never_returns_is_abandoned_at_its_timeout(path, tmp_path):
+    # a sync check marked blocking runs in a worker thread: the wait ends at
+    # gate_timeout even though the check never returns on its own
+    seen: list[dict[str, Any]] = []
+    release, asked = threading.Event(), []
+    branch = Branch(tools=[_delete_tool(seen)], gate_timeout=0.1)
+
+    def ask_a_person(inv: ToolInvocation) -> bool:
+        asked.append((inv.function, threading.current_thread() is threading.main_thread()))
+        release.wait(60)  # nobody answers while the call waits
+        return True
+
+    assert branch.gate(ask_a_person, blocking=True) is ask_a_person  # still usable as a decorator
+    try:
+        result, trace = await operate_via(path, tmp_path, branch, [REQUEST])
+    finally:
+        release.set()
+    assert asked == [("delete_files", False)] and seen == []
+    assert [a.decision for a in trace.actions] == ["timed_out"]
+    assert result.action_responses[0].output["reason"] == (
+        "gate test_a_blocking_gate_that_never_returns_is_abandoned_at_its_timeout.<locals>.ask_a_person "
+        "did not answer within 0.1s")
+    assert branch.logs.of_kind("gate_timeout")[0].content["gate"].endswith("ask_a_person")
+
+
+async def test_a_blocking_gate_that_answers_in_time_decides_as_an_inline_one():
+    seen: list[dict[str, Any]] = []
+    branch = Branch(tools=[_delete_tool(seen)])
+    branch.gate(lambda inv: inv.arguments["paths"] != ["tmp/a"], blocking=True)
+    (out,) = await branch.act(REQUEST)
+    assert (out.record.decision, seen) == ("denied", [])
+    branch = Branch(tools=[_delete_tool(seen)])
+    branch.gate(lambda inv: True, blocking=True)
+    (out,) = await branch.act(REQUEST)
+    assert out.record.decision == "allowed" and len(seen) == 1
+
+
+@pytest.mark.parametrize("path", PATHS)
 async def test_a_shielded_async_gate_that_answers_late_denies(path, tmp_path):
     seen: list[dict[str, Any]] = []
     branch = Branch(tools=[_delete_tool(seen)], gate_timeout=0.05)
