@@ -18,9 +18,10 @@ import contextlib
 import contextvars
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
+if TYPE_CHECKING:  # httpx itself is imported by the API transport, when one is first used
+    import httpx
 
 __all__ = ["Runtime", "ClockLike", "current_runtime", "use_runtime"]
 

@@ -36,6 +36,8 @@ for, tool schemas) belongs to the Middles (:mod:`lionops.middles`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ..._secrets import scrubbed_preview
 from ...errors import (  # noqa: F401 - the errors these endpoints raise, importable here as before the split
     EndpointAuthError,
@@ -50,7 +52,21 @@ from ...errors import (  # noqa: F401 - the errors these endpoints raise, import
 from .config import DEFAULT_DEADLINE, DEFAULT_MAX_RESPONSE_BYTES, PROVIDER_DEFAULTS, StructuredMode, call_deadline
 from .response import ChatCompletion
 from .stream import StreamAccumulator
-from .transport import ChatCompletionsEndpoint, parse_retry_after
+
+if TYPE_CHECKING:
+    from .transport import ChatCompletionsEndpoint, parse_retry_after
+
+#: Names served by :mod:`.transport`, imported on first use: it imports httpx,
+#: which is not needed until a call goes over HTTP.
+_FROM_TRANSPORT = frozenset({"ChatCompletionsEndpoint", "parse_retry_after"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_TRANSPORT:
+        from . import transport
+
+        return getattr(transport, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "ChatCompletionsEndpoint",
