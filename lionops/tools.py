@@ -32,10 +32,12 @@ from pydantic import (
     create_model,
 )
 from pydantic.fields import FieldInfo
+from pydantic_core import SchemaError
 
 from ._frozen import FrozenDict, freeze, thaw
 from .errors import ConfigurationError, ToolArgumentsError, ToolNotOfferedError, UnknownToolError
 from .runtime import current_runtime
+from .text import summarize
 
 __all__ = [
     "Tool", "ToolInvocation", "ActionManager", "ToolArgumentsError", "UnknownToolError",
@@ -47,7 +49,7 @@ __all__ = [
 def _first_paragraph(doc: str | None) -> str:
     if not doc:
         return ""
-    return inspect.cleandoc(doc).split("\n\n", 1)[0].replace("\n", " ").strip()
+    return inspect.cleandoc(doc).partition("\n\n")[0].replace("\n", " ").strip()
 
 
 def _param_docs(doc: str | None) -> dict[str, str]:
@@ -59,40 +61,30 @@ def _param_docs(doc: str | None) -> dict[str, str]:
         params = docstring_parser.parse(doc).params
     except docstring_parser.ParseError:  # no style reads it: no descriptions
         return {}
-    return {p.arg_name.lstrip("*"): " ".join(p.description.split()) for p in params if p.description}
-
-
-def _signature(func: Callable[..., Any]) -> inspect.Signature:
-    """The signature with its annotations evaluated in the function's own module,
-    so string annotations (``from __future__ import annotations``) name the
-    types that module sees; as written when one of them cannot be evaluated
-    (:func:`_annotation` then evaluates each one that can be)."""
-    try:
-        return inspect.signature(func, eval_str=True)
-    except Exception:  # noqa: BLE001 - a name only known locally: pydantic resolves what it can
-        return inspect.signature(func)
+    return {p.arg_name: " ".join(p.description.split()) for p in params if p.description}
 
 
 def _home(func: Any) -> tuple[dict[str, Any], str]:
     """The namespace and module name the annotations of ``func`` were written in
-    (through wrappers, partials, bound methods and a callable object's ``__call__``)."""
+    (through wrappers, partials and bound methods; a class's ``__init__``, a
+    callable object's ``__call__``)."""
     target = inspect.unwrap(func)
     while isinstance(target, functools.partial):
         target = inspect.unwrap(target.func)
     target = getattr(target, "__func__", target)
-    if not isinstance(target, types.FunctionType) and not inspect.isclass(target):
-        target = type(target).__dict__.get("__call__", target)  # a callable object: its class's method
-    module = getattr(target, "__module__", None) or __name__
-    namespace = getattr(target, "__globals__", None)
-    if namespace is None:
-        namespace = getattr(sys.modules.get(module), "__dict__", {})
-    return namespace, module
+    if inspect.isclass(target):
+        target = target.__init__
+    elif not isinstance(target, types.FunctionType):
+        target = type(target).__call__
+    return getattr(target, "__globals__", {}), getattr(target, "__module__", None) or __name__
 
 
 def _annotation(ann: Any, namespace: dict[str, Any]) -> Any:
-    """``ann`` evaluated in the function's module, again while it is a string (a
-    quoted annotation under ``from __future__ import annotations`` is the string
-    of a string); the string as it is when a name in it is not defined there."""
+    """``ann`` evaluated in the function's own globals, again while it is a string
+    (a quoted annotation under ``from __future__ import annotations`` is the
+    string of a string); the string as it is when a name in it is not defined
+    there (pydantic resolves it in the function's module, if it can, when the
+    arguments are first validated)."""
     while isinstance(ann, str):
         try:
             ann = eval(ann, namespace)  # noqa: S307 - the function's own annotation, as Python would
@@ -150,7 +142,7 @@ def _field_name(pname: str, taken: set[str]) -> str:
 
 def _arguments_model(func: Callable[..., Any], name: str) -> tuple[type[BaseModel], tuple[str, ...]]:
     """The argument model of ``func`` and the names of its positional-only parameters, in order."""
-    sig = _signature(func)
+    sig = inspect.signature(func)
     docs = _param_docs(func.__doc__)
     namespace, module = _home(func)
     taken = set(sig.parameters)
@@ -159,7 +151,7 @@ def _arguments_model(func: Callable[..., Any], name: str) -> tuple[type[BaseMode
     renamed: dict[str, str] = {}
     positional: list[str] = []
     extra: Literal["allow", "forbid"] = "forbid"
-    extras: Any = None
+    extras: Any = Any
     for pname, p in sig.parameters.items():
         if p.kind is inspect.Parameter.VAR_POSITIONAL:
             continue
@@ -169,7 +161,7 @@ def _arguments_model(func: Callable[..., Any], name: str) -> tuple[type[BaseMode
             unresolved[pname] = ann
         if p.kind is inspect.Parameter.VAR_KEYWORD:
             extra = "allow"
-            extras = None if ann is Any else ann
+            extras = ann
             continue
         if p.kind is inspect.Parameter.POSITIONAL_ONLY:
             positional.append(pname)
@@ -188,19 +180,17 @@ def _arguments_model(func: Callable[..., Any], name: str) -> tuple[type[BaseMode
     model_name = "".join(part.capitalize() for part in name.split("_")) + "Arguments"
     config = ConfigDict(extra=extra, arbitrary_types_allowed=True)
     try:
-        if extras is None:
+        if extra == "forbid":
             model = create_model(model_name, __config__=config, __module__=module, **defs)
-        else:  # typed ``**kwargs``: every extra argument is validated as its annotation
+        else:  # ``**kwargs``: every extra argument is validated as its annotation
             base = types.new_class(model_name, (BaseModel,), exec_body=lambda ns: ns.update(
                 __annotations__={"__pydantic_extra__": dict[str, extras]}, __module__=module,
                 # the schema still says any extra key may be given, as for an untyped **kwargs
                 model_config=ConfigDict(extra=extra, arbitrary_types_allowed=True,
                                         json_schema_extra={"additionalProperties": True})))
             model = create_model(model_name, __base__=base, __module__=module, **defs)
-    except PydanticUserError as exc:
-        raise ConfigurationError(f"tool {name!r}: its signature cannot be validated: {exc.message}") from None
-    except SyntaxError as exc:  # a quoted annotation that is no expression
-        raise ConfigurationError(f"tool {name!r}: an annotation is not a Python expression: {exc.msg}") from None
+    except (PydanticUserError, SchemaError, SyntaxError, TypeError) as exc:  # annotations no model can be built of
+        raise ConfigurationError(f"tool {name!r}: its signature cannot be validated: {summarize(exc, 300)}") from None
     if unresolved:
         _unresolvable(name, module, unresolved)
     _KEYWORDS[model] = renamed
@@ -270,7 +260,7 @@ def _derive(func: Any, name: str) -> tuple[Any, str, bool, tuple[str, ...]]:
             model,
             _first_paragraph(func.__doc__),
             # a callable object's own __call__ method, when it is a coroutine function
-            inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None)),  # noqa: B004
+            inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(func.__call__),
             positional,
         )
     return derived

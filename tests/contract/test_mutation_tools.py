@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import json
 import threading
+import warnings
 from typing import Annotated, Any, Optional
 
 import pytest
@@ -527,6 +528,69 @@ def test_a_function_made_in_its_own_namespace_has_its_annotations_evaluated_ther
     assert tool.validate_arguments({"p": {"x": -3}})["p"].x == -3
 
 
+EXEC_SOURCE = (
+    "from __future__ import annotations\n"
+    "from pydantic import BaseModel\n"
+    "class Point(BaseModel):\n"
+    "    x: int\n"
+    "class Scaler:\n"
+    "    def __call__(self, p: Point, factor: 'int' = 2) -> int:\n"
+    "        return p.x * factor\n"
+    "class Mover:\n"
+    "    def __init__(self, p: Point) -> None:\n"
+    "        self.x = p.x\n"
+    "class Empty:\n"
+    "    pass\n")
+
+
+@pytest.mark.anyio
+async def test_callable_objects_and_classes_made_in_their_own_namespace_resolve_there():
+    namespace: dict[str, Any] = {"__name__": "made_by_exec_too"}
+    exec(EXEC_SOURCE, namespace)  # noqa: S102 - classes built the way plugin loaders build them
+    scaler, mover = Tool(namespace["Scaler"](), name="scale"), Tool(namespace["Mover"], name="move")
+    assert scaler.schema["function"]["parameters"]["properties"] == {
+        "p": {"$ref": "#/$defs/Point"}, "factor": {"default": 2, "type": "integer"}}
+    assert await scaler.invoke({"p": {"x": 3}}) == 6
+    assert (await mover.invoke({"p": {"x": 5}})).x == 5
+    assert await Tool(namespace["Empty"], name="make").invoke({}) is not None
+
+
+def test_names_pydantic_would_warn_about_are_held_under_another_name():
+    def export(copy: int, json: str = "", schema: str = "", _private: int = 0) -> int:
+        return copy
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "shadows an attribute in parent BaseModel" would fail here
+        tool = Tool(export)
+    assert list(tool.schema["function"]["parameters"]["properties"]) == ["copy", "json", "schema", "_private"]
+    assert tool.validate_arguments({"copy": 1, "_private": 2}) == {"copy": 1, "json": "", "schema": "", "_private": 2}
+
+
+@pytest.mark.anyio
+async def test_a_typed_kwargs_tool_resolves_a_later_type_and_takes_plain_classes(tmp_path):
+    module = module_with(tmp_path, "typed_extras_later", """
+from __future__ import annotations
+from pydantic import BaseModel
+from lionops import Tool
+
+class Plain:
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+def place(where: Later, item: Plain | None = None, **counts: int) -> dict:
+    return {"where": where.name, "size": item.size if item else 0, **counts}
+
+tool = Tool(place)  # made before Later is defined
+
+class Later(BaseModel):
+    name: str
+""")
+    assert await module.tool.invoke({"where": {"name": "a"}, "item": module.Plain(4), "n": "2"}) == {
+        "where": "a", "size": 4, "n": 2}
+    with pytest.raises(ToolArgumentsError):
+        module.tool.validate_arguments({"where": {"name": "a"}, "n": "two"})
+
+
 def module_with(tmp_path: Any, name: str, source: str) -> Any:
     from tests.contract.test_tool_signatures import load
 
@@ -583,8 +647,32 @@ def test_a_quoted_annotation_that_is_no_expression_is_a_configuration_error(tmp_
                          f"from __future__ import annotations\ndef price(value: {annotation}) -> int:\n    return 1\n")
     with pytest.raises(ConfigurationError) as info:
         Tool(module.price)
-    assert str(info.value) == ("tool 'price': an annotation is not a Python expression: "
+    assert str(info.value) == ("tool 'price': its signature cannot be validated: "
                                f"Forward reference must be an expression -- got {annotation}")
+
+
+class Kind(BaseModel):
+    kind: str
+
+
+def discriminated_int(x: Annotated[int, Field(discriminator="kind")]) -> int:
+    return x
+
+
+def bad_pattern(x: Annotated[str, Field(pattern=5)]) -> str:
+    return x
+
+
+@pytest.mark.parametrize(("func", "start"), [
+    (discriminated_int, "tool 'discriminated_int': its signature cannot be validated: The core schema type 'int' "
+                        "is not a valid discriminated union variant."),
+    (bad_pattern, 'tool \'bad_pattern\': its signature cannot be validated: Error building "model" validator:'),
+], ids=["type-error", "schema-error"])
+def test_annotations_no_model_can_be_built_of_are_a_configuration_error(func, start):
+    with pytest.raises(ConfigurationError) as info:
+        Tool(func)
+    assert str(info.value).startswith(start), str(info.value)
+    assert len(str(info.value)) <= len("tool '': its signature cannot be validated: ") + len(func.__name__) + 300
 
 
 # ---------------------------------------------------------------- pydantic's own errors from a user's type
