@@ -392,46 +392,28 @@ async def test_concurrent_cli_turns_on_one_branch_lose_nothing(tmp_path):
 
 # ---------------------------------------------------------------- durability: kill -9 the parent
 
-#: A real process that imports lionops once, then for each line it reads
-#: ("STREAMS SNAPS PIDFILE") forks a parent (a real process of its own,
-#: announced by "pid N") that runs CLI turns on one branch, forever, with the
-#: stream persisted and a snapshot after each turn, printing each CLI tool
-#: call it received ("got t<k>") and each finished turn ("turn N"). When the
-#: parent dies it prints "exit CODE" (after everything the parent printed).
+#: A real parent process: runs CLI turns on one branch, forever, with the
+#: stream persisted and a snapshot after each turn; prints each CLI tool call
+#: it received ("got t<k>") and each finished turn ("turn N").
 PARENT = r"""
-import os, sys, anyio
+import sys, anyio
 from lionops import Branch, iModel
 
-fake, session = sys.argv[1:3]
+fake, session, streams, snaps, pidfile = sys.argv[1:6]
+model = iModel(provider="claude_code", cli_command=[sys.executable, fake, "--session", session,
+               "--chunk", "4096", "--pidfile", pidfile], timeout=60)
+b = Branch(chat_model=model)
+b.logs.subscribe(lambda e: e.kind == "cli_tool" and e.content["kind"] == "request"
+                 and print("got", e.content["call_id"], flush=True))
 
+async def main():
+    n = 0
+    while True:
+        await b.operate(instruction=f"turn {n}", stream_persist=True, persist_dir=streams, snapshot_dir=snaps)
+        print("turn", n, flush=True)
+        n += 1
 
-def run(streams, snaps, pidfile):
-    print("pid", os.getpid(), flush=True)
-    model = iModel(provider="claude_code", cli_command=[sys.executable, fake, "--session", session,
-                   "--chunk", "4096", "--pidfile", pidfile], timeout=60)
-    b = Branch(chat_model=model)
-    b.logs.subscribe(lambda e: e.kind == "cli_tool" and e.content["kind"] == "request"
-                     and print("got", e.content["call_id"], flush=True))
-
-    async def main():
-        n = 0
-        while True:
-            await b.operate(instruction=f"turn {n}", stream_persist=True, persist_dir=streams, snapshot_dir=snaps)
-            print("turn", n, flush=True)
-            n += 1
-
-    anyio.run(main)
-
-
-for line in sys.stdin:
-    pid = os.fork()
-    if pid == 0:
-        try:
-            run(*line.split())
-        finally:
-            os._exit(1)
-    _, status = os.waitpid(pid, 0)
-    print("exit", os.waitstatus_to_exitcode(status), flush=True)
+anyio.run(main)
 """
 
 #: Kill once the parent reported this many CLI tool calls (60 per turn): early,
@@ -453,56 +435,38 @@ def test_sigkill_of_the_parent_mid_turn_leaves_whole_files(tmp_path):
     events += [say("done"), result("done")]
     session = write_session(tmp_path / "s.jsonl", *events)
     data = session.read_bytes()
-    server = subprocess.Popen([sys.executable, "-c", PARENT, str(FAKE_CLI), str(session)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        for kill_after in KILL_AFTER:
-            _sigkill_parent_after(server, tmp_path / f"kill{kill_after}", kill_after, data)
-    finally:
-        server.kill()
-        server.wait(timeout=60)
-        server.stdin.close()
-        server.stdout.close()
-
-
-def _sigkill_parent_after(server: subprocess.Popen[str], run: Path, kill_after: int, data: bytes) -> None:
-    """Fork one parent, SIGKILL it once it reported ``kill_after`` CLI tool
-    calls, and check the files it left."""
-    streams, snaps, pidfile = run / "streams", run / "snaps", run / "cli.pid"
-    server.stdin.write(f"{streams} {snaps} {pidfile}\n")
-    server.stdin.flush()
-    first = server.stdout.readline()
-    assert first.startswith("pid "), f"the parent did not start: {first!r}"
-    pid = int(first.split()[1])
-    seen: list[str] = []  # tool calls the parent received in the turn it was killed in
-    line = ""
-    try:
-        total = 0
-        while total < kill_after:
-            line = server.stdout.readline()
-            assert line and not line.startswith("exit "), "the parent died"
-            if line.startswith("got "):
-                seen.append(line.split()[1])
-                total += 1
-            else:
-                seen = []
-    finally:
-        if line and not line.startswith("exit "):  # alive until the server prints "exit"
-            os.kill(pid, signal.SIGKILL)
-            while (line := server.stdout.readline()) and not line.startswith("exit "):
-                pass
-        _kill_group(pidfile)
-    files = sorted(streams.glob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
-    partial = [f.read_bytes() for f in files if f.read_bytes() != data]
-    assert len(partial) <= 1 and all(data.startswith(p) for p in partial)  # never torn or reordered
-    last = files[-1].read_bytes()
-    assert all(f'"id": "{call_id}"'.encode() in last for call_id in seen)  # on disk before it was seen
-    for snap in snaps.glob("*.json"):
-        doc = json.loads(snap.read_text())  # whole: the previous turn's or the new one
-        assert doc["messages"][-1]["role"] == "assistant"
-        assert len(doc["messages"]) % 122 == 0  # whole turns: user, 60 CLI calls and results, answer
-    if kill_after > 60:
-        assert list(snaps.glob("*.json"))
+    for kill_after in KILL_AFTER:
+        run = tmp_path / f"kill{kill_after}"
+        streams, snaps, pidfile = run / "streams", run / "snaps", run / "cli.pid"
+        parent = subprocess.Popen([sys.executable, "-c", PARENT, str(FAKE_CLI), str(session), str(streams),
+                                   str(snaps), str(pidfile)], stdout=subprocess.PIPE, text=True)
+        seen: list[str] = []  # tool calls the parent received in the turn it was killed in
+        try:
+            total = 0
+            while total < kill_after:
+                line = parent.stdout.readline()
+                assert line, "the parent died"
+                if line.startswith("got "):
+                    seen.append(line.split()[1])
+                    total += 1
+                else:
+                    seen = []
+        finally:
+            parent.send_signal(signal.SIGKILL)
+            parent.wait(timeout=10)
+            parent.stdout.close()
+            _kill_group(pidfile)
+        files = sorted(streams.glob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
+        partial = [f.read_bytes() for f in files if f.read_bytes() != data]
+        assert len(partial) <= 1 and all(data.startswith(p) for p in partial)  # never torn or reordered
+        last = files[-1].read_bytes()
+        assert all(f'"id": "{call_id}"'.encode() in last for call_id in seen)  # on disk before it was seen
+        for snap in snaps.glob("*.json"):
+            doc = json.loads(snap.read_text())  # whole: the previous turn's or the new one
+            assert doc["messages"][-1]["role"] == "assistant"
+            assert len(doc["messages"]) % 122 == 0  # whole turns: user, 60 CLI calls and results, answer
+        if kill_after > 60:
+            assert list(snaps.glob("*.json"))
 
 
 def _kill_group(pidfile: Path) -> None:
