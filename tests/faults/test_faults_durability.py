@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -93,8 +95,19 @@ def check_logs(path: Path) -> int:
     return gens[-1]
 
 
-def _read_line(proc: subprocess.Popen[str]) -> str:
-    line = proc.stdout.readline()  # type: ignore[union-attr]
+def _pump(proc: subprocess.Popen[str], lines: queue.Queue[str]) -> None:
+    """Every line the writer's parent prints, then "" at its end."""
+    for line in proc.stdout:  # type: ignore[union-attr]
+        lines.put(line)
+    lines.put("")
+
+
+def _read_line(lines: queue.Queue[str]) -> str:
+    """The next line, waiting at most STEP_TIMEOUT_S."""
+    try:
+        line = lines.get(timeout=STEP_TIMEOUT_S)
+    except queue.Empty:
+        raise AssertionError(f"the writer printed nothing for {STEP_TIMEOUT_S} s") from None
     assert line, "the writer's parent died"
     return line
 
@@ -116,17 +129,20 @@ def test_sigkill_mid_write_never_leaves_a_torn_file(tmp_path):
     kills = mid_write = 0
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(snap), str(logs)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    pump = threading.Thread(target=_pump, args=(proc, lines), daemon=True)
+    pump.start()
     try:
         sweep = 2 * len(KILL_DELAYS)
         while (kills < sweep or mid_write < MID_WRITE_KILLS) and kills < MAX_KILLS:
             proc.stdin.write("go\n")  # type: ignore[union-attr]
             proc.stdin.flush()  # type: ignore[union-attr]
-            first = _read_line(proc)
+            first = _read_line(lines)
             assert first.startswith("pid "), f"writer did not start: {first!r}"
             pid = int(first.split()[1])
             try:
                 for _ in range(2):  # a completed generation or two, then kill it without warning
-                    line = _read_line(proc)
+                    line = _read_line(lines)
                     assert line.startswith("gen "), f"writer died: {line!r}"
                 last_done = int(line.split()[1])
                 if kills % 2 == 0 and kills < sweep:
@@ -137,7 +153,7 @@ def test_sigkill_mid_write_never_leaves_a_torn_file(tmp_path):
                 os.kill(pid, signal.SIGKILL)  # the writer is alive until its parent prints "exit"
                 # The writer may have run ahead of our reads: every generation it
                 # completed before the kill is announced before its exit code.
-                while not (line := _read_line(proc)).startswith("exit "):
+                while not (line := _read_line(lines)).startswith("exit "):
                     if line.startswith("gen "):
                         last_done = int(line.split()[1])
             kills += 1
@@ -153,6 +169,7 @@ def test_sigkill_mid_write_never_leaves_a_torn_file(tmp_path):
     finally:
         proc.kill()
         proc.wait(timeout=STEP_TIMEOUT_S)
+        pump.join(timeout=STEP_TIMEOUT_S)
         proc.stdin.close()  # type: ignore[union-attr]
         proc.stdout.close()  # type: ignore[union-attr]
     print(f"{kills} kills, {mid_write} mid-write")
