@@ -31,8 +31,11 @@ test: setup mermaid-parser cli-agents
 	$(MAKE) --no-print-directory lint
 
 # Replay every example committed in tests/.hypothesis-db (read-only, no generation).
+# Only the test files that hold property tests are collected (each names
+# hypothesis' `given` or a state machine); when none is found, all of tests/.
+HYPOTHESIS_FILES = $(shell grep -rlE --include='test_*.py' '\bgiven\b|RuleBasedStateMachine' tests | sort)
 test-replay: setup
-	LIONOPS_HYPOTHESIS_PROFILE=replay $(PY) -m pytest -q -m hypothesis
+	LIONOPS_HYPOTHESIS_PROFILE=replay $(PY) -m pytest -q -m hypothesis $(HYPOTHESIS_FILES)
 
 # Random search; new failures are appended to tests/.hypothesis-db (commit them with the fix).
 test-explore: setup

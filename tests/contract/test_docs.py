@@ -4,8 +4,10 @@ The pages are found by glob (``README.md``, ``docs/*.md``), so a new page is
 covered as soon as it exists. Each block runs offline on the installed
 package in a fresh subprocess (``python tests/contract/test_docs.py``), in a fresh
 module namespace, in a temporary working directory, with a timeout. The
-subprocess's environment has no provider keys, and ``OPENAI_BASE_URL`` points
-at a closed loopback port, so nothing a block does can reach a network.
+subprocess's environment has no provider keys, and ``OPENAI_BASE_URL`` and the
+OTLP exporters' endpoint point at a closed loopback port (an export gives up
+after a second instead of retrying for ten), so nothing a block does can reach
+a network.
 
 How a page controls its blocks
 ==============================
@@ -84,6 +86,10 @@ CLI_SESSIONS = ROOT / "tests" / "fixtures" / "cli"
 TIMEOUT_S = 120
 #: A loopback port nothing listens on (the discard port): requests are refused.
 CLOSED_BASE_URL = "http://127.0.0.1:9/v1"
+#: The OTLP exporters' endpoint and timeout (seconds) a block sees: the same
+#: closed port, so a span export a page makes fails fast. That exports arrive
+#: is shown against a real receiver in tests/peers/test_otel_otlp.py.
+CLOSED_OTLP_ENV = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
 #: Environment variables a block never sees.
 SCRUBBED_ENV = ("OPENAI_API_KEY", "OPENROUTER_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "LIONOPS_MODEL")
 
@@ -220,8 +226,9 @@ def _backends(chain: list[Block]) -> list[str]:
 
 
 def _env(tmp: Path, chain: list[Block]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV and not k.startswith("OTEL_EXPORTER_OTLP_")}
     env["OPENAI_BASE_URL"] = CLOSED_BASE_URL
+    env.update(CLOSED_OTLP_ENV)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     fakes = [f for b in chain for f in b.fake_cli]
     if fakes:

@@ -20,7 +20,7 @@ import json
 from collections import Counter
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import pytest
@@ -28,7 +28,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from lionops import ActionResponseModel, Branch, MismatchError
+from lionops import ActionResponseModel, Branch, MismatchError, Tool
 from lionops.engine.definition import default_definition
 from lionops.operative import Step
 from tests.helpers import Answer
@@ -54,24 +54,34 @@ FORMATS = ["none", "model", "dict_schema"]
 POLICIES = ["return_value", "return_none", "raise"]
 
 
+def probe(x: int) -> dict[str, int]:
+    """A side-effecting probe."""
+    Harness.current.invoked += 1
+    return {"x": x}
+
+
+#: The probe as one real Tool, registered on every harness's branch: its
+#: arguments model is derived once, not once per case (thousands of cases).
+PROBE = Tool(probe)
+
+
 class Harness:
-    """A real branch with a real tool and a real gate that count what happens."""
+    """A real branch with a real tool and a real gate that count what happens.
+    Harnesses are used one after another: the probe counts into the newest."""
+
+    current: ClassVar[Harness]
 
     def __init__(self, engine: str) -> None:
         self.invoked = 0
         self.asked = 0
         self.branch = Branch(engine=engine)
 
-        def probe(x: int) -> dict[str, int]:
-            """A side-effecting probe."""
-            self.invoked += 1
-            return {"x": x}
-
         def gate(inv) -> bool:
             self.asked += 1
             return True
 
-        self.branch.register_tools(probe)
+        Harness.current = self
+        self.branch.register_tools(PROBE)
         self.branch.gate(gate)
 
 

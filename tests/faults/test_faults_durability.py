@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -20,34 +22,60 @@ from lionops import Branch
 from lionops.trace import annotate
 from tests.helpers import ScriptedMiddle
 
-#: A real child process: grows a branch and writes a snapshot and a log dump
-#: of several MB per generation, forever; prints "gen N" after each pair.
+#: A real child process that imports lionops once, then for each line it reads
+#: forks a writer (a real process of its own, announced by "pid N") that grows
+#: a branch and writes a snapshot and a log dump of several MB per generation,
+#: forever, printing "gen N" after each pair. When the writer dies the parent
+#: prints "exit CODE" (after everything the writer printed) and waits for the
+#: next line.
 WRITER = r"""
+import os
 import sys
 from lionops import Branch
 
 snap, logs = sys.argv[1], sys.argv[2]
-b = Branch(name="writer")
-pad = "x" * 200_000
-for i in range(20):
-    b.messages.add("user", {"generation": -1, "pad": pad})
-gen = 0
-while True:
-    b.messages.add("user", {"generation": gen, "pad": pad})
-    b.logs.log("generation", {"generation": gen, "pad": pad})
-    b.snapshot(snap)
-    b.dump_logs(logs)
-    print(f"gen {gen}", flush=True)
-    gen += 1
+
+
+def write_forever():
+    print(f"pid {os.getpid()}", flush=True)
+    b = Branch(name="writer")
+    pad = "x" * 200_000
+    for i in range(20):
+        b.messages.add("user", {"generation": -1, "pad": pad})
+    gen = 0
+    while True:
+        b.messages.add("user", {"generation": gen, "pad": pad})
+        b.logs.log("generation", {"generation": gen, "pad": pad})
+        b.snapshot(snap)
+        b.dump_logs(logs)
+        print(f"gen {gen}", flush=True)
+        gen += 1
+
+
+for _ in sys.stdin:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            write_forever()
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    print(f"exit {os.waitstatus_to_exitcode(status)}", flush=True)
 """
 
 #: Kill points after a completed generation, in seconds: spread over one
 #: generation (~40 ms: serialize, then write and fsync) so some land mid-write.
+#: Each is used once; between two of them a kill lands the moment a temp file
+#: is seen in the folder, which is mid-write unless the rename won the race.
 KILL_DELAYS = (0.0, 0.008, 0.016, 0.024, 0.032, 0.040)
-#: Kill until this many kills landed mid-write (a temp file was left) ...
+#: After the sweep, kill until this many kills landed mid-write (a temp file
+#: was left) ...
 MID_WRITE_KILLS = 2
 #: ... or this many kills in all.
 MAX_KILLS = 40
+#: Seconds a writer may take to start, to finish a generation or to be seen
+#: writing; generous for a loaded machine (the happy path waits milliseconds).
+STEP_TIMEOUT_S = 60.0
 
 
 def check_snapshot(path: Path) -> int:
@@ -67,41 +95,83 @@ def check_logs(path: Path) -> int:
     return gens[-1]
 
 
+def _pump(proc: subprocess.Popen[str], lines: queue.Queue[str]) -> None:
+    """Every line the writer's parent prints, then "" at its end."""
+    for line in proc.stdout:  # type: ignore[union-attr]
+        lines.put(line)
+    lines.put("")
+
+
+def _read_line(lines: queue.Queue[str]) -> str:
+    """The next line, waiting at most STEP_TIMEOUT_S."""
+    try:
+        line = lines.get(timeout=STEP_TIMEOUT_S)
+    except queue.Empty:
+        raise AssertionError(f"the writer printed nothing for {STEP_TIMEOUT_S} s") from None
+    assert line, "the writer's parent died"
+    return line
+
+
+def _wait_for_a_write(folder: Path) -> None:
+    """Return the moment a temp file shows in ``folder`` (bounded)."""
+    deadline = time.monotonic() + STEP_TIMEOUT_S
+    while not any(p.name.endswith(".tmp") for p in folder.iterdir()):
+        assert time.monotonic() < deadline, "the writer never started a write"
+
+
 def test_sigkill_mid_write_never_leaves_a_torn_file(tmp_path):
     """Kill a real writer with SIGKILL at points spread over its write cycle,
-    again and again on the same files: each time both files parse and are
-    whole (the previous generation or the one being written). At least one
-    kill must have landed mid-write, shown by the orphaned temp file it left."""
+    and the moment it is seen writing, again and again on the same files:
+    each time both files parse and are whole (the previous generation or the
+    one being written). At least one kill must have landed mid-write, shown
+    by the orphaned temp file it left."""
     snap, logs = tmp_path / "snap.json", tmp_path / "logs.json"
     kills = mid_write = 0
-    while mid_write < MID_WRITE_KILLS and kills < MAX_KILLS:
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(snap), str(logs)],
-                                stdout=subprocess.PIPE, text=True)
-        try:
-            for _ in range(2):  # a completed generation or two, then kill it without warning
-                line = proc.stdout.readline()
-                assert line.startswith("gen "), f"writer died: {line!r}"
-            last_done = int(line.split()[1])
-            time.sleep(KILL_DELAYS[kills % len(KILL_DELAYS)])
-        finally:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-            # The writer may have run ahead of our reads: every generation it
-            # completed before the kill is announced in the pipe.
-            for rest in proc.stdout.read().splitlines():
-                if rest.startswith("gen "):
-                    last_done = int(rest.split()[1])
-            proc.stdout.close()
-        kills += 1
-        assert proc.returncode == -signal.SIGKILL
-        g = check_snapshot(snap)  # parses and is whole: the previous or the new one
-        assert last_done <= g <= last_done + 1
-        assert last_done <= check_logs(logs) <= last_done + 1
-        leftovers = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
-        mid_write += bool(leftovers)
-        for p in leftovers:  # what a kill leaves: an orphaned temp file, never the target
-            assert p.name.startswith((".snap.json.", ".logs.json."))
-            p.unlink()
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(snap), str(logs)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    pump = threading.Thread(target=_pump, args=(proc, lines), daemon=True)
+    pump.start()
+    try:
+        sweep = 2 * len(KILL_DELAYS)
+        while (kills < sweep or mid_write < MID_WRITE_KILLS) and kills < MAX_KILLS:
+            proc.stdin.write("go\n")  # type: ignore[union-attr]
+            proc.stdin.flush()  # type: ignore[union-attr]
+            first = _read_line(lines)
+            assert first.startswith("pid "), f"writer did not start: {first!r}"
+            pid = int(first.split()[1])
+            try:
+                for _ in range(2):  # a completed generation or two, then kill it without warning
+                    line = _read_line(lines)
+                    assert line.startswith("gen "), f"writer died: {line!r}"
+                last_done = int(line.split()[1])
+                if kills % 2 == 0 and kills < sweep:
+                    time.sleep(KILL_DELAYS[kills // 2])
+                else:
+                    _wait_for_a_write(tmp_path)
+            finally:
+                os.kill(pid, signal.SIGKILL)  # the writer is alive until its parent prints "exit"
+                # The writer may have run ahead of our reads: every generation it
+                # completed before the kill is announced before its exit code.
+                while not (line := _read_line(lines)).startswith("exit "):
+                    if line.startswith("gen "):
+                        last_done = int(line.split()[1])
+            kills += 1
+            assert int(line.split()[1]) == -signal.SIGKILL
+            g = check_snapshot(snap)  # parses and is whole: the previous or the new one
+            assert last_done <= g <= last_done + 1
+            assert last_done <= check_logs(logs) <= last_done + 1
+            leftovers = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+            mid_write += bool(leftovers)
+            for p in leftovers:  # what a kill leaves: an orphaned temp file, never the target
+                assert p.name.startswith((".snap.json.", ".logs.json."))
+                p.unlink()
+    finally:
+        proc.kill()
+        proc.wait(timeout=STEP_TIMEOUT_S)
+        pump.join(timeout=STEP_TIMEOUT_S)
+        proc.stdin.close()  # type: ignore[union-attr]
+        proc.stdout.close()  # type: ignore[union-attr]
     print(f"{kills} kills, {mid_write} mid-write")
     assert mid_write >= 1
 
