@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextvars
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
