@@ -17,7 +17,9 @@ being mistaken by the task group for a cancellation and swallowed.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import contextvars
+import types
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -113,11 +115,15 @@ async def _attempt(func: Callable[[T], Awaitable[R]], item: T, params: AlcallPar
         return await func(item)
 
 
-async def _call_with_retries(
-    func: Callable[[T], Awaitable[R]], item: T, params: AlcallParams
-) -> R:
+def _call_with_retries(func: Callable[[T], Awaitable[R]], item: T, params: AlcallParams) -> Awaitable[R]:
+    """The awaitable of one call under ``params``: the call itself when
+    neither retries nor an attempt limit apply."""
     if params.retry_attempts == 0:
-        return await _attempt(func, item, params)
+        return func(item) if params.retry_timeout is None else _attempt(func, item, params)
+    return _retried(func, item, params)
+
+
+async def _retried(func: Callable[[T], Awaitable[R]], item: T, params: AlcallParams) -> R:
     retrying = AsyncRetrying(
         stop=stop_after_attempt(params.retry_attempts + 1),
         wait=_BackoffWait(params.retry_initial_delay, params.retry_backoff),
@@ -131,6 +137,40 @@ async def _call_with_retries(
         with attempt:
             return await _attempt(func, item, params)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _awaited(awaitable: Awaitable[R]) -> R:
+    return await awaitable
+
+
+@types.coroutine
+def _in_own_context(call: Callable[..., Awaitable[R]], *args: Any) -> Generator[Any, Any, R]:
+    """Await ``call(*args)`` in this task, the call and each step of what it
+    returns in one copy of the current context: what it sets in context
+    variables stays its own, as in a task started for it, without the task
+    (what ``yield from`` does, with every step run through ``Context.run``)."""
+    context = contextvars.copy_context()
+    awaitable = context.run(call, *args)
+    coro = awaitable if isinstance(awaitable, types.CoroutineType) else _awaited(awaitable)
+    send, throw = coro.send, coro.throw
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            try:
+                yielded = context.run(send, value) if error is None else context.run(throw, error)
+            except StopIteration as stop:
+                result: R = stop.value
+                return result
+            value, error = None, None
+            try:
+                value = yield yielded
+            except GeneratorExit:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - thrown into the call, as yield from does
+                error = exc
+    finally:
+        coro.close()
 
 
 async def alcall(
@@ -149,8 +189,9 @@ async def alcall(
     n = len(items)
     if n <= 1:
         # Nothing to schedule: the one call starts at once (no throttle wait
-        # before a first start, no limit below 1), so run it in this task.
-        single = [await _call_with_retries(func, item, params) for item in items]
+        # before a first start, no limit below 1), so run it in this task,
+        # in its own copy of the context as the tasks of a larger batch are.
+        single = [await _in_own_context(_call_with_retries, func, item, params) for item in items]
         return [r for r in single if r is not None] if params.output_dropna else single
     results: list[Any] = [None] * n
     errors: dict[int, BaseException] = {}
@@ -164,8 +205,7 @@ async def alcall(
     last_start: list[float | None] = [None]
 
     async def throttle() -> None:
-        if start_lock is None:
-            return
+        assert start_lock is not None
         async with start_lock:
             now = clock.monotonic()
             if last_start[0] is not None:
@@ -191,7 +231,8 @@ async def alcall(
         for i in range(n):
             if slots is not None:
                 await slots.acquire()
-            await throttle()
+            if start_lock is not None:
+                await throttle()
             tg.start_soon(run_one, i, tg.cancel_scope)
 
     if errors:

@@ -314,7 +314,7 @@ class Branch:
 
     async def operate_traced(self, **kw: Unpack[OperateKwargs]) -> Traced:
         """``operate()`` returning ``Traced(result, trace)`` ."""
-        kwargs: dict[str, Any] = dict(kw)
+        kwargs: dict[str, Any] = kw  # type: ignore[assignment] # a fresh dict of this call's keywords
         engine = kwargs.pop("engine", None)
         # ADR-0022 D1: the facade default is the truthy "concurrent", always
         # forwarded, so it shadows Instruct.action_strategy (documented seam).

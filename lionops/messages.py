@@ -97,7 +97,7 @@ class Message:
     sender: str | None = None
     recipient: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    id: int = field(default_factory=lambda: next(_ids))
+    id: int = field(default_factory=_ids.__next__)
     timestamp: float = field(default_factory=time.time)
 
     def to_dict(self) -> dict[str, Any]:

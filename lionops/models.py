@@ -79,9 +79,14 @@ REQUEST_KEY_ALIASES: dict[str, str] = {
 }
 
 
+_ALIAS_KEYS = frozenset(REQUEST_KEY_ALIASES)
+
+
 def normalize_request_keys(data: Mapping[str, Any]) -> dict[str, Any]:
     """Rename aliased keys (``name`` → ``function``, ...) unless the canonical key exists."""
     out = dict(data)
+    if _ALIAS_KEYS.isdisjoint(out):  # nothing to rename (the usual request)
+        return out
     for alias, canonical in REQUEST_KEY_ALIASES.items():
         if alias in out and canonical not in out:
             out[canonical] = out.pop(alias)
@@ -95,6 +100,8 @@ def decode_arguments(value: Any) -> dict[str, Any]:
     JSON, twice at most (double encoding). Anything that is not, or does not
     decode to, a JSON object raises ``ValueError`` naming the non-object value.
     """
+    if type(value) is dict:  # the usual request: already an object
+        return value
     if value is None:
         return {}
     current = value
@@ -258,7 +265,7 @@ class ActionRecord:
         """The ADR's ``ActionResponseModel`` of this record, carrying it as ``.record``."""
         function = self.function if isinstance(self.function, str) else str(self.function or "unknown")
         arguments = self.raw_arguments if isinstance(self.raw_arguments, dict) else {}
-        if type(function) is str and type(arguments) is dict and all(type(k) is str for k in arguments):
+        if type(function) is str and type(arguments) is dict and _STR_ONLY.issuperset(map(type, arguments)):
             # Values validation would pass through as they are: set them
             # directly, as validation would leave them (a shallow copy of
             # the arguments, the output itself, every field set).
@@ -323,6 +330,9 @@ class ActionResponseModel(HashableModel):
 
 
 _RESPONSE_FIELDS = frozenset({"function", "arguments", "output"})
+
+
+_STR_ONLY = frozenset({str})
 
 
 def _response_of(function: str, arguments: dict[str, Any], output: Any,

@@ -63,12 +63,13 @@ class MorphParam:
             setters = {name: s.__set__ for name, s in zip(names, slots, strict=False)}
             plan = _COPY_PLANS[cls] = (_slot_copier(cls, names), setters)
         copy, setters = plan
-        if not setters.keys() >= changes.keys():
-            return dataclasses.replace(self, **changes)  # type: ignore[type-var] # raises TypeError
         # Plain fields (no __post_init__): copy the slots without running __init__.
         new = copy(self)
-        for name, value in changes.items():
-            setters[name](new, value)
+        try:
+            for name, value in changes.items():
+                setters[name](new, value)
+        except KeyError:  # not a field
+            return dataclasses.replace(self, **changes)  # type: ignore[type-var] # raises TypeError
         return new
 
 

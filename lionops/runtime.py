@@ -102,6 +102,29 @@ def _replaced(cur: Runtime, changes: dict[str, Any]) -> Runtime:
     return runtime
 
 
+def _enter_trace(meta: dict[str, Any]) -> contextvars.Token[Runtime] | None:
+    """``use_runtime(trace_meta=meta).__enter__()`` for the driver's one seam,
+    without the context manager: the token to give :func:`_leave`, or
+    ``None`` when ``meta`` already is the current one."""
+    cur = _RUNTIME.get()
+    if cur.trace_meta is meta:
+        return None
+    runtime = object.__new__(Runtime)
+    _SET_HTTP(runtime, cur.http_transport)
+    _SET_CLI(runtime, cur.cli_transport)
+    _SET_RUNNER(runtime, cur.tool_runner)
+    _SET_CLOCK(runtime, cur.clock)
+    _SET_CHECK(runtime, cur.before_dispatch)
+    _SET_META(runtime, meta)
+    return _RUNTIME.set(runtime)
+
+
+def _leave(token: contextvars.Token[Runtime] | None) -> None:
+    """Restore the runtime :func:`_enter_trace` replaced."""
+    if token is not None:
+        _RUNTIME.reset(token)
+
+
 class _Swap:
     """The context manager :func:`use_runtime` returns."""
 

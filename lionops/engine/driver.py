@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from .. import observe
-from ..clock import current_clock
+from ..clock import _REAL
 from ..errors import InternalInvariantError
-from ..runtime import use_runtime
+from ..runtime import _RUNTIME, _enter_trace, _leave
 from ..trace import Trace
 from .engines import Engine
 
@@ -28,7 +28,8 @@ def _describe(exc: BaseException) -> str:
 def new_trace(engine: Engine, meta: dict[str, Any] | None = None) -> Trace:
     definition = engine.definition
     # Trace(machine, engine, started_at, initial, transitions, meta)
-    return Trace(definition.name, engine.name, current_clock().time(), definition.initial, None, meta)
+    clock = _RUNTIME.get().clock or _REAL
+    return Trace(definition.name, engine.name, clock.time(), definition.initial, None, meta)
 
 
 async def drive(ctx: Any, engine: Engine, trace: Trace, *, _observed: bool = False) -> Any:
@@ -43,41 +44,45 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, _observed: bool = Fal
     handlers = engine.handlers
     terminals = engine.terminals
     failure_trigger = engine.failure_trigger
-    clock = current_clock().perf_counter_ns  # the real one unless a clock is installed
+    clock = (_RUNTIME.get().clock or _REAL).perf_counter_ns  # the real one unless a clock is installed
     record = trace._rows.append
     t0 = clock()
     run = engine.begin(ctx)
+    fire = run.fire
     last = None
+    token = _enter_trace(trace.meta)  # annotate() writes to this trace
     try:
-        with use_runtime(trace_meta=trace.meta):  # annotate() writes to this trace
-            state = run.state
-            while state not in terminals:
-                handler = handlers[state]
-                phase_ns = 0  # no handler ran: a decision-only state, or a phase skipped after an error
-                if handler is not None and ctx.error is None:
-                    p0 = clock()
-                    try:
-                        await handler(ctx)
-                    except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised by the outcome
-                        ctx.error = exc
-                    phase_ns = clock() - p0
+        state = run.state
+        while state not in terminals:
+            handler = handlers[state]
+            if handler is not None and ctx.error is None:
+                p0 = clock()
                 try:
-                    fired, evaluated = run.fire()
-                except Exception as exc:  # a guard raised: the phase failed
+                    await handler(ctx)
+                except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised by the outcome
                     ctx.error = exc
-                    fired, more = run.fire()
-                    evaluated = {**more}
-                if fired is None:
-                    ctx.error = InternalInvariantError(state, evaluated)
-                    fired, more = run.fire()
-                    evaluated = {**evaluated, **more}
-                assert fired is not None
-                error = _describe(ctx.error) if fired.trigger == failure_trigger and ctx.error else None
-                # a TransitionRecord row: (trigger, source, dest, guards, at_ns, phase_ns, error)
-                record((fired.trigger, state, fired.dest, evaluated, clock() - t0, phase_ns, error))
-                state = fired.dest
-                last = fired
+                phase_ns = clock() - p0
+            else:
+                phase_ns = 0  # no handler ran: a decision-only state, or a phase skipped after an error
+            try:
+                fired, evaluated = fire()
+            except Exception as exc:  # a guard raised: the phase failed
+                ctx.error = exc
+                fired, more = fire()
+                evaluated = {**more}
+            if fired is None:
+                ctx.error = InternalInvariantError(state, evaluated)
+                fired, more = fire()
+                evaluated = {**evaluated, **more}
+            assert fired is not None
+            trigger = fired.trigger
+            error = _describe(ctx.error) if trigger == failure_trigger and ctx.error else None
+            # a TransitionRecord row: (trigger, source, dest, guards, at_ns, phase_ns, error)
+            record((trigger, state, fired.dest, evaluated, clock() - t0, phase_ns, error))
+            state = fired.dest
+            last = fired
     finally:
+        _leave(token)
         run.close()
     assert last is not None and last.outcome is not None
     try:

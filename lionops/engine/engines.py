@@ -218,26 +218,45 @@ _FlatRow = tuple[str, Guard, TransitionDef, str]
 
 
 class _CompiledRun:
-    __slots__ = ("table", "ctx", "state")
+    __slots__ = ("fires", "ctx", "state")
 
-    def __init__(self, table: Mapping[str, tuple[_FlatRow, ...]], ctx: Any, initial: str) -> None:
-        self.table = table
+    def __init__(self, fires: Mapping[str, Callable[[_CompiledRun], Fired]], ctx: Any, initial: str) -> None:
+        self.fires = fires
         self.ctx = ctx
         self.state = initial
 
     def fire(self) -> Fired:
-        evaluated: dict[str, bool] = {}
-        ctx = self.ctx
-        for guard_name, guard, transition, dest in self.table[self.state]:
-            value = bool(guard(ctx))
-            evaluated[guard_name] = value
-            if value:
-                self.state = dest
-                return transition, evaluated
-        return None, evaluated
+        return self.fires[self.state](self)
 
     def close(self) -> None:
         return None
+
+
+def _straight_line(state: str, rows: tuple[_FlatRow, ...]) -> Callable[[_CompiledRun], Fired]:
+    """The rows of one state as one function of a run in that state: each
+    guard in table order on the run's context, the first that holds fires
+    (the run enters its destination), later guards are not evaluated. What a
+    loop over the rows gives (the guards' truth values by name), as
+    straight-line code generated once per state (as ``dataclasses`` generates
+    ``__init__``): the evaluated guards of each exit are one dict display.
+    Guard and state names go into the source only as ``repr`` literals."""
+    namespace: dict[str, Any] = {}
+    lines = ["def fire(run):", "    ctx = run.ctx"]
+    seen: list[str] = []
+    for i, (guard_name, guard, transition, dest) in enumerate(rows):
+        namespace[f"guard{i}"] = guard
+        namespace[f"transition{i}"] = transition
+        held = "".join(f"{name!r}: False, " for name in seen)
+        lines.append(f"    if guard{i}(ctx):")
+        lines.append(f"        run.state = {dest!r}")
+        lines.append(f"        return transition{i}, {{{held}{guard_name!r}: True}}")
+        seen.append(guard_name)
+    none_held = ", ".join(f"{name!r}: False" for name in seen)
+    lines.append(f"    return None, {{{none_held}}}")
+    exec("\n".join(lines), namespace)  # noqa: S102 - source built from repr literals only
+    fire: Callable[[_CompiledRun], Fired] = namespace["fire"]
+    fire.__qualname__ = f"fire_{state}"
+    return fire
 
 
 class CompiledEngine(_EngineBase):
@@ -252,6 +271,8 @@ class CompiledEngine(_EngineBase):
             state: tuple((r.guard_name, r.guard, r.transition, r.transition.dest) for r in rows)
             for state, rows in self.table.items()
         }
+        #: state -> its rows as one generated function of the context
+        self._fires = {state: _straight_line(state, rows) for state, rows in self._flat.items()}
 
     def compile(self, machine: Machine) -> dict[str, tuple[_Row, ...]]:
         """Read states, events, ordered transitions and conditions off ``machine``."""
@@ -276,5 +297,5 @@ class CompiledEngine(_EngineBase):
         return table
 
     def begin(self, ctx: Any, initial: str | None = None) -> _CompiledRun:
-        return _CompiledRun(self._flat, ctx, initial or self.definition.initial)
+        return _CompiledRun(self._fires, ctx, initial or self.definition.initial)
 

@@ -204,7 +204,7 @@ def prepare_operate_kw(
             f"handle_validation must be one of {HANDLE_VALIDATION_VALUES}, got {handle_validation!r}"
         )
     # field_models entries are checked here so a bad entry fails in prepare.
-    fields_dict = to_fields_dict(field_models)
+    fields_dict = to_fields_dict(field_models) if field_models else None
     flags = (invoke_actions, skip_validation, actions, reason, verbose_action,
              include_token_usage_to_model, clear_messages, stream_persist)
     if set(map(type, flags)) != _BOOL:  # the message names the first that is not
@@ -308,6 +308,16 @@ async def phase(ctx: OperationContext) -> None:
     """D1: normalize the public keywords (when given) into typed parameters."""
     if ctx.call_kwargs is None:
         return
-    for name, value in prepare_operate_kw(ctx.branch, **ctx.call_kwargs).items():
-        setattr(ctx, name, value)
-    ctx.reason = bool(ctx.reason)
+    prepared = prepare_operate_kw(ctx.branch, **ctx.call_kwargs)
+    ctx.instruction = prepared["instruction"]
+    ctx.chat_param = prepared["chat_param"]
+    ctx.parse_param = prepared["parse_param"]
+    ctx.action_param = prepared["action_param"]
+    ctx.handle_validation = prepared["handle_validation"]
+    ctx.invoke_actions = prepared["invoke_actions"]
+    ctx.skip_validation = prepared["skip_validation"]
+    ctx.clear_messages = prepared["clear_messages"]
+    ctx.operative = prepared["operative"]
+    ctx.middle = prepared["middle"]
+    ctx.field_models = prepared["field_models"]
+    ctx.reason = bool(prepared["reason"])

@@ -532,3 +532,65 @@ async def test_tools_of_a_concurrent_batch_do_not_leak_context_variables_to_the_
                             {"function": "mark", "arguments": {"n": 3}}])
     assert [r.output for r in out] == [1, 2, 3]
     assert seen.get() == "caller"
+
+
+async def test_a_single_request_does_not_leak_context_variables_to_the_caller():
+    """A batch of one runs in the caller's task but in its own copy of the
+    context, like each request of a larger batch: a sync or async tool, a
+    gate and hooks that set a context variable and never reset it leave the
+    caller's value alone, through act() and through operate()."""
+    import contextvars
+
+    seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="caller")
+
+    def mark(n: int) -> int:
+        """Set a context variable and never reset it."""
+        seen.set(f"tool {n}")
+        return n
+
+    async def amark(n: int) -> str:
+        """Set a context variable, yield to the event loop, then read it back."""
+        seen.set(f"async tool {n}")
+        await anyio.sleep(0)
+        return seen.get()
+
+    branch = Branch(tools=[mark, amark])
+
+    @branch.gate
+    def gate(invocation: Any) -> bool:
+        seen.set("gate")
+        return True
+
+    branch.on(HookPoint.TOOL_POST, lambda payload: seen.set("hook"))
+    (out,) = await branch.act({"function": "mark", "arguments": {"n": 1}})
+    assert out.output == 1 and seen.get() == "caller"
+    (out,) = await branch.act({"function": "amark", "arguments": {"n": 2}})
+    assert out.output == "async tool 2"  # the tool kept its own value across the checkpoint
+    assert seen.get() == "caller"
+
+    class Answer(BaseModel):
+        text: str
+
+    middle = ScriptedMiddle(lambda pp: pp.response_format(
+        text="ok", action_requests=[{"function": "amark", "arguments": {"n": 3}}]))
+    result = await branch.operate(instruction="q", response_format=Answer, actions=True, middle=middle)
+    assert [r.output for r in result.action_responses] == ["async tool 3"]
+    assert seen.get() == "caller"
+
+
+async def test_a_single_request_is_cancelled_and_times_out_as_before():
+    """The copied context changes nothing about cancellation: a single slow
+    async tool past its retry_timeout is timed_out, and a caller's cancel
+    scope still cancels it."""
+    async def slow() -> str:
+        """Sleep for a long time."""
+        await anyio.sleep(30)
+        return "late"
+
+    branch = Branch(tools=[slow])
+    (out,) = await branch.act({"function": "slow", "arguments": {}},
+                              call_params=AlcallParams(retry_timeout=0.01))
+    assert out.record is not None and out.record.decision == "timed_out"
+    with anyio.move_on_after(0.01) as scope:
+        await branch.act({"function": "slow", "arguments": {}})
+    assert scope.cancelled_caught

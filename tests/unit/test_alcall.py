@@ -115,3 +115,47 @@ async def test_one_real_time_wait():
     t0 = anyio.current_time()
     await AlcallParams(throttle_period=0.05, max_concurrent=1)([1, 2], lambda x: anyio.sleep(0))
     assert anyio.current_time() - t0 >= 0.04
+
+
+async def test_a_single_call_runs_in_its_own_copy_of_the_context():
+    """One input runs in the caller's task, but what the function sets in a
+    context variable (before and after a checkpoint, from an async function
+    or from a plain function returning an awaitable) stays its own, as for
+    each input of a larger batch; errors and results are unchanged."""
+    import contextvars
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="caller")
+
+    async def coro(x):
+        var.set(f"before {x}")
+        await anyio.sleep(0)
+        seen = var.get()
+        var.set(f"after {x}")
+        return seen
+
+    class Awaitable:
+        def __init__(self, x):
+            self.x = x
+
+        def __await__(self):
+            return coro(self.x).__await__()
+
+    def plain(x):
+        var.set("plain")  # runs when called, before anything is awaited
+        return Awaitable(x)
+
+    assert await AlcallParams()([1], coro) == ["before 1"]
+    assert var.get() == "caller"
+    assert await AlcallParams()([2], plain) == ["before 2"]
+    assert var.get() == "caller"
+    assert await AlcallParams(retry_attempts=1, retry_timeout=5)([3], coro) == ["before 3"]
+    assert var.get() == "caller"
+
+    async def boom(x):
+        var.set("boom")
+        await anyio.sleep(0)
+        raise KeyError(x)
+
+    with pytest.raises(KeyError):
+        await AlcallParams()([4], boom)
+    assert var.get() == "caller"
