@@ -295,10 +295,12 @@ async def test_body_requests_beside_a_reasoning_tag_run_no_tool(server, text):  
 @pytest.mark.anyio
 @pytest.mark.parametrize("text", [
     '{"answer": 7, "note": "uses <think> tags", "action_requests": [' + REQUEST + ']}',  # one JSON value
+    '{"answer": 7, "note": "line one\nuses <think>", "action_requests": [' + REQUEST + ']}',  # a raw newline in it
     '<think>plan ' + CALLED + '</think>\n' + CALLED,                                   # a block at line start
     'Here: ' + CALLED,                                                                  # no tag at all
     'plan</think>\nmore</think> ' + CALLED,        # all before the last closing tag is reasoning
-], ids=["tag-inside-the-whole-json", "line-start-block", "no-tag", "two-closing-tags"])
+], ids=["tag-inside-the-whole-json", "raw-newline-in-the-whole-json", "line-start-block", "no-tag",
+        "two-closing-tags"])
 async def test_body_requests_of_an_answer_without_a_stray_tag_run_once(server, text):  # noqa: F811
     server.push(completion(text))
     out, box = await operate_with_tools(server, handle_validation="return_value")
