@@ -73,10 +73,15 @@ def _home(func: Any) -> tuple[dict[str, Any], str]:
         target = inspect.unwrap(target.func)
     target = getattr(target, "__func__", target)
     if inspect.isclass(target):
-        target = target.__init__
+        init = target.__init__
+        if not isinstance(init, types.FunctionType):  # a NamedTuple, a class with only __new__: its module
+            module = target.__module__
+            return getattr(sys.modules.get(module), "__dict__", {}), module
+        target = init
     elif not isinstance(target, types.FunctionType):
         target = type(target).__call__
-    return getattr(target, "__globals__", {}), getattr(target, "__module__", None) or __name__
+    # no module (``exec`` with globals that have no ``__name__``): one no import can give
+    return getattr(target, "__globals__", {}), getattr(target, "__module__", None) or "<no module>"
 
 
 def _annotation(ann: Any, namespace: dict[str, Any]) -> Any:
@@ -85,12 +90,19 @@ def _annotation(ann: Any, namespace: dict[str, Any]) -> Any:
     string of a string); the string as it is when a name in it is not defined
     there (pydantic resolves it in the function's module, if it can, when the
     arguments are first validated)."""
-    while isinstance(ann, str):
+    for _ in range(_QUOTES):
+        if not isinstance(ann, str):
+            break
         try:
             ann = eval(ann, namespace)  # noqa: S307 - the function's own annotation, as Python would
         except Exception:  # noqa: BLE001 - a name only known locally or under TYPE_CHECKING
-            return ann
+            break
     return ann
+
+
+#: How many times a string annotation is evaluated again while it is a string (a
+#: name bound to its own name, ``X = "X"``, would otherwise never end).
+_QUOTES = 3
 
 
 def _type_checking_names(module: str) -> frozenset[str]:
@@ -115,9 +127,14 @@ def _type_checking_names(module: str) -> frozenset[str]:
 
 def _unresolvable(name: str, module: str, unresolved: dict[str, str]) -> None:
     """Refuse a tool whose annotation names a type its module imports only under
-    ``TYPE_CHECKING``: no call could ever validate its arguments."""
+    ``TYPE_CHECKING``, or one its globals do not define when its module is not
+    imported: no call could ever validate its arguments."""
     guarded = _type_checking_names(module)
     for pname, text in unresolved.items():
+        if module not in sys.modules:  # made by exec in a namespace of its own: nothing resolves it later
+            raise ConfigurationError(
+                f"tool {name!r}: parameter {pname!r} is annotated with {text!r}, which the function's globals do "
+                f"not define; its module {module!r} is not imported, so it cannot be resolved later")
         try:
             used = {n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)}
         except SyntaxError:
@@ -142,7 +159,10 @@ def _field_name(pname: str, taken: set[str]) -> str:
 
 def _arguments_model(func: Callable[..., Any], name: str) -> tuple[type[BaseModel], tuple[str, ...]]:
     """The argument model of ``func`` and the names of its positional-only parameters, in order."""
-    sig = inspect.signature(func)
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError) as exc:  # a builtin or C type without a readable signature
+        raise ConfigurationError(f"tool {name!r}: its signature cannot be read: {exc}") from None
     docs = _param_docs(func.__doc__)
     namespace, module = _home(func)
     taken = set(sig.parameters)
@@ -189,7 +209,7 @@ def _arguments_model(func: Callable[..., Any], name: str) -> tuple[type[BaseMode
                 model_config=ConfigDict(extra=extra, arbitrary_types_allowed=True,
                                         json_schema_extra={"additionalProperties": True})))
             model = create_model(model_name, __base__=base, __module__=module, **defs)
-    except (PydanticUserError, SchemaError, SyntaxError, TypeError) as exc:  # annotations no model can be built of
+    except Exception as exc:  # noqa: BLE001 - annotations no model can be built of
         raise ConfigurationError(f"tool {name!r}: its signature cannot be validated: {summarize(exc, 300)}") from None
     if unresolved:
         _unresolvable(name, module, unresolved)
@@ -260,7 +280,8 @@ def _derive(func: Any, name: str) -> tuple[Any, str, bool, tuple[str, ...]]:
             model,
             _first_paragraph(func.__doc__),
             # a callable object's own __call__ method, when it is a coroutine function
-            inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(func.__call__),
+            inspect.iscoroutinefunction(func) or (
+                not inspect.isclass(func) and inspect.iscoroutinefunction(func.__call__)),
             positional,
         )
     return derived
@@ -380,6 +401,9 @@ class Tool:
             raise ToolArgumentsError(self.name, exc) from None
         except PydanticUserError as exc:  # an annotation still names a type its module does not define
             raise _undefined(self.arguments_model, self.name, exc) from None
+        except (TypeError, SchemaError) as exc:  # a constraint pydantic can build but not apply to its type
+            raise ConfigurationError(
+                f"tool {self.name!r}: its arguments cannot be validated: {summarize(exc, 300)}") from None
         # the field values, in field order (pydantic keeps them, and only them, in
         # __dict__), under the parameters' own names
         names = _KEYWORDS.get(self.arguments_model)

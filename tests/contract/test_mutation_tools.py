@@ -730,3 +730,95 @@ async def test_positional_only_parameters_reach_async_and_blocking_tools_positio
     assert await Tool(scaled).invoke({"a": 4, "factor": 3}) == 12
     assert await Tool(joined, blocking=True).invoke({"a": "x"}) == "x+b"
     assert await Tool(joined, blocking=True).invoke({"a": "x", "b": "y"}) == "x+y"
+
+
+# ---------------------------------------------------------------- signatures no model can use, classes as tools
+
+
+def pick(n: Annotated[int, Field(max_length=3)]) -> int:  # a constraint pydantic cannot apply to an int
+    return n
+
+
+def other(x: int) -> int:
+    return x
+
+
+@pytest.mark.anyio
+async def test_a_constraint_pydantic_cannot_apply_is_a_rejected_request_and_the_batch_is_kept():
+    branch = Branch(tools=[pick, other])
+    out = await branch.operate(instruction="x", actions=True, middle=ScriptedMiddle({"action_requests": [
+        {"function": "other", "arguments": {"x": 1}}, {"function": "pick", "arguments": {"n": 1}}]}))
+    assert [(r.record.decision, r.record.invoked) for r in out["action_responses"]] == [
+        ("allowed", True), ("rejected", False)]
+    assert out["action_responses"][1].record.reason == (
+        "tool 'pick': its arguments cannot be validated: Unable to apply constraint 'max_length' to supplied value 1")
+
+
+@pytest.mark.parametrize("namespace", [{}, {"__name__": "not_imported_anywhere"}], ids=["no-name", "not-imported"])
+def test_a_name_an_exec_namespace_does_not_define_is_refused_when_the_tool_is_made(namespace):
+    exec("from __future__ import annotations\n"  # noqa: S102 - a function made the way plugin loaders make them
+         "def save(schema: ToolSchema) -> str:\n    return 'saved'\n", namespace)
+    with pytest.raises(ConfigurationError) as info:
+        Tool(namespace["save"])
+    module = namespace.get("__name__", "<no module>")
+    assert str(info.value) == (
+        "tool 'save': parameter 'schema' is annotated with 'ToolSchema', which the function's globals do not "
+        f"define; its module {module!r} is not imported, so it cannot be resolved later")
+
+
+@pytest.mark.parametrize(("annotation", "reason"), [
+    ("'1/0'", "division by zero"),
+    ("'int.nope'", "type object 'int' has no attribute 'nope'"),
+    ("'{}[\"k\"]'", "'k'"),
+])
+def test_a_quoted_annotation_that_raises_is_a_configuration_error(tmp_path, annotation, reason):
+    module = module_with(tmp_path, f"raising_{abs(hash(annotation))}",
+                         f"from __future__ import annotations\ndef t(x: {annotation}) -> int:\n    return 1\n")
+    with pytest.raises(ConfigurationError) as info:
+        Tool(module.t)
+    assert str(info.value) == f"tool 't': its signature cannot be validated: {reason}"
+
+
+@pytest.mark.parametrize("builtin", [dict, int])
+def test_a_callable_without_a_readable_signature_is_a_configuration_error(builtin):
+    with pytest.raises(ConfigurationError) as info:
+        Tool(builtin, name="t")
+    assert str(info.value) == f"tool 't': its signature cannot be read: no signature found for builtin type {builtin}"
+
+
+def test_a_name_bound_to_its_own_name_ends(tmp_path):
+    module = module_with(tmp_path, "self_named", 'X = "X"\ndef f(p: "X") -> int:\n    return 1\n')
+    tool = Tool(module.f)  # made: the evaluation stops (a string evaluated again and again stays one)
+    with pytest.raises(ConfigurationError, match="^tool 'f': an argument is annotated with 'X'"):
+        tool.validate_arguments({"p": 2})
+
+
+@pytest.mark.anyio
+async def test_classes_as_tools_namedtuples_new_and_an_async_call_method(tmp_path):
+    module = module_with(tmp_path, "classes_as_tools", """
+from __future__ import annotations
+from typing import NamedTuple
+from pydantic import BaseModel
+
+class P(BaseModel):
+    x: int
+
+class Move(NamedTuple):
+    p: P
+
+class Jump:
+    def __new__(cls, p: P):
+        return p.x
+
+class Later:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    async def __call__(self) -> int:
+        return self.n
+""")
+    assert (await Tool(module.Move).invoke({"p": {"x": 2}})).p.x == 2
+    assert await Tool(module.Jump).invoke({"p": {"x": 3}}) == 3
+    made = Tool(module.Later)  # the class is called, not awaited: its instance is the output
+    assert made.is_async is False
+    assert (await made.invoke({"n": 4})).n == 4
