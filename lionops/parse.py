@@ -93,9 +93,10 @@ _DECODER = json.JSONDecoder(strict=False)
 _MAX_CANDIDATES = 32
 
 _REASONING_TAGS = "think|thinking|reasoning|thought|reflection"
-_REASONING_OPEN = re.compile(rf"^[ \t]*<({_REASONING_TAGS})>", re.IGNORECASE | re.MULTILINE)
-_REASONING_CLOSE = re.compile(rf"</({_REASONING_TAGS})>", re.IGNORECASE)
-_REASONING_TAG = re.compile(rf"</?({_REASONING_TAGS})>", re.IGNORECASE)
+# A tag may carry spaces and attributes (``<think >``, ``<think type="plan">``, ``</ think>``).
+_REASONING_OPEN = re.compile(rf"^[ \t]*<\s*({_REASONING_TAGS})\b[^>]*>", re.IGNORECASE | re.MULTILINE)
+_REASONING_CLOSE = re.compile(rf"<\s*/\s*({_REASONING_TAGS})\s*>", re.IGNORECASE)
+_REASONING_TAG = re.compile(rf"<\s*/?\s*({_REASONING_TAGS})\b[^>]*>", re.IGNORECASE)
 #: A channel message of the "harmony" chat format some servers pass through as text.
 _CHANNEL = re.compile(r"<\|channel\|>\s*(\w+)[^<]*<\|message\|>(.*?)(?=<\|(?:end|start|return|call|channel)\|>|$)",
                       re.DOTALL)
@@ -171,7 +172,7 @@ def split_reasoning(text: str | None) -> tuple[str | None, str | None]:
         reasoning.append(text[: first_close.start()])
         text = text[first_close.end():]
     while (opening := _REASONING_OPEN.search(text)) is not None:
-        closing = re.compile(rf"</{opening.group(1)}>", re.IGNORECASE).search(text, opening.end())
+        closing = re.compile(rf"<\s*/\s*{opening.group(1)}\s*>", re.IGNORECASE).search(text, opening.end())
         end = closing.end() if closing else len(text)
         reasoning.append(text[opening.end(): closing.start() if closing else len(text)])
         text = text[: opening.start()] + text[end:]
@@ -495,4 +496,9 @@ def ends_inside_json(text: str | None) -> bool:
             pos = max(start + 1, exc.pos)
         except RecursionError:
             return False  # too deep to follow: the parse reports it as such
+        except ValueError:  # a number past the interpreter's digit limit: whole when its value closes
+            end = _span_end(body, start)
+            if end is None:
+                return True
+            pos = end
     return True

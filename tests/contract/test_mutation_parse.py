@@ -280,7 +280,11 @@ CALLED = '{"answer": 7, "action_requests": [' + REQUEST + ']}'
     'ok\nthen <thinking>' + CALLED,                                                # mid-line, never closed
     'ok <think>x</think> then <think>maybe ' + CALLED,                             # closed, then one left open
     '```json\n' + CALLED[:-1] + ', "note": "<Reasoning>"}\n```',                  # one in a fenced value
-], ids=["mid-line-closed", "mid-line-open", "closed-then-open", "in-a-fenced-string"])
+    '<think >plan ' + CALLED + '</think >\n{"answer": 7}',                          # a space in the tags
+    '< Thinking type="plan">plan ' + CALLED + '</ thinking>\n{"answer": 7}',         # attributes, spaces
+    'ok <think type="plan">maybe ' + CALLED,                                       # mid-line, with an attribute
+], ids=["mid-line-closed", "mid-line-open", "closed-then-open", "in-a-fenced-string", "spaced-tags",
+        "tag-attributes", "mid-line-attribute"])
 async def test_body_requests_beside_a_reasoning_tag_run_no_tool(server, text):  # noqa: F811
     server.push(completion(text))
     out, box = await operate_with_tools(server, handle_validation="return_value")
@@ -306,6 +310,16 @@ async def test_body_requests_of_an_answer_without_a_stray_tag_run_once(server, t
     out, box = await operate_with_tools(server, handle_validation="return_value")
     assert (out.answer, box.calls["get_weather"], box.total) == (7, 1, 1)
     assert [r.invalid for r in out.action_requests] == [None]
+
+
+@pytest.mark.anyio
+async def test_a_number_past_the_digit_limit_is_no_crash_and_runs_nothing(server):  # noqa: F811
+    text = '{"answer": 7, "n": ' + "9" * 5000 + ', "action_requests": [' + REQUEST + ']}'
+    assert ends_inside_json(text) is False and ends_inside_json(text[:-3]) is True
+    server.push(completion(text))
+    out, box = await operate_with_tools(server, handle_validation="return_value")
+    assert box.total == 0  # a value Python cannot decode is repaired JSON: its requests never run
+    assert [r.record.decision for r in getattr(out, "action_responses", None) or []] in ([], ["invalid"])
 
 
 # ---------------------------------------------------------------- reasoning
