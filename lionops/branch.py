@@ -194,8 +194,15 @@ class Branch:
         thread, so ``gate_timeout`` bounds the wait even when the check never
         returns (the call is denied as ``timed_out``; the thread is abandoned
         and its late answer ignored). A sync check that is not ``blocking``
-        runs inline, which is cheapest but cannot be interrupted.
+        runs inline, which is cheapest but cannot be interrupted. An abandoned
+        thread holds one of anyio's worker threads (40 by default) until its
+        check returns, and the interpreter waits for it at exit; an async check
+        marked ``blocking`` is a ``TypeError``.
         """
+        if blocking and (inspect.iscoroutinefunction(check)
+                         or inspect.iscoroutinefunction(type(check).__call__)):
+            raise TypeError(f"gate {getattr(check, '__qualname__', type(check).__name__)} is async: "
+                            "blocking=True is for sync code (an async check is awaited and its timeout cancels it)")
         self._gates.append(_InThread(check) if blocking else check)
         return check
 

@@ -265,3 +265,19 @@ async def test_a_gate_replacing_a_tool_mid_batch_runs_only_the_offered_one():
     reqs = [{"function": "search", "arguments": {"q": "a"}}, {"function": "search", "arguments": {"q": "b"}}]
     out = await branch.act(reqs, strategy="sequential")
     assert ran == ["offered"] and [r.record.decision for r in out] == ["allowed", "not_offered"]
+
+
+async def test_an_async_gate_marked_blocking_is_refused_when_registered():
+    async def check(inv: ToolInvocation) -> bool:
+        return True
+
+    class Checker:
+        async def __call__(self, inv: ToolInvocation) -> bool:
+            return True
+
+    branch = Branch()
+    with pytest.raises(TypeError, match=r"is async: blocking=True is for sync code"):
+        branch.gate(check, blocking=True)
+    with pytest.raises(TypeError, match=r"^gate Checker is async"):
+        branch.gate(Checker(), blocking=True)
+    assert branch.gate(check) is check  # awaited, and cut by its timeout, as before
