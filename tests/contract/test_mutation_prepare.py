@@ -249,3 +249,17 @@ async def test_a_clash_with_a_model_instance_stops_operate_in_prepare():
         await branch.operate(instruction="q", response_format=Both(answer=1, reason="r"), actions=True, middle=mid)
     assert branch.traces[-1].states == ["prepare", "raised"]
     assert mid.calls == 0 and box.total == 0
+
+
+@pytest.mark.anyio
+async def test_skip_validation_reaches_the_middle_and_the_machine():
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    mid = ScriptedMiddle({"answer": "not an int", "action_requests": [
+        {"function": "get_weather", "arguments": {"city": "Oslo"}}]})
+    out, trace = await branch.operate_traced(instruction="x", response_format=Answer, actions=True,
+                                             skip_validation=True, middle=mid)
+    assert out == {"answer": "not an int", "action_requests": [
+        {"function": "get_weather", "arguments": {"city": "Oslo"}}]}
+    assert [s["skip_validation"] for s in mid.seen] == [True]
+    assert (trace.exit, box.total) == ("skip_validation", 0)
