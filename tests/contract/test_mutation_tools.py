@@ -822,3 +822,44 @@ class Later:
     made = Tool(module.Later)  # the class is called, not awaited: its instance is the output
     assert made.is_async is False
     assert (await made.invoke({"n": 4})).n == 4
+
+
+def test_a_builtin_function_is_a_tool_with_its_own_signature():
+    tool = Tool(sorted, name="sort")
+    assert tool.schema["function"]["parameters"] == {
+        "additionalProperties": False,
+        "properties": {"iterable": {}, "key": {"default": None}, "reverse": {"default": False}},
+        "required": ["iterable"], "type": "object"}
+
+
+def test_a_long_reason_is_cut_at_300_characters(tmp_path):
+    name = "x" * 400
+    module = module_with(tmp_path, "long_reason", f"from __future__ import annotations\n"
+                                                  f"def t(v: 'int.{name}') -> int:\n    return 1\n")
+    with pytest.raises(ConfigurationError) as info:
+        Tool(module.t)
+    reason = f"type object 'int' has no attribute '{name}'"
+    assert str(info.value) == f"tool 't': its signature cannot be validated: {reason[:300]}..."
+
+
+class Strict:
+    """A user's type whose validator raises a TypeError with a long message."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        def check(value: Any) -> Any:
+            raise TypeError("y" * 400)
+
+        return core_schema.no_info_plain_validator_function(check)
+
+
+def strict(value: Strict) -> str:
+    return "ran"
+
+
+def test_a_type_error_while_validating_is_a_configuration_error_cut_at_300_characters():
+    with pytest.raises(ConfigurationError) as info:
+        Tool(strict).validate_arguments({"value": 1})
+    assert str(info.value) == "tool 'strict': its arguments cannot be validated: " + "y" * 300 + "..."
