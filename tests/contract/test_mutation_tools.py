@@ -863,3 +863,17 @@ def test_a_type_error_while_validating_is_a_configuration_error_cut_at_300_chara
     with pytest.raises(ConfigurationError) as info:
         Tool(strict).validate_arguments({"value": 1})
     assert str(info.value) == "tool 'strict': its arguments cannot be validated: " + "y" * 300 + "..."
+
+
+def test_a_starred_annotation_text_does_not_hide_a_later_type_checking_one(tmp_path):
+    module = module_with(tmp_path, "starred_first", """
+from __future__ import annotations
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from decimal import Decimal as Hidden
+
+def f(x: "*Later", y: "Hidden") -> int:
+    return 1
+""")
+    with pytest.raises(ConfigurationError, match="^tool 'f': parameter 'y' is annotated with Hidden, which"):
+        Tool(module.f)
