@@ -29,7 +29,7 @@ from tenacity.wait import wait_base
 
 from . import clock
 
-__all__ = ["AlcallParams", "alcall", "is_cancellation"]
+__all__ = ["AlcallParams", "alcall", "in_own_context", "is_cancellation"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -144,7 +144,7 @@ async def _awaited(awaitable: Awaitable[R]) -> R:
 
 
 @types.coroutine
-def _in_own_context(call: Callable[..., Awaitable[R]], *args: Any) -> Generator[Any, Any, R]:
+def in_own_context(call: Callable[..., Awaitable[R]], *args: Any) -> Generator[Any, Any, R]:
     """Await ``call(*args)`` in this task, the call and each step of what it
     returns in one copy of the current context: what it sets in context
     variables stays its own, as in a task started for it, without the task
@@ -191,7 +191,7 @@ async def alcall(
         # Nothing to schedule: the one call starts at once (no throttle wait
         # before a first start, no limit below 1), so run it in this task,
         # in its own copy of the context as the tasks of a larger batch are.
-        single = [await _in_own_context(_call_with_retries, func, item, params) for item in items]
+        single = [await in_own_context(_call_with_retries, func, item, params) for item in items]
         return [r for r in single if r is not None] if params.output_dropna else single
     results: list[Any] = [None] * n
     errors: dict[int, BaseException] = {}

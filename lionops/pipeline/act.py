@@ -52,7 +52,7 @@ from pydantic import BaseModel
 from .. import observe
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS
 from .._marks import invalid_reason
-from ..alcall import AlcallParams, is_cancellation
+from ..alcall import AlcallParams, in_own_context, is_cancellation
 from ..errors import ConfigurationError, InvalidActionRequest, RequestLimitError, ToolOutputError
 from ..hooks import HookPoint
 from ..models import (
@@ -444,8 +444,9 @@ async def act(
             requests = requests[:cap]
         call_params = action_param.action_call_params or DEFAULT_ACTION_CALL_PARAMS
         if strategy == "sequential":
-            for req in requests:
-                results.append(await observe.tool_call(branch, req, _act_one(batch, req, call_params.retry_timeout)))
+            for req in requests:  # each in its own copy of the context, as each request of a concurrent batch
+                results.append(await in_own_context(
+                    observe.tool_call, branch, req, _act_one(batch, req, call_params.retry_timeout)))
         else:
             timeout = call_params.retry_timeout
             outer: AlcallParams = (

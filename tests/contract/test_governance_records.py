@@ -578,6 +578,39 @@ async def test_a_single_request_does_not_leak_context_variables_to_the_caller():
     assert seen.get() == "caller"
 
 
+async def test_each_request_of_a_sequential_batch_runs_in_its_own_context():
+    """Sequential requests run one after another in the caller's task, each in
+    its own copy of the context: what one tool, gate or hook sets is seen
+    neither by the next request nor by the caller, through act() and operate()."""
+    import contextvars
+
+    seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="caller")
+
+    async def mark(n: int) -> str:
+        """Read the context variable, set it, yield, read it back."""
+        before = seen.get()
+        seen.set(f"tool {n}")
+        await anyio.sleep(0)
+        return f"{before} -> {seen.get()}"
+
+    branch = Branch(tools=[mark])
+    branch.gate(lambda invocation: seen.set("gate") is not None)
+    branch.on(HookPoint.TOOL_POST, lambda payload: seen.set("hook"))
+    requests = [{"function": "mark", "arguments": {"n": n}} for n in (1, 2)]
+    out = await branch.act(requests, strategy="sequential")
+    assert [r.output for r in out] == ["gate -> tool 1", "gate -> tool 2"]
+    assert seen.get() == "caller"
+
+    class Answer(BaseModel):
+        text: str
+
+    middle = ScriptedMiddle(lambda pp: pp.response_format(text="ok", action_requests=requests))
+    result = await branch.operate(instruction="q", response_format=Answer, actions=True,
+                                  action_strategy="sequential", middle=middle)
+    assert [r.output for r in result.action_responses] == ["gate -> tool 1", "gate -> tool 2"]
+    assert seen.get() == "caller"
+
+
 async def test_a_single_request_is_cancelled_and_times_out_as_before():
     """The copied context changes nothing about cancellation: a single slow
     async tool past its retry_timeout is timed_out, and a caller's cancel
