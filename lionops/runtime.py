@@ -109,14 +109,7 @@ def _enter_trace(meta: dict[str, Any]) -> contextvars.Token[Runtime] | None:
     cur = _RUNTIME.get()
     if cur.trace_meta is meta:
         return None
-    runtime = object.__new__(Runtime)
-    _SET_HTTP(runtime, cur.http_transport)
-    _SET_CLI(runtime, cur.cli_transport)
-    _SET_RUNNER(runtime, cur.tool_runner)
-    _SET_CLOCK(runtime, cur.clock)
-    _SET_CHECK(runtime, cur.before_dispatch)
-    _SET_META(runtime, meta)
-    return _RUNTIME.set(runtime)
+    return _RUNTIME.set(_replaced(cur, {"trace_meta": meta}))
 
 
 def _leave(token: contextvars.Token[Runtime] | None) -> None:

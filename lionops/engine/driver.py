@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from .. import observe
-from ..clock import _REAL
+from ..clock import current_clock
 from ..errors import InternalInvariantError
-from ..runtime import _RUNTIME, _enter_trace, _leave
+from ..runtime import _enter_trace, _leave
 from ..trace import Trace
 from .engines import Engine
 
@@ -28,8 +28,7 @@ def _describe(exc: BaseException) -> str:
 def new_trace(engine: Engine, meta: dict[str, Any] | None = None) -> Trace:
     definition = engine.definition
     # Trace(machine, engine, started_at, initial, transitions, meta)
-    clock = _RUNTIME.get().clock or _REAL
-    return Trace(definition.name, engine.name, clock.time(), definition.initial, None, meta)
+    return Trace(definition.name, engine.name, current_clock().time(), definition.initial, None, meta)
 
 
 async def drive(ctx: Any, engine: Engine, trace: Trace, *, _observed: bool = False) -> Any:
@@ -44,7 +43,7 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, _observed: bool = Fal
     handlers = engine.handlers
     terminals = engine.terminals
     failure_trigger = engine.failure_trigger
-    clock = (_RUNTIME.get().clock or _REAL).perf_counter_ns  # the real one unless a clock is installed
+    clock = current_clock().perf_counter_ns  # the real one unless a clock is installed
     record = trace._rows.append
     t0 = clock()
     run = engine.begin(ctx)
