@@ -5,6 +5,10 @@ Runs on any anyio backend (asyncio, trio). An exception leaving a phase —
 cancellation included — is stored on the context, the ``failed`` transition
 fires, the trace is completed synchronously, and the very same exception is
 re-raised: cancellation is never swallowed.
+
+An engine that carries a ``whole_run`` (the compiled engine: this loop
+written out once for its table, :mod:`lionops.engine.straight`) runs
+through it; any other engine through :func:`_loop`.
 """
 
 from __future__ import annotations
@@ -13,16 +17,13 @@ from typing import Any
 
 from .. import observe
 from ..clock import current_clock
-from ..errors import InternalInvariantError
 from ..runtime import _enter_trace, _leave
 from ..trace import Trace
+from .definition import TransitionDef
 from .engines import Engine
+from .straight import describe, record_row, settle
 
 __all__ = ["drive", "new_trace"]
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 def new_trace(engine: Engine, meta: dict[str, Any] | None = None) -> Trace:
@@ -40,16 +41,36 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, _observed: bool = Fal
     """
     if observe.observers and not _observed:  # instrumentation seam: one check when nothing observes
         return await observe.observe_operation(ctx, engine, trace, _observed_drive)
+    clock = current_clock().perf_counter_ns  # the real one unless a clock is installed
+    record = trace._rows.append
+    run = getattr(engine, "whole_run", None)
+    t0 = clock()
+    token = _enter_trace(trace.meta)  # annotate() writes to this trace
+    try:
+        if run is None:
+            last = await _loop(ctx, engine, clock, record, t0)
+        else:
+            last = await run(ctx, clock, record, t0)
+    finally:
+        _leave(token)
+    assert last is not None and last.outcome is not None
+    try:
+        return engine.outcomes[last.outcome](ctx)
+    except BaseException as exc:
+        rec = trace.transitions[-1]
+        if rec.error is None:
+            rec.error = describe(exc)
+        raise
+
+
+async def _loop(ctx: Any, engine: Engine, clock: Any, record: Any, t0: int) -> TransitionDef | None:
+    """The generic loop, for any engine: returns the last fired transition."""
     handlers = engine.handlers
     terminals = engine.terminals
     failure_trigger = engine.failure_trigger
-    clock = current_clock().perf_counter_ns  # the real one unless a clock is installed
-    record = trace._rows.append
-    t0 = clock()
     run = engine.begin(ctx)
     fire = run.fire
     last = None
-    token = _enter_trace(trace.meta)  # annotate() writes to this trace
     try:
         state = run.state
         while state not in terminals:
@@ -66,31 +87,15 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, _observed: bool = Fal
             try:
                 fired, evaluated = fire()
             except Exception as exc:  # a guard raised: the phase failed
-                ctx.error = exc
-                fired, more = fire()
-                evaluated = {**more}
-            if fired is None:
-                ctx.error = InternalInvariantError(state, evaluated)
-                fired, more = fire()
-                evaluated = {**evaluated, **more}
-            assert fired is not None
-            trigger = fired.trigger
-            error = _describe(ctx.error) if trigger == failure_trigger and ctx.error else None
-            # a TransitionRecord row: (trigger, source, dest, guards, at_ns, phase_ns, error)
-            record((trigger, state, fired.dest, evaluated, clock() - t0, phase_ns, error))
+                fired, evaluated = settle(ctx, state, fire, {}, exc)
+            if fired is None:  # no guard held
+                fired, evaluated = settle(ctx, state, fire, evaluated, None)
+            record_row(record, ctx, state, fired, evaluated, phase_ns, clock, t0, failure_trigger)
             state = fired.dest
             last = fired
     finally:
-        _leave(token)
         run.close()
-    assert last is not None and last.outcome is not None
-    try:
-        return engine.outcomes[last.outcome](ctx)
-    except BaseException as exc:
-        rec = trace.transitions[-1]
-        if rec.error is None:
-            rec.error = _describe(exc)
-        raise
+    return last
 
 
 async def _observed_drive(ctx: Any, engine: Engine, trace: Trace) -> Any:
