@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import observe
 from ..clock import current_clock
-from ..runtime import _enter_trace, _leave
+from ..runtime import ClockLike, _enter_trace, _leave
 from ..trace import Trace
 from .definition import TransitionDef
 from .engines import Engine
@@ -26,31 +26,34 @@ from .straight import describe, record_row, settle
 __all__ = ["drive", "new_trace"]
 
 
-def new_trace(engine: Engine, meta: dict[str, Any] | None = None) -> Trace:
+def new_trace(engine: Engine, meta: dict[str, Any] | None = None, clock: ClockLike | None = None) -> Trace:
+    """A trace of a run of ``engine`` starting now (``clock``: the current one, read once by the caller)."""
     definition = engine.definition
     # Trace(machine, engine, started_at, initial, transitions, meta)
-    return Trace(definition.name, engine.name, current_clock().time(), definition.initial, None, meta)
+    return Trace(definition.name, engine.name, (clock or current_clock()).time(), definition.initial, None, meta)
 
 
-async def drive(ctx: Any, engine: Engine, trace: Trace, *, _observed: bool = False) -> Any:
+async def drive(ctx: Any, engine: Engine, trace: Trace, *, clock: ClockLike | None = None,
+                _observed: bool = False) -> Any:
     """Run the machine on ``ctx``; return the outcome value or raise it.
 
     ``ctx`` is the caller's context object: the driver reads and sets only
     its ``error`` (what a phase raised). ``trace`` is filled in place, so a
-    caller holding it sees the whole trace also when this raises.
+    caller holding it sees the whole trace also when this raises. ``clock``
+    is the current clock when the caller has read it already.
     """
     if observe.observers and not _observed:  # instrumentation seam: one check when nothing observes
         return await observe.observe_operation(ctx, engine, trace, _observed_drive)
-    clock = current_clock().perf_counter_ns  # the real one unless a clock is installed
+    timer = (clock or current_clock()).perf_counter_ns  # the real one unless a clock is installed
     record = trace._rows.append
     run = getattr(engine, "whole_run", None)
-    t0 = clock()
+    t0 = timer()
     token = _enter_trace(trace.meta)  # annotate() writes to this trace
     try:
         if run is None:
-            last = await _loop(ctx, engine, clock, record, t0)
+            last = await _loop(ctx, engine, timer, record, t0)
         else:
-            last = await run(ctx, clock, record, t0)
+            last = await run(ctx, timer, record, t0)
     finally:
         _leave(token)
     assert last is not None and last.outcome is not None
