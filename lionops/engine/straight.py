@@ -61,11 +61,11 @@ def settle(ctx: Any, state: str, fire: Callable[[], Fired], evaluated: dict[str,
 def record_row(record: Callable[[tuple[Any, ...]], None], ctx: Any, state: str, fired: TransitionDef,
                evaluated: dict[str, bool], phase_ns: int, clock: Callable[[], int], t0: int,
                failure_trigger: str) -> None:
-    """Record the row of ``fired`` leaving ``state``: a TransitionRecord's
-    fields ``(trigger, source, dest, guards, at_ns, phase_ns, error)``."""
+    """Record the row of ``fired`` leaving ``state`` (a trace row: see
+    :class:`~lionops.trace.Trace`)."""
     trigger = fired.trigger
     error = describe(ctx.error) if trigger == failure_trigger and ctx.error else None
-    record((trigger, state, fired.dest, evaluated, clock() - t0, phase_ns, error))
+    record(((trigger, state, fired.dest, evaluated, error), clock() - t0, phase_ns))
 
 
 def _rare(engine: CompiledEngine, ctx: Any, state: str, exc: Exception | None, evaluated: dict[str, bool],
@@ -88,7 +88,9 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
       error (what it raises becomes the error), timing it as ``phase_ns``;
     - calls the state's guards in table order; the first that holds records
       its row and enters its destination (or returns the transition when the
-      destination is terminal);
+      destination is terminal). The row's constant part (trigger, source,
+      destination, evaluated guards, no error) is built once, here; the
+      trace copies the guards when it makes the row a record;
     - hands a guard's exception, or no guard holding, to :func:`_rare`.
 
     ``fired`` is set as soon as a guard held, so an exception after that (the
@@ -127,16 +129,16 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
         for j, (guard_name, guard, transition, dest) in enumerate(rows):
             namespace[f"guard{i}_{j}"] = guard
             namespace[f"transition{i}_{j}"] = transition
-            held = "".join(f"{name!r}: False, " for name in seen)
-            guards = f"{{{held}{guard_name!r}: True}}"
-            row = f"({transition.trigger!r}, {state!r}, {dest!r}, {guards}, clock() - t0, {phase_ns}"
+            evaluated = {**dict.fromkeys(seen, False), guard_name: True}
             lines += [f"                {'if' if j == 0 else 'elif'} guard{i}_{j}(ctx):",
                       f"                    fired = transition{i}_{j}"]
             if transition.trigger == engine.failure_trigger:
+                key = f"({transition.trigger!r}, {state!r}, {dest!r}, {evaluated!r}, error)"
                 lines += ["                    error = describe(ctx.error) if ctx.error else None",
-                          f"                    record({row}, error))"]
+                          f"                    record(({key}, clock() - t0, {phase_ns}))"]
             else:
-                lines.append(f"                    record({row}, None))")
+                namespace[f"row{i}_{j}"] = (transition.trigger, state, dest, evaluated, None)
+                lines.append(f"                    record((row{i}_{j}, clock() - t0, {phase_ns}))")
             if dest in engine.terminals:
                 lines.append("                    return fired")
             else:

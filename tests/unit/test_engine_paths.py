@@ -279,3 +279,17 @@ async def test_observers_see_the_same_operation_on_both_engines(anyio_backend: s
     assert compiled == reference
     assert [e[0] for e in compiled_events] == ["start", "end"]
     assert compiled_events[1][1][1:] == reference_events[1][1][1:]
+
+
+@pytest.mark.anyio
+async def test_each_record_has_its_own_guards(anyio_backend: str) -> None:
+    """Rows share their constant part between runs; the records made of them never do."""
+    engine = ENGINES[0]
+    first, second = new_trace(engine, {}), new_trace(engine, {})
+    for trace in (first, second):
+        await drive(Ctx(_values()), engine, trace)
+    first.transitions[0].guards["phase_raised"] = True
+    assert second.transitions[0].guards == {"phase_raised": False, "preparation_succeeded": True}
+    third = new_trace(engine, {})
+    await drive(Ctx(_values()), engine, third)
+    assert third.transitions[0].guards == {"phase_raised": False, "preparation_succeeded": True}
