@@ -13,13 +13,13 @@ through it; any other engine through :func:`_loop`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .. import observe
 from ..clock import current_clock
 from ..runtime import ClockLike, _enter_trace, _leave
 from ..trace import Trace
-from .definition import TransitionDef
 from .engines import Engine
 from .straight import describe, record_row, settle
 
@@ -51,14 +51,13 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, clock: ClockLike | No
     token = _enter_trace(trace.meta)  # annotate() writes to this trace
     try:
         if run is None:
-            last = await _loop(ctx, engine, timer, record, t0)
+            outcome = await _loop(ctx, engine, timer, record, t0)
         else:
-            last = await run(ctx, timer, record, t0)
+            outcome = await run(ctx, timer, record, t0)
     finally:
         _leave(token)
-    assert last is not None and last.outcome is not None
     try:
-        return engine.outcomes[last.outcome](ctx)
+        return outcome(ctx)
     except BaseException as exc:
         rec = trace.transitions[-1]
         if rec.error is None:
@@ -66,8 +65,8 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, clock: ClockLike | No
         raise
 
 
-async def _loop(ctx: Any, engine: Engine, clock: Any, record: Any, t0: int) -> TransitionDef | None:
-    """The generic loop, for any engine: returns the last fired transition."""
+async def _loop(ctx: Any, engine: Engine, clock: Any, record: Any, t0: int) -> Callable[[Any], Any]:
+    """The generic loop, for any engine: returns the outcome of the exit taken."""
     handlers = engine.handlers
     terminals = engine.terminals
     failure_trigger = engine.failure_trigger
@@ -98,7 +97,8 @@ async def _loop(ctx: Any, engine: Engine, clock: Any, record: Any, t0: int) -> T
             last = fired
     finally:
         run.close()
-    return last
+    assert last is not None and last.outcome is not None
+    return engine.outcomes[last.outcome]
 
 
 async def _observed_drive(ctx: Any, engine: Engine, trace: Trace) -> Any:

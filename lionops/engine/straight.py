@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 __all__ = ["describe", "settle", "record_row", "whole_run", "WholeRun"]
 
 #: ``await run(ctx, clock, record, t0)``: the machine run on ``ctx`` from its
-#: initial state, each row given to ``record``; returns the last fired transition.
-WholeRun = Callable[[Any, Callable[[], int], Callable[[tuple[Any, ...]], None], int], Awaitable[TransitionDef]]
+#: initial state, each row given to ``record``; returns the outcome of the exit taken.
+WholeRun = Callable[[Any, Callable[[], int], Callable[[tuple[Any, ...]], None], int],
+                    Awaitable[Callable[[Any], Any]]]
 
 
 def describe(exc: BaseException) -> str:
@@ -87,8 +88,8 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
     - awaits the state's phase handler unless the context already holds an
       error (what it raises becomes the error), timing it as ``phase_ns``;
     - calls the state's guards in table order; the first that holds records
-      its row and enters its destination (or returns the transition when the
-      destination is terminal). The row's constant part (trigger, source,
+      its row and enters its destination (or returns the transition's outcome
+      when the destination is terminal). The row's constant part (trigger, source,
       destination, evaluated guards, no error) is built once, here; the
       trace copies the guards when it makes the row a record;
     - hands a guard's exception, or no guard holding, to :func:`_rare`.
@@ -102,6 +103,7 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
     definition = engine.definition
     namespace: dict[str, Any] = {
         "describe": describe, "terminals": engine.terminals, "rare": functools.partial(_rare, engine),
+        "outcomes": engine.outcomes,
         "NONE_HELD": object(),
     }
     lines = ["async def run(ctx, clock, record, t0):", f"    state = {definition.initial!r}", "    while True:"]
@@ -140,7 +142,8 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
                 namespace[f"row{i}_{j}"] = (transition.trigger, state, dest, evaluated, None)
                 lines.append(f"                    record((row{i}_{j}, clock() - t0, {phase_ns}))")
             if dest in engine.terminals:
-                lines.append("                    return fired")
+                namespace[f"outcome{i}_{j}"] = engine.outcomes[transition.outcome or ""]
+                lines.append(f"                    return outcome{i}_{j}")
             else:
                 lines.append(f"                    state = {dest!r}")
             seen.append(guard_name)
@@ -148,7 +151,7 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
         settled = [
             "                    state = fired.dest",
             "                    if state in terminals:",
-            "                        return fired",
+            "                        return outcomes[fired.outcome]",
         ]
         lines += [
             "                else:",
