@@ -94,17 +94,21 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
       trace copies the guards when it makes the row a record;
     - hands a guard's exception, or no guard holding, to :func:`_rare`.
 
-    ``fired`` is set as soon as a guard held, so an exception after that (the
-    row's clock read, the error text) is not taken for a guard's: it
-    propagates, as it does from the generic loop. Guard, state and trigger
-    names go into the source only as ``repr`` literals; the functions and
-    transitions are names of the generated module's namespace.
+    A guard that holds moves ``state`` off the block before its row is
+    recorded: to the destination, or to ``HELD`` for a transition back into
+    the same state (set to it once the row is recorded); so does handing a
+    state to :func:`_rare`. The block's ``except`` re-raises whenever
+    ``state`` has moved: an exception after a guard held (the row's clock
+    read, the error text) or from a rare firing's own evaluation is not taken
+    for a guard's first one, it propagates, as it does from the generic loop.
+    Guard, state and trigger names go into the source only as ``repr``
+    literals; the functions and row parts are names of the generated module's
+    namespace.
     """
     definition = engine.definition
     namespace: dict[str, Any] = {
         "describe": describe, "terminals": engine.terminals, "rare": functools.partial(_rare, engine),
-        "outcomes": engine.outcomes,
-        "NONE_HELD": object(),
+        "outcomes": engine.outcomes, "HELD": object(),
     }
     lines = ["async def run(ctx, clock, record, t0):", f"    state = {definition.initial!r}", "    while True:"]
     for i, state in enumerate(definition.nonterminal):
@@ -126,14 +130,14 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
                 "            else:",
                 "                phase_ns = 0",
             ]
-        lines += ["            fired = None", "            try:"]
+        lines.append("            try:")
         seen: list[str] = []
         for j, (guard_name, guard, transition, dest) in enumerate(rows):
             namespace[f"guard{i}_{j}"] = guard
-            namespace[f"transition{i}_{j}"] = transition
             evaluated = {**dict.fromkeys(seen, False), guard_name: True}
+            moved = "HELD" if dest == state else repr(dest)
             lines += [f"                {'if' if j == 0 else 'elif'} guard{i}_{j}(ctx):",
-                      f"                    fired = transition{i}_{j}"]
+                      f"                    state = {moved}"]
             if transition.trigger == engine.failure_trigger:
                 key = f"({transition.trigger!r}, {state!r}, {dest!r}, {evaluated!r}, error)"
                 lines += ["                    error = describe(ctx.error) if ctx.error else None",
@@ -144,7 +148,7 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
             if dest in engine.terminals:
                 namespace[f"outcome{i}_{j}"] = engine.outcomes[transition.outcome or ""]
                 lines.append(f"                    return outcome{i}_{j}")
-            else:
+            elif dest == state:
                 lines.append(f"                    state = {dest!r}")
             seen.append(guard_name)
         none_held = ", ".join(f"{name!r}: False" for name in seen)
@@ -155,12 +159,12 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
         ]
         lines += [
             "                else:",
-            "                    fired = NONE_HELD",
+            "                    state = HELD",
             f"                    fired = rare(ctx, {state!r}, None, {{{none_held}}}, {phase_ns}, clock, record, t0)",
             *settled,
             "            except Exception as exc:",
-            "                if fired is not None:",
-            "                    raise  # not a guard's exception",
+            f"                if state != {state!r}:",
+            "                    raise  # not a guard's first exception",
             f"                fired = rare(ctx, {state!r}, exc, {{}}, {phase_ns}, clock, record, t0)",
             *(line[4:] for line in settled),
         ]

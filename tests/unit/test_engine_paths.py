@@ -21,7 +21,8 @@ import pytest
 
 from lionops import observe
 from lionops.clock import Clock, use_clock
-from lionops.engine.definition import default_definition
+from lionops.engine import engines
+from lionops.engine.definition import default_definition, parse_definition
 from lionops.engine.driver import drive, new_trace
 from lionops.errors import InternalInvariantError
 from lionops.pipeline.machine import CompiledEngine, TransitionsEngine
@@ -293,3 +294,73 @@ async def test_each_record_has_its_own_guards(anyio_backend: str) -> None:
     third = new_trace(engine, {})
     await drive(Ctx(_values()), engine, third)
     assert third.transitions[0].guards == {"phase_raised": False, "preparation_succeeded": True}
+
+
+LOOP = parse_definition({
+    "machine": {"name": "loop", "initial": "work", "terminals": ["done", "broken"]},
+    "states": [{"name": "work", "handler": "work"}, {"name": "check"},
+               {"name": "done", "terminal": True}, {"name": "broken", "terminal": True}],
+    "transitions": [
+        {"trigger": "failed", "source": "*", "dest": "broken", "guard": "phase_raised", "outcome": "raise_error"},
+        {"trigger": "again", "source": "work", "dest": "work", "guard": "more"},
+        {"trigger": "worked", "source": "work", "dest": "check", "guard": "enough"},
+        {"trigger": "back", "source": "check", "dest": "work", "guard": "redo"},
+        {"trigger": "finished", "source": "check", "dest": "done", "guard": "checked", "outcome": "value"},
+    ],
+})
+
+
+def _loop_engines() -> tuple[Any, ...]:
+    guards = {
+        "phase_raised": lambda ctx: ctx.error is not None,
+        "more": lambda ctx: ctx.runs % 3 != 0,
+        "enough": lambda ctx: True,
+        "redo": lambda ctx: ctx.runs < 6,
+        "checked": lambda ctx: True,
+    }
+    tables = {"guards": guards, "phases": {"work": _counting}, "outcomes": {"raise_error": _reraise,
+                                                                           "value": lambda ctx: ctx.runs}}
+    return tuple(cls(LOOP, **tables, failure_guard="phase_raised")
+                 for cls in (engines.CompiledEngine, engines.TransitionsEngine))
+
+
+class Runs:
+    """The context of the loop machine: how often ``work`` ran."""
+
+    def __init__(self) -> None:
+        self.error: BaseException | None = None
+        self.runs = 0
+
+
+async def _counting(ctx: Runs) -> None:
+    ctx.runs += 1
+
+
+def _reraise(ctx: Runs) -> Any:
+    assert ctx.error is not None
+    raise ctx.error
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("fail_at", [None, *range(1, 30)])
+async def test_loops_back_into_the_same_and_an_earlier_state_run_the_same(anyio_backend: str,
+                                                                          fail_at: int | None) -> None:
+    """A transition back into its own state and one to an earlier state; a
+    clock failing on any read (the rows of the loop included) propagates."""
+    results = []
+    for engine in _loop_engines():
+        ctx = Runs()
+        trace = new_trace(engine, {})
+        with use_clock(FailingClock(fail_at or 10**6)):
+            try:
+                got: Any = await drive(ctx, engine, trace)
+            except OSError as exc:
+                got = _kind(exc)
+        results.append((got, [(t.trigger, t.source, t.dest, t.guards, t.at_ns) for t in trace.transitions],
+                        _kind(ctx.error)))
+    assert results[0] == results[1]
+    assert results[0][2] is None
+    if fail_at is None:
+        assert results[0][0] == 6
+        assert [row[0] for row in results[0][1]] == [
+            "again", "again", "worked", "back", "again", "again", "worked", "finished"]
