@@ -85,6 +85,7 @@ def current_runtime() -> Runtime:
 _SEAMS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Runtime))
 _SET = tuple(getattr(Runtime, name).__set__ for name in _SEAMS)
 _SET_HTTP, _SET_CLI, _SET_RUNNER, _SET_CLOCK, _SET_CHECK, _SET_META = _SET
+_new = object.__new__
 
 
 def _replaced(cur: Runtime, changes: dict[str, Any]) -> Runtime:
@@ -92,7 +93,7 @@ def _replaced(cur: Runtime, changes: dict[str, Any]) -> Runtime:
     slots set directly (the frozen ``__init__`` goes through
     ``object.__setattr__`` for every field, ``replace`` walks the fields too)."""
     get = changes.get
-    runtime = object.__new__(Runtime)
+    runtime = _new(Runtime)
     _SET_HTTP(runtime, get("http_transport", cur.http_transport))
     _SET_CLI(runtime, get("cli_transport", cur.cli_transport))
     _SET_RUNNER(runtime, get("tool_runner", cur.tool_runner))
@@ -102,20 +103,24 @@ def _replaced(cur: Runtime, changes: dict[str, Any]) -> Runtime:
     return runtime
 
 
-def _enter_trace(meta: dict[str, Any]) -> contextvars.Token[Runtime] | None:
+def _enter_trace(meta: dict[str, Any]) -> contextvars.Token[Runtime]:
     """``use_runtime(trace_meta=meta).__enter__()`` for the driver's one seam,
-    without the context manager: the token to give :func:`_leave`, or
-    ``None`` when ``meta`` already is the current one."""
+    without the context manager: the current runtime with ``meta`` set
+    (copied slot by slot, as :func:`_replaced` does), the token to give
+    :func:`_leave`."""
     cur = _RUNTIME.get()
-    if cur.trace_meta is meta:
-        return None
-    return _RUNTIME.set(_replaced(cur, {"trace_meta": meta}))
+    runtime = _new(Runtime)
+    _SET_HTTP(runtime, cur.http_transport)
+    _SET_CLI(runtime, cur.cli_transport)
+    _SET_RUNNER(runtime, cur.tool_runner)
+    _SET_CLOCK(runtime, cur.clock)
+    _SET_CHECK(runtime, cur.before_dispatch)
+    _SET_META(runtime, meta)
+    return _RUNTIME.set(runtime)
 
 
-def _leave(token: contextvars.Token[Runtime] | None) -> None:
-    """Restore the runtime :func:`_enter_trace` replaced."""
-    if token is not None:
-        _RUNTIME.reset(token)
+#: Restore the runtime :func:`_enter_trace` replaced (``ContextVar.reset`` of its token).
+_leave = _RUNTIME.reset
 
 
 class _Swap:

@@ -100,9 +100,12 @@ class Trace:
             request ``act()`` decided in this call, in request order (empty
             when no tool phase ran); in JSON under ``"actions"``.
 
-    The driver records each transition as a plain row; rows become
-    :class:`TransitionRecord` objects the first time ``transitions`` is read,
-    so recording stays cheap on the hot path.
+    The driver records each transition as a plain row,
+    ``((trigger, source, dest, guards, error), at_ns, phase_ns)``, whose
+    first part may be shared by the rows of many traces; rows become
+    :class:`TransitionRecord` objects (each with its own copy of the guards)
+    the first time ``transitions`` is read, so recording stays cheap on the
+    hot path.
     """
 
     __slots__ = ("machine", "engine", "started_at", "initial", "meta", "actions", "_records", "_rows")
@@ -124,13 +127,16 @@ class Trace:
         self.meta: dict[str, Any] = {} if meta is None else meta
         self.actions: list[ActionRecord] = [] if actions is None else actions
         self._records: list[TransitionRecord] = list(transitions) if transitions else []
-        #: rows ``(trigger, source, dest, guards, at_ns, phase_ns, error)`` not yet materialized
+        #: rows ``((trigger, source, dest, guards, error), at_ns, phase_ns)`` not yet materialized
         self._rows: list[tuple[Any, ...]] = []
 
     @property
     def transitions(self) -> list[TransitionRecord]:
         if self._rows:
-            self._records.extend(TransitionRecord(*row) for row in self._rows)
+            self._records.extend(
+                TransitionRecord(trigger, source, dest, dict(guards), at_ns, phase_ns, error)
+                for (trigger, source, dest, guards, error), at_ns, phase_ns in self._rows
+            )
             self._rows.clear()
         return self._records
 

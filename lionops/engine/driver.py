@@ -5,51 +5,74 @@ Runs on any anyio backend (asyncio, trio). An exception leaving a phase —
 cancellation included — is stored on the context, the ``failed`` transition
 fires, the trace is completed synchronously, and the very same exception is
 re-raised: cancellation is never swallowed.
+
+An engine that carries a ``whole_run`` (the compiled engine: this loop
+written out once for its table, :mod:`lionops.engine.straight`) runs
+through it; any other engine through :func:`_loop`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .. import observe
 from ..clock import current_clock
-from ..errors import InternalInvariantError
-from ..runtime import _enter_trace, _leave
+from ..runtime import ClockLike, _enter_trace, _leave
 from ..trace import Trace
 from .engines import Engine
+from .straight import describe, record_row, settle
 
 __all__ = ["drive", "new_trace"]
 
 
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
-
-
-def new_trace(engine: Engine, meta: dict[str, Any] | None = None) -> Trace:
+def new_trace(engine: Engine, meta: dict[str, Any] | None = None, clock: ClockLike | None = None) -> Trace:
+    """A trace of a run of ``engine`` starting now (``clock``: the current one, read once by the caller)."""
     definition = engine.definition
     # Trace(machine, engine, started_at, initial, transitions, meta)
-    return Trace(definition.name, engine.name, current_clock().time(), definition.initial, None, meta)
+    return Trace(definition.name, engine.name, (clock or current_clock()).time(), definition.initial, None, meta)
 
 
-async def drive(ctx: Any, engine: Engine, trace: Trace, *, _observed: bool = False) -> Any:
+async def drive(ctx: Any, engine: Engine, trace: Trace, *, clock: ClockLike | None = None,
+                _observed: bool = False) -> Any:
     """Run the machine on ``ctx``; return the outcome value or raise it.
 
     ``ctx`` is the caller's context object: the driver reads and sets only
     its ``error`` (what a phase raised). ``trace`` is filled in place, so a
-    caller holding it sees the whole trace also when this raises.
+    caller holding it sees the whole trace also when this raises. ``clock``
+    is the current clock when the caller has read it already.
     """
     if observe.observers and not _observed:  # instrumentation seam: one check when nothing observes
         return await observe.observe_operation(ctx, engine, trace, _observed_drive)
+    timer = (clock or current_clock()).perf_counter_ns  # the real one unless a clock is installed
+    record = trace._rows.append
+    run = getattr(engine, "whole_run", None)
+    t0 = timer()
+    token = _enter_trace(trace.meta)  # annotate() writes to this trace
+    try:
+        if run is None:
+            outcome = await _loop(ctx, engine, timer, record, t0)
+        else:
+            outcome = await run(ctx, timer, record, t0)
+    finally:
+        _leave(token)
+    try:
+        return outcome(ctx)
+    except BaseException as exc:
+        rec = trace.transitions[-1]
+        if rec.error is None:
+            rec.error = describe(exc)
+        raise
+
+
+async def _loop(ctx: Any, engine: Engine, clock: Any, record: Any, t0: int) -> Callable[[Any], Any]:
+    """The generic loop, for any engine: returns the outcome of the exit taken."""
     handlers = engine.handlers
     terminals = engine.terminals
     failure_trigger = engine.failure_trigger
-    clock = current_clock().perf_counter_ns  # the real one unless a clock is installed
-    record = trace._rows.append
-    t0 = clock()
     run = engine.begin(ctx)
     fire = run.fire
     last = None
-    token = _enter_trace(trace.meta)  # annotate() writes to this trace
     try:
         state = run.state
         while state not in terminals:
@@ -66,31 +89,16 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, _observed: bool = Fal
             try:
                 fired, evaluated = fire()
             except Exception as exc:  # a guard raised: the phase failed
-                ctx.error = exc
-                fired, more = fire()
-                evaluated = {**more}
-            if fired is None:
-                ctx.error = InternalInvariantError(state, evaluated)
-                fired, more = fire()
-                evaluated = {**evaluated, **more}
-            assert fired is not None
-            trigger = fired.trigger
-            error = _describe(ctx.error) if trigger == failure_trigger and ctx.error else None
-            # a TransitionRecord row: (trigger, source, dest, guards, at_ns, phase_ns, error)
-            record((trigger, state, fired.dest, evaluated, clock() - t0, phase_ns, error))
+                fired, evaluated = settle(ctx, state, fire, {}, exc)
+            if fired is None:  # no guard held
+                fired, evaluated = settle(ctx, state, fire, evaluated, None)
+            record_row(record, ctx, state, fired, evaluated, phase_ns, clock, t0, failure_trigger)
             state = fired.dest
             last = fired
     finally:
-        _leave(token)
         run.close()
     assert last is not None and last.outcome is not None
-    try:
-        return engine.outcomes[last.outcome](ctx)
-    except BaseException as exc:
-        rec = trace.transitions[-1]
-        if rec.error is None:
-            rec.error = _describe(exc)
-        raise
+    return engine.outcomes[last.outcome]
 
 
 async def _observed_drive(ctx: Any, engine: Engine, trace: Trace) -> Any:

@@ -6,7 +6,10 @@
 - :class:`CompiledEngine` is the hot path: a dispatch table compiled *from
   that transitions machine* (its events, ordered transitions and
   conditions). tests/unit/test_engines.py proves trace-for-trace equality with
-  the reference over every combination of guard values.
+  the reference over every combination of guard values. Its ``whole_run``
+  is the driver's loop written out once for that table
+  (:mod:`lionops.engine.straight`); tests/unit/test_engine_paths.py drives
+  both engines over every path and rare firing and compares the runs.
 
 Both share one interface (``begin(ctx)`` → a run with ``state`` and
 ``fire()``), so the driver is engine-agnostic and users may select either.
@@ -25,6 +28,7 @@ from typing import Any, Protocol
 from transitions import Machine
 
 from .definition import WILDCARD, MachineDefinition, TransitionDef
+from .straight import WholeRun, whole_run
 
 __all__ = ["Engine", "EngineRun", "TransitionsEngine", "CompiledEngine"]
 
@@ -125,6 +129,9 @@ def _failure_trigger(definition: MachineDefinition, failure_guard: str) -> str:
 
 class _EngineBase:
     name = "base"
+    #: the driver's loop over this engine's table as one generated coroutine
+    #: (see :mod:`lionops.engine.straight`); ``None``: the driver runs its generic loop.
+    whole_run: WholeRun | None = None
 
     def __init__(
         self,
@@ -273,6 +280,7 @@ class CompiledEngine(_EngineBase):
         }
         #: state -> its rows as one generated function of the context
         self._fires = {state: _straight_line(state, rows) for state, rows in self._flat.items()}
+        self.whole_run = whole_run(self)
 
     def compile(self, machine: Machine) -> dict[str, tuple[_Row, ...]]:
         """Read states, events, ordered transitions and conditions off ``machine``."""

@@ -12,6 +12,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..clock import current_clock
 from ..engine import engines
 from ..engine.definition import MachineDefinition, default_definition
 from ..engine.driver import drive, new_trace
@@ -100,11 +101,12 @@ async def run_operation(ctx: OperationContext, engine: Engine | str | None = Non
     """
     branch = ctx.branch
     chosen = resolve_engine(engine, branch.engine)
-    trace = new_trace(chosen, ctx.meta)
+    clock = current_clock()  # read once for the trace's start and its timings
+    trace = new_trace(chosen, ctx.meta, clock)
     trace.actions = ctx.actions  # the same list: act() appends its records to it
     try:
         try:
-            result = await drive(ctx, chosen, trace)
+            result = await drive(ctx, chosen, trace, clock=clock)
         finally:
             branch.traces.append(trace)
     finally:

@@ -1,0 +1,176 @@
+"""The driver's loop over one compiled table, written out once as one coroutine.
+
+:func:`lionops.engine.driver.drive` runs any engine through its generic
+loop: await the state's phase handler, ``fire()`` the engine, record a row.
+A :class:`~lionops.engine.engines.CompiledEngine` knows its whole table when
+it is built, so :func:`whole_run` writes that loop out for it, state by state
+(as ``dataclasses`` generates ``__init__``): the state's handler awaited, its
+guards called in table order, the row of the first that holds recorded with
+its names and evaluated guards as literals. The two rare firings, a guard
+that raises and a state where no guard holds, go through :func:`settle` and
+:func:`record_row`, which the generic loop uses too, so both loops give the
+same rows, the same errors and the same exceptions.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InternalInvariantError
+from .definition import TransitionDef
+
+if TYPE_CHECKING:
+    from .engines import CompiledEngine, Fired
+
+__all__ = ["describe", "settle", "record_row", "whole_run", "WholeRun"]
+
+#: ``await run(ctx, clock, record, t0)``: the machine run on ``ctx`` from its
+#: initial state, each row given to ``record``; returns the outcome of the exit taken.
+WholeRun = Callable[[Any, Callable[[], int], Callable[[tuple[Any, ...]], None], int],
+                    Awaitable[Callable[[Any], Any]]]
+
+
+def describe(exc: BaseException) -> str:
+    """The ``error`` of a trace row: ``"ExcType: message"``."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def settle(ctx: Any, state: str, fire: Callable[[], Fired], evaluated: dict[str, bool],
+           exc: Exception | None) -> tuple[TransitionDef, dict[str, bool]]:
+    """What fires in ``state`` after a guard raised ``exc``, or when no guard
+    held (``exc`` is ``None``; ``evaluated``: the guards evaluated).
+
+    A guard that raised fails the phase: ``exc`` becomes the context's error
+    and the guards are evaluated again. If then no guard holds, the error is an
+    :class:`InternalInvariantError` and they are evaluated once more. What a
+    guard raises on these evaluations propagates."""
+    fired: TransitionDef | None = None
+    if exc is not None:
+        ctx.error = exc
+        fired, more = fire()
+        evaluated = {**more}
+    if fired is None:
+        ctx.error = InternalInvariantError(state, evaluated)
+        fired, more = fire()
+        evaluated = {**evaluated, **more}
+    assert fired is not None
+    return fired, evaluated
+
+
+def record_row(record: Callable[[tuple[Any, ...]], None], ctx: Any, state: str, fired: TransitionDef,
+               evaluated: dict[str, bool], phase_ns: int, clock: Callable[[], int], t0: int,
+               failure_trigger: str) -> None:
+    """Record the row of ``fired`` leaving ``state`` (a trace row: see
+    :class:`~lionops.trace.Trace`)."""
+    trigger = fired.trigger
+    error = describe(ctx.error) if trigger == failure_trigger and ctx.error else None
+    record(((trigger, state, fired.dest, evaluated, error), clock() - t0, phase_ns))
+
+
+def _rare(engine: CompiledEngine, ctx: Any, state: str, exc: Exception | None, evaluated: dict[str, bool],
+          phase_ns: int, clock: Callable[[], int], record: Callable[[tuple[Any, ...]], None],
+          t0: int) -> TransitionDef:
+    """A rare firing of the generated loop, as the generic loop settles and records it."""
+    fired, evaluated = settle(ctx, state, engine.begin(ctx, state).fire, evaluated, exc)
+    record_row(record, ctx, state, fired, evaluated, phase_ns, clock, t0, engine.failure_trigger)
+    return fired
+
+
+def whole_run(engine: CompiledEngine) -> WholeRun:
+    """The generic loop of the driver over ``engine``'s table, as one coroutine function.
+
+    One ``if state == ...:`` block per non-terminal state, in the order of the
+    definition, inside ``while True`` (a transition to a later block falls
+    through to it, one to an earlier block goes round the loop). A block:
+
+    - awaits the state's phase handler unless the context already holds an
+      error (what it raises becomes the error), timing it as ``phase_ns``;
+    - calls the state's guards in table order; the first that holds records
+      its row and enters its destination (or returns the transition's outcome
+      when the destination is terminal). The row's constant part (trigger, source,
+      destination, evaluated guards, no error) is built once, here; the
+      trace copies the guards when it makes the row a record;
+    - hands a guard's exception, or no guard holding, to :func:`_rare`.
+
+    A guard that holds moves ``state`` off the block before its row is
+    recorded: to the destination, or to ``HELD`` for a transition back into
+    the same state (set to it once the row is recorded); so does handing a
+    state to :func:`_rare`. The block's ``except`` re-raises whenever
+    ``state`` has moved: an exception after a guard held (the row's clock
+    read, the error text) or from a rare firing's own evaluation is not taken
+    for a guard's first one, it propagates, as it does from the generic loop.
+    Guard, state and trigger names go into the source only as ``repr``
+    literals; the functions and row parts are names of the generated module's
+    namespace.
+    """
+    definition = engine.definition
+    namespace: dict[str, Any] = {
+        "describe": describe, "terminals": engine.terminals, "rare": functools.partial(_rare, engine),
+        "outcomes": engine.outcomes, "HELD": object(),
+    }
+    lines = ["async def run(ctx, clock, record, t0):", f"    state = {definition.initial!r}", "    while True:"]
+    for i, state in enumerate(definition.nonterminal):
+        handler = engine.handlers[state]
+        rows = engine._flat[state]
+        phase_ns = "0"
+        lines.append(f"        if state == {state!r}:")
+        if handler is not None:
+            namespace[f"handler{i}"] = handler
+            phase_ns = "phase_ns"
+            lines += [
+                "            if ctx.error is None:",
+                "                p0 = clock()",
+                "                try:",
+                f"                    await handler{i}(ctx)",
+                "                except BaseException as exc:  # recorded, then re-raised by the outcome",
+                "                    ctx.error = exc",
+                "                phase_ns = clock() - p0",
+                "            else:",
+                "                phase_ns = 0",
+            ]
+        lines.append("            try:")
+        seen: list[str] = []
+        for j, (guard_name, guard, transition, dest) in enumerate(rows):
+            namespace[f"guard{i}_{j}"] = guard
+            evaluated = {**dict.fromkeys(seen, False), guard_name: True}
+            moved = "HELD" if dest == state else repr(dest)
+            lines += [f"                {'if' if j == 0 else 'elif'} guard{i}_{j}(ctx):",
+                      f"                    state = {moved}"]
+            if transition.trigger == engine.failure_trigger:
+                key = f"({transition.trigger!r}, {state!r}, {dest!r}, {evaluated!r}, error)"
+                lines += ["                    error = describe(ctx.error) if ctx.error else None",
+                          f"                    record(({key}, clock() - t0, {phase_ns}))"]
+            else:
+                namespace[f"row{i}_{j}"] = (transition.trigger, state, dest, evaluated, None)
+                lines.append(f"                    record((row{i}_{j}, clock() - t0, {phase_ns}))")
+            if dest in engine.terminals:
+                namespace[f"outcome{i}_{j}"] = engine.outcomes[transition.outcome or ""]
+                lines.append(f"                    return outcome{i}_{j}")
+            elif dest == state:
+                lines.append(f"                    state = {dest!r}")
+            seen.append(guard_name)
+        none_held = ", ".join(f"{name!r}: False" for name in seen)
+        settled = [
+            "                    state = fired.dest",
+            "                    if state in terminals:",
+            "                        return outcomes[fired.outcome]",
+        ]
+        lines += [
+            "                else:",
+            "                    state = HELD",
+            f"                    fired = rare(ctx, {state!r}, None, {{{none_held}}}, {phase_ns}, clock, record, t0)",
+            *settled,
+            "            except Exception as exc:",
+            f"                if state != {state!r}:",
+            "                    raise  # not a guard's first exception",
+            f"                fired = rare(ctx, {state!r}, exc, {{}}, {phase_ns}, clock, record, t0)",
+            *(line[4:] for line in settled),
+        ]
+    source = "\n".join(lines)
+    exec(source, namespace)  # noqa: S102 - source built from repr literals only
+    run: WholeRun = namespace["run"]
+    run.__qualname__ = f"run_{definition.name}"
+    run.__doc__ = source  # what runs, for a reader in a debugger
+    return run
