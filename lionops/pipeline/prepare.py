@@ -4,19 +4,21 @@ typed parameters; the ``prepare`` phase puts them on the operation context."""
 from __future__ import annotations
 
 import functools
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pydantic import BaseModel
 
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS, DEFAULT_PARSE_CALL_PARAMS
 from .._names import near_miss
+from .._slots import exhaust, set_slot
 from ..alcall import AlcallParams
 from ..errors import ConfigurationError, MisspelledKeywordError, RemovedKeywordError
 from ..fields import to_fields_dict
 from ..models import Instruct
 from ..operative import field_clashes
 from ..params import ActionParam, ChatParam, FuzzyMatchKeysParams, ParseParam, RunParam
-from .context import BranchLike, OperationContext
+from .context import FIELD_SLOTS, BranchLike, OperationContext
 from .validate import HANDLE_VALIDATION_VALUES
 
 if TYPE_CHECKING:
@@ -103,10 +105,16 @@ class OperateKwargs(TypedDict, total=False):
 _FUZZY_DEFAULT = FuzzyMatchKeysParams()
 
 
+#: ChatParam is frozen: each call's ChatParam is a copy of this one with
+#: every field given (``imodel_kw`` too, so no call shares its mapping).
+_BLANK_CHAT = ChatParam()
+
 #: the boolean keywords of operate(), in the order prepare checks them
 _FLAG_NAMES = ("invoke_actions", "skip_validation", "actions", "reason", "verbose_action",
                "include_token_usage_to_model", "clear_messages", "stream_persist")
 _BOOL = {bool}
+#: values an Instruct keeps as they are in instruction, guidance and context
+_PLAIN = frozenset({str, type(None)})
 
 
 def prepare_operate_kw(
@@ -213,27 +221,36 @@ def prepare_operate_kw(
     chat_model = chat_model or branch.chat_model
     parse_model = parse_model or chat_model
 
-    if isinstance(instruct, dict):
-        instruct = Instruct.model_validate(instruct)
-    elif isinstance(instruct, Instruct):
-        instruct = instruct.model_copy()
-    elif instruct is not None:
-        raise TypeError(f"instruct must be an Instruct or a mapping, got {type(instruct).__name__}")
-    if instruct is not None:  # an Instruct built or changed without validation
-        check_flags({f"Instruct.{name}": getattr(instruct, name) for name in ("reason", "actions")
-                      if getattr(instruct, name) is not None})
-    instruct = instruct or Instruct(instruction=instruction, guidance=guidance, context=context)
+    if instruct is None and type(instruction) in _PLAIN and type(guidance) in _PLAIN and type(context) in _PLAIN:
+        # What Instruct(instruction=, guidance=, context=) would hold: it
+        # keeps a str or None as it is, so none is built.
+        instr_reason: bool | None = True if reason else None
+        instr_actions: bool | None = None
+        instr_strategy = None
+    else:
+        if isinstance(instruct, dict):
+            instruct = Instruct.model_validate(instruct)
+        elif isinstance(instruct, Instruct):
+            instruct = instruct.model_copy()
+        elif instruct is not None:
+            raise TypeError(f"instruct must be an Instruct or a mapping, got {type(instruct).__name__}")
+        if instruct is not None:  # an Instruct built or changed without validation
+            check_flags({f"Instruct.{name}": getattr(instruct, name) for name in ("reason", "actions")
+                          if getattr(instruct, name) is not None})
+        instruct = instruct or Instruct(instruction=instruction, guidance=guidance, context=context)
+        if reason:
+            instruct.reason = True
+        instruction, guidance, context = instruct.instruction, instruct.guidance, instruct.context
+        instr_reason, instr_actions, instr_strategy = instruct.reason, instruct.actions, instruct.action_strategy
+    with_actions = bool(invoke_actions and (instr_actions or actions))
 
-    if reason:
-        instruct.reason = True
-
-    clashes = field_clashes(
-        type(response_format) if isinstance(response_format, BaseModel) else response_format,
-        reason=bool(instruct.reason), actions=bool(invoke_actions and (instruct.actions or actions)),
-        fields=fields_dict,
-    )
-    if clashes:
-        raise ConfigurationError("; ".join(clashes))
+    if instr_reason or with_actions or fields_dict:  # only added fields can clash
+        clashes = field_clashes(
+            type(response_format) if isinstance(response_format, BaseModel) else response_format,
+            reason=bool(instr_reason), actions=with_actions, fields=fields_dict,
+        )
+        if clashes:
+            raise ConfigurationError("; ".join(clashes))
 
     use_run_param = (
         bool(getattr(chat_model, "is_cli", False))
@@ -242,8 +259,8 @@ def prepare_operate_kw(
         or snapshot_dir is not None
     )
     param_kw: dict[str, Any] = dict(
-        guidance=instruct.guidance,
-        context=instruct.context,
+        guidance=guidance,
+        context=context,
         sender=sender or branch.user or "user",
         recipient=recipient or branch.id,
         response_format=response_format,
@@ -265,7 +282,7 @@ def prepare_operate_kw(
             param_kw["snapshot_dir"] = snapshot_dir
         chat_param = RunParam(**param_kw)
     else:
-        chat_param = ChatParam(**param_kw)
+        chat_param = _BLANK_CHAT.with_updates(**param_kw)
 
     parse_param = None
     if response_format is not None and not skip_validation:
@@ -279,17 +296,17 @@ def prepare_operate_kw(
         )
 
     action_param = None
-    if invoke_actions and (instruct.actions or actions):
+    if with_actions:
         action_param = ActionParam(
             action_call_params=call_params or DEFAULT_ACTION_CALL_PARAMS,
             tools=tools,
-            strategy=action_strategy or instruct.action_strategy or "concurrent",
+            strategy=action_strategy or instr_strategy or "concurrent",
             suppress_errors=True,
             verbose_action=verbose_action,
         )
 
     return {
-        "instruction": instruct.instruction,
+        "instruction": instruction,
         "chat_param": chat_param,
         "parse_param": parse_param,
         "action_param": action_param,
@@ -300,7 +317,7 @@ def prepare_operate_kw(
         "operative": None,
         "middle": middle,
         "field_models": field_models,
-        "reason": instruct.reason,
+        "reason": instr_reason,
     }
 
 
@@ -309,15 +326,6 @@ async def phase(ctx: OperationContext) -> None:
     if ctx.call_kwargs is None:
         return
     prepared = prepare_operate_kw(ctx.branch, **ctx.call_kwargs)
-    ctx.instruction = prepared["instruction"]
-    ctx.chat_param = prepared["chat_param"]
-    ctx.parse_param = prepared["parse_param"]
-    ctx.action_param = prepared["action_param"]
-    ctx.handle_validation = prepared["handle_validation"]
-    ctx.invoke_actions = prepared["invoke_actions"]
-    ctx.skip_validation = prepared["skip_validation"]
-    ctx.clear_messages = prepared["clear_messages"]
-    ctx.operative = prepared["operative"]
-    ctx.middle = prepared["middle"]
-    ctx.field_models = prepared["field_models"]
-    ctx.reason = bool(prepared["reason"])
+    # ctx.<name> = value for each prepared entry, in one C-level loop (lionops._slots)
+    exhaust(map(set_slot, map(FIELD_SLOTS.__getitem__, prepared), repeat(ctx), prepared.values()))
+    ctx.reason = bool(ctx.reason)
