@@ -10,7 +10,7 @@ import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 from ._slots import exhaust, get_slot, set_slot, slot_descriptors
 from .alcall import AlcallParams
@@ -65,6 +65,20 @@ class MorphParam:
         return new
 
 
+def build_param(cls: type[_P], fields: dict[str, Any]) -> _P:
+    """``cls(**fields)``; when ``fields`` gives every field of a class whose
+    copies need no ``__init__`` (:func:`_copy_plan`), its slots are filled
+    from ``fields`` in one C-level loop (lionops._slots) instead."""
+    plan = _COPY_PLANS.get(cls)
+    if plan is None:
+        plan = _COPY_PLANS[cls] = _copy_plan(cls)
+    if not plan or fields.keys() != plan[2]:
+        return cls(**fields)
+    new = object.__new__(cls)
+    exhaust(map(set_slot, plan[0], repeat(new), map(fields.__getitem__, plan[1])))
+    return new
+
+
 def _copy_plan(cls: type) -> _CopyPlan | tuple[()]:
     """The slot descriptors and names of ``cls``'s fields, in field order;
     ``()`` when a copy must run ``__init__``: a ``__post_init__``, a field
@@ -82,6 +96,8 @@ def _copy_plan(cls: type) -> _CopyPlan | tuple[()]:
 
 #: a class's field slot descriptors, its field names in the same order, and those as a set
 _CopyPlan: TypeAlias = tuple[tuple[types.MemberDescriptorType, ...], tuple[str, ...], frozenset[str]]
+
+_P = TypeVar("_P", bound=MorphParam)
 
 #: per MorphParam class: its copy plan (:func:`_copy_plan`).
 _COPY_PLANS: dict[type, _CopyPlan | tuple[()]] = {}

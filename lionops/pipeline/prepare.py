@@ -17,7 +17,7 @@ from ..errors import ConfigurationError, MisspelledKeywordError, RemovedKeywordE
 from ..fields import to_fields_dict
 from ..models import Instruct
 from ..operative import field_clashes
-from ..params import ActionParam, ChatParam, FuzzyMatchKeysParams, ParseParam, RunParam
+from ..params import ActionParam, ChatParam, FuzzyMatchKeysParams, ParseParam, RunParam, build_param
 from .context import FIELD_SLOTS, BranchLike, OperationContext
 from .validate import HANDLE_VALIDATION_VALUES
 
@@ -104,10 +104,6 @@ class OperateKwargs(TypedDict, total=False):
 #: FuzzyMatchKeysParams is frozen: one default instance serves every call.
 _FUZZY_DEFAULT = FuzzyMatchKeysParams()
 
-
-#: ChatParam is frozen: each call's ChatParam is a copy of this one with
-#: every field given (``imodel_kw`` too, so no call shares its mapping).
-_BLANK_CHAT = ChatParam()
 
 #: the boolean keywords of operate(), in the order prepare checks them
 _FLAG_NAMES = ("invoke_actions", "skip_validation", "actions", "reason", "verbose_action",
@@ -282,18 +278,18 @@ def prepare_operate_kw(
             param_kw["snapshot_dir"] = snapshot_dir
         chat_param = RunParam(**param_kw)
     else:
-        chat_param = _BLANK_CHAT.with_updates(**param_kw)
+        chat_param = build_param(ChatParam, param_kw)
 
     parse_param = None
     if response_format is not None and not skip_validation:
-        parse_param = ParseParam(
+        parse_param = build_param(ParseParam, dict(
             response_format=response_format,
             fuzzy_match_params=_FUZZY_DEFAULT,
-            handle_validation=handle_validation,  # type: ignore[arg-type]
+            handle_validation=handle_validation,
             alcall_params=DEFAULT_PARSE_CALL_PARAMS,
             imodel=parse_model,
             imodel_kw={},
-        )
+        ))
 
     action_param = None
     if with_actions:
