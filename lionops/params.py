@@ -65,18 +65,26 @@ class MorphParam:
         return new
 
 
-def build_param(cls: type[_P], fields: dict[str, Any]) -> _P:
-    """``cls(**fields)``; when ``fields`` gives every field of a class whose
-    copies need no ``__init__`` (:func:`_copy_plan`), its slots are filled
-    from ``fields`` in one C-level loop (lionops._slots) instead."""
+def param_builder(cls: type[_P]) -> Callable[[dict[str, Any]], _P]:
+    """A function ``fields -> cls(**fields)``, made once per class: when
+    ``fields`` gives every field of a class whose copies need no ``__init__``
+    (:func:`_copy_plan`), it fills the slots from ``fields`` in one C-level
+    loop (lionops._slots) instead."""
     plan = _COPY_PLANS.get(cls)
     if plan is None:
         plan = _COPY_PLANS[cls] = _copy_plan(cls)
-    if not plan or fields.keys() != plan[2]:
-        return cls(**fields)
-    new = object.__new__(cls)
-    exhaust(map(set_slot, plan[0], repeat(new), map(fields.__getitem__, plan[1])))
-    return new
+    if not plan:
+        return lambda fields: cls(**fields)
+    slots, names, field_names = plan
+
+    def build(fields: dict[str, Any]) -> _P:
+        if fields.keys() != field_names:  # some left to their defaults, or not a field
+            return cls(**fields)
+        new = object.__new__(cls)
+        exhaust(map(set_slot, slots, repeat(new), map(fields.__getitem__, names)))
+        return new
+
+    return build
 
 
 def _copy_plan(cls: type) -> _CopyPlan | tuple[()]:

@@ -17,7 +17,7 @@ from ..errors import ConfigurationError, MisspelledKeywordError, RemovedKeywordE
 from ..fields import to_fields_dict
 from ..models import Instruct
 from ..operative import field_clashes
-from ..params import ActionParam, ChatParam, FuzzyMatchKeysParams, ParseParam, RunParam, build_param
+from ..params import ActionParam, ChatParam, FuzzyMatchKeysParams, ParseParam, RunParam, param_builder
 from .context import FIELD_SLOTS, BranchLike, OperationContext
 from .validate import HANDLE_VALIDATION_VALUES
 
@@ -104,6 +104,10 @@ class OperateKwargs(TypedDict, total=False):
 #: FuzzyMatchKeysParams is frozen: one default instance serves every call.
 _FUZZY_DEFAULT = FuzzyMatchKeysParams()
 
+
+#: ChatParam(**fields) and ParseParam(**fields), filled in one loop when every field is given
+_build_chat = param_builder(ChatParam)
+_build_parse = param_builder(ParseParam)
 
 #: the boolean keywords of operate(), in the order prepare checks them
 _FLAG_NAMES = ("invoke_actions", "skip_validation", "actions", "reason", "verbose_action",
@@ -217,7 +221,7 @@ def prepare_operate_kw(
     chat_model = chat_model or branch.chat_model
     parse_model = parse_model or chat_model
 
-    if instruct is None and type(instruction) in _PLAIN and type(guidance) in _PLAIN and type(context) in _PLAIN:
+    if instruct is None and {type(instruction), type(guidance), type(context)} <= _PLAIN:
         # What Instruct(instruction=, guidance=, context=) would hold: it
         # keeps a str or None as it is, so none is built.
         instr_reason: bool | None = True if reason else None
@@ -278,11 +282,11 @@ def prepare_operate_kw(
             param_kw["snapshot_dir"] = snapshot_dir
         chat_param = RunParam(**param_kw)
     else:
-        chat_param = build_param(ChatParam, param_kw)
+        chat_param = _build_chat(param_kw)
 
     parse_param = None
     if response_format is not None and not skip_validation:
-        parse_param = build_param(ParseParam, dict(
+        parse_param = _build_parse(dict(
             response_format=response_format,
             fuzzy_match_params=_FUZZY_DEFAULT,
             handle_validation=handle_validation,
