@@ -119,10 +119,11 @@ class OperationContext:
         self.call_kwargs = call_kwargs  # not among the defaults set above
         self.actions = []
         self.meta = {}
-        for name, value in inputs.items():
-            if name not in FIELD_SLOTS:
-                raise TypeError(f"OperationContext got an unexpected keyword argument {name!r}")
-            setattr(self, name, value)
+        if inputs:
+            for name, value in inputs.items():
+                if name not in FIELD_SLOTS:
+                    raise TypeError(f"OperationContext got an unexpected keyword argument {name!r}")
+                setattr(self, name, value)
 
 
 #: the slot descriptor of every field but ``branch`` and ``call_kwargs``, by

@@ -203,10 +203,11 @@ def prepare_operate_kw(
             suggestion = misspelled_keyword(name)
             if suggestion is not None:
                 raise MisspelledKeywordError(name, suggestion)
-    for name in instruct if isinstance(instruct, dict) else ():  # an Instruct ignores unknown keys
-        suggestion = near_miss(str(name), Instruct.model_fields)
-        if suggestion is not None:
-            raise MisspelledKeywordError(str(name), suggestion, where="Instruct")
+    if isinstance(instruct, dict):  # an Instruct ignores unknown keys
+        for name in instruct:
+            suggestion = near_miss(str(name), Instruct.model_fields)
+            if suggestion is not None:
+                raise MisspelledKeywordError(str(name), suggestion, where="Instruct")
     if handle_validation not in HANDLE_VALIDATION_VALUES:
         raise ConfigurationError(
             f"handle_validation must be one of {HANDLE_VALIDATION_VALUES}, got {handle_validation!r}"
@@ -253,26 +254,26 @@ def prepare_operate_kw(
             raise ConfigurationError("; ".join(clashes))
 
     use_run_param = (
-        bool(getattr(chat_model, "is_cli", False))
+        getattr(chat_model, "is_cli", False)
         or stream_persist
         or persist_dir is not None
         or snapshot_dir is not None
     )
-    param_kw: dict[str, Any] = dict(
-        guidance=guidance,
-        context=context,
-        sender=sender or branch.user or "user",
-        recipient=recipient or branch.id,
-        response_format=response_format,
-        progression=progression,
-        tool_schemas=tool_schemas,
-        images=images,
-        image_detail=image_detail,
-        plain_content=None,
-        include_token_usage_to_model=include_token_usage_to_model,
-        imodel=chat_model,
-        imodel_kw=dict(kwargs),
-    )
+    param_kw: dict[str, Any] = {
+        "guidance": guidance,
+        "context": context,
+        "sender": sender or branch.user or "user",
+        "recipient": recipient or branch.id,
+        "response_format": response_format,
+        "progression": progression,
+        "tool_schemas": tool_schemas,
+        "images": images,
+        "image_detail": image_detail,
+        "plain_content": None,
+        "include_token_usage_to_model": include_token_usage_to_model,
+        "imodel": chat_model,
+        "imodel_kw": dict(kwargs),
+    }
     chat_param: ChatParam
     if use_run_param:
         param_kw["stream_persist"] = stream_persist
@@ -286,14 +287,14 @@ def prepare_operate_kw(
 
     parse_param = None
     if response_format is not None and not skip_validation:
-        parse_param = _build_parse(dict(
-            response_format=response_format,
-            fuzzy_match_params=_FUZZY_DEFAULT,
-            handle_validation=handle_validation,
-            alcall_params=DEFAULT_PARSE_CALL_PARAMS,
-            imodel=parse_model,
-            imodel_kw={},
-        ))
+        parse_param = _build_parse({
+            "response_format": response_format,
+            "fuzzy_match_params": _FUZZY_DEFAULT,
+            "handle_validation": handle_validation,
+            "alcall_params": DEFAULT_PARSE_CALL_PARAMS,
+            "imodel": parse_model,
+            "imodel_kw": {},
+        })
 
     action_param = None
     if with_actions:
