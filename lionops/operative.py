@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import threading
 import weakref
-from itertools import repeat
 from typing import Any, Literal
 
 from pydantic import BaseModel, create_model
 
-from ._slots import exhaust, get_slot, set_slot
 from .errors import ConfigurationError
 from .fields import Spec, default_field, to_fields_dict
 
@@ -246,8 +244,10 @@ class Operative:
         """A new Operative with the same configuration and materialized types
         and no ``response_model`` (per-call state stays per call)."""
         new = Operative.__new__(Operative)
-        # every slot copied in one C-level loop (lionops._slots), then the per-call one reset
-        exhaust(map(set_slot, _OPERATIVE_SLOTS, repeat(new), map(get_slot, _OPERATIVE_SLOTS, repeat(self))))
+        new.name, new.adapter, new.base_type = self.name, self.adapter, self.base_type
+        new.fields, new.request_exclude = self.fields, self.request_exclude
+        new.max_retries, new.auto_retry_parse = self.max_retries, self.auto_retry_parse
+        new._types = self._types
         new.response_model = None
         return new
 
@@ -256,9 +256,6 @@ class Operative:
             f"Operative(name={self.name!r}, base_type={getattr(self.base_type, '__name__', None)}, "
             f"fields={list(self.fields)}, request_exclude={sorted(self.request_exclude)})"
         )
-
-
-_OPERATIVE_SLOTS = tuple(getattr(Operative, name) for name in Operative.__slots__)
 
 
 class Step:

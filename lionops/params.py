@@ -9,10 +9,8 @@ import dataclasses
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from itertools import repeat
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from ._slots import exhaust, get_slot, set_slot, slot_descriptors
 from .alcall import AlcallParams
 
 if TYPE_CHECKING:
@@ -51,64 +49,50 @@ class MorphParam:
         cls = type(self)
         plan = _COPY_PLANS.get(cls)
         if plan is None:
-            plan = _COPY_PLANS[cls] = _copy_plan(cls)
-        if not plan:  # __init__ must run (see _copy_plan)
-            return dataclasses.replace(self, **changes)  # type: ignore[type-var]
-        slots, names, field_names = plan
-        if not changes.keys() <= field_names:  # not a field
+            fields = dataclasses.fields(self)  # type: ignore[arg-type]
+            names = tuple(f.name for f in fields if f.init)
+            # __init__ must run: __post_init__, or fields it sets itself (init=False).
+            if hasattr(cls, "__post_init__") or len(names) != len(fields):
+                return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+            # The slot descriptors: setting through them skips the frozen __setattr__.
+            found = [getattr(cls, name, None) for name in names]
+            slots = [s for s in found if isinstance(s, types.MemberDescriptorType)]
+            if len(slots) != len(found):
+                # a subclass without slots keeps its own fields in __dict__
+                return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+            setters = {name: s.__set__ for name, s in zip(names, slots, strict=False)}
+            plan = _COPY_PLANS[cls] = (_slot_copier(cls, names), setters)
+        copy, setters = plan
+        # Plain fields (no __post_init__): copy the slots without running __init__.
+        new = copy(self)
+        try:
+            for name, value in changes.items():
+                setters[name](new, value)
+        except KeyError:  # not a field
             return dataclasses.replace(self, **changes)  # type: ignore[type-var] # raises TypeError
-        # Plain fields (no __post_init__): fill the slots without running
-        # __init__, new.<field> = changes.get(field, self.<field>) for each
-        # field in one C-level loop (lionops._slots).
-        new = object.__new__(cls)
-        exhaust(map(set_slot, slots, repeat(new), map(changes.get, names, map(get_slot, slots, repeat(self)))))
         return new
 
 
-def param_builder(cls: type[_P]) -> Callable[[dict[str, Any]], _P]:
-    """A function ``fields -> cls(**fields)``, made once per class: when
-    ``fields`` gives every field of a class whose copies need no ``__init__``
-    (:func:`_copy_plan`), it fills the slots from ``fields`` in one C-level
-    loop (lionops._slots) instead."""
-    plan = _COPY_PLANS.get(cls)
-    if plan is None:
-        plan = _COPY_PLANS[cls] = _copy_plan(cls)
-    if not plan:
-        return lambda fields: cls(**fields)
-    slots, names, field_names = plan
-
-    def build(fields: dict[str, Any]) -> _P:
-        if fields.keys() != field_names:  # some left to their defaults, or not a field
-            return cls(**fields)
-        new = object.__new__(cls)
-        exhaust(map(set_slot, slots, repeat(new), map(fields.__getitem__, names)))
-        return new
-
-    return build
+def _slot_copier(cls: type, names: tuple[str, ...]) -> Callable[[Any], Any]:
+    """A function that copies the slots ``names`` of a ``cls`` instance into a
+    new one without ``__init__``: one straight line per field, generated once
+    per class (as ``dataclasses`` generates ``__init__``); ``names`` are the
+    dataclass's field names, so identifiers."""
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    lines = ["def copy(self):", "    new = _new(_cls)"]
+    for i, name in enumerate(names):
+        assert name.isidentifier()
+        namespace[f"_set{i}"] = getattr(cls, name).__set__
+        lines.append(f"    _set{i}(new, self.{name})")
+    lines.append("    return new")
+    exec("\n".join(lines), namespace)  # noqa: S102 - source built from field names only
+    copier: Callable[[Any], Any] = namespace["copy"]
+    return copier
 
 
-def _copy_plan(cls: type) -> _CopyPlan | tuple[()]:
-    """The slot descriptors and names of ``cls``'s fields, in field order;
-    ``()`` when a copy must run ``__init__``: a ``__post_init__``, a field
-    ``__init__`` sets itself (``init=False``), or a subclass without slots
-    (its own fields live in ``__dict__``)."""
-    fields = dataclasses.fields(cls)
-    names = tuple(f.name for f in fields if f.init)
-    if hasattr(cls, "__post_init__") or len(names) != len(fields):
-        return ()
-    slots = slot_descriptors(cls, names)
-    if slots is None:
-        return ()
-    return slots, names, frozenset(names)
-
-
-#: a class's field slot descriptors, its field names in the same order, and those as a set
-_CopyPlan: TypeAlias = tuple[tuple[types.MemberDescriptorType, ...], tuple[str, ...], frozenset[str]]
-
-_P = TypeVar("_P", bound=MorphParam)
-
-#: per MorphParam class: its copy plan (:func:`_copy_plan`).
-_COPY_PLANS: dict[type, _CopyPlan | tuple[()]] = {}
+#: per MorphParam class without ``__post_init__``: the copier of its slots
+#: (:func:`_slot_copier`) and the slot setters by field name.
+_COPY_PLANS: dict[type, tuple[Callable[[Any], Any], dict[str, Callable[[Any, Any], None]]]] = {}
 
 
 @dataclass(slots=True, frozen=True)

@@ -8,14 +8,9 @@ field here.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from itertools import repeat
-from types import MemberDescriptorType
 from typing import TYPE_CHECKING, Any, Protocol
-
-from .._slots import exhaust, set_slot
 
 if TYPE_CHECKING:
     from ..hooks import HookPoint
@@ -26,7 +21,7 @@ if TYPE_CHECKING:
     from ..tools import ActionManager, ToolInvocation
     from ..trace import Trace
 
-__all__ = ["OperationContext", "BranchLike", "FIELD_SLOTS"]
+__all__ = ["OperationContext", "BranchLike"]
 
 
 class BranchLike(Protocol):
@@ -58,18 +53,13 @@ class BranchLike(Protocol):
     def trim_history(self) -> None: ...
 
 
-@dataclass(slots=True, eq=False, init=False)
+@dataclass(slots=True, eq=False)
 class OperationContext:
     """Everything one ``operate()`` call reads and writes.
 
     Inputs are either ``call_kwargs`` (the public keywords, normalized by the
     ``prepare`` phase) or the prepared parameters themselves (the coordinator
-    called directly), given by field name: ``OperationContext(branch,
-    call_kwargs)`` or ``OperationContext(branch, instruction=..., chat_param=...)``.
-    Every other field starts at its default.
-
-    Raises:
-        TypeError: a keyword that is not a field.
+    called directly).
     """
 
     branch: BranchLike
@@ -111,28 +101,3 @@ class OperationContext:
     # failure
     error: BaseException | None = None
     meta: dict[str, Any] = field(default_factory=dict)
-
-    def __init__(self, branch: BranchLike, call_kwargs: dict[str, Any] | None = None, **inputs: Any) -> None:
-        # Every field with a plain default, in one C-level loop (lionops._slots).
-        exhaust(map(set_slot, _DEFAULT_SLOTS, repeat(self), _DEFAULTS))
-        self.branch = branch
-        self.call_kwargs = call_kwargs  # not among the defaults set above
-        self.actions = []
-        self.meta = {}
-        if inputs:
-            for name, value in inputs.items():
-                if name not in FIELD_SLOTS:
-                    raise TypeError(f"OperationContext got an unexpected keyword argument {name!r}")
-                setattr(self, name, value)
-
-
-#: the slot descriptor of every field but ``branch`` and ``call_kwargs``, by
-#: name: the fields an ``OperationContext(...)`` call may name (lionops._slots)
-FIELD_SLOTS: dict[str, MemberDescriptorType] = {
-    f.name: OperationContext.__dict__[f.name]
-    for f in dataclasses.fields(OperationContext) if f.name not in ("branch", "call_kwargs")
-}
-_PLAIN = [f for f in dataclasses.fields(OperationContext)
-          if f.name in FIELD_SLOTS and f.default is not dataclasses.MISSING]
-_DEFAULT_SLOTS = tuple(FIELD_SLOTS[f.name] for f in _PLAIN)
-_DEFAULTS = tuple(f.default for f in _PLAIN)

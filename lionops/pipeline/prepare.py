@@ -4,21 +4,19 @@ typed parameters; the ``prepare`` phase puts them on the operation context."""
 from __future__ import annotations
 
 import functools
-from itertools import repeat
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pydantic import BaseModel
 
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS, DEFAULT_PARSE_CALL_PARAMS
 from .._names import near_miss
-from .._slots import exhaust, set_slot
 from ..alcall import AlcallParams
 from ..errors import ConfigurationError, MisspelledKeywordError, RemovedKeywordError
 from ..fields import to_fields_dict
 from ..models import Instruct
 from ..operative import field_clashes
-from ..params import ActionParam, ChatParam, FuzzyMatchKeysParams, ParseParam, RunParam, param_builder
-from .context import FIELD_SLOTS, BranchLike, OperationContext
+from ..params import ActionParam, ChatParam, FuzzyMatchKeysParams, ParseParam, RunParam
+from .context import BranchLike, OperationContext
 from .validate import HANDLE_VALIDATION_VALUES
 
 if TYPE_CHECKING:
@@ -104,10 +102,6 @@ class OperateKwargs(TypedDict, total=False):
 #: FuzzyMatchKeysParams is frozen: one default instance serves every call.
 _FUZZY_DEFAULT = FuzzyMatchKeysParams()
 
-
-#: ChatParam(**fields) and ParseParam(**fields), filled in one loop when every field is given
-_build_chat = param_builder(ChatParam)
-_build_parse = param_builder(ParseParam)
 
 #: the boolean keywords of operate(), in the order prepare checks them
 _FLAG_NAMES = ("invoke_actions", "skip_validation", "actions", "reason", "verbose_action",
@@ -254,26 +248,26 @@ def prepare_operate_kw(
             raise ConfigurationError("; ".join(clashes))
 
     use_run_param = (
-        getattr(chat_model, "is_cli", False)
+        bool(getattr(chat_model, "is_cli", False))
         or stream_persist
         or persist_dir is not None
         or snapshot_dir is not None
     )
-    param_kw: dict[str, Any] = {
-        "guidance": guidance,
-        "context": context,
-        "sender": sender or branch.user or "user",
-        "recipient": recipient or branch.id,
-        "response_format": response_format,
-        "progression": progression,
-        "tool_schemas": tool_schemas,
-        "images": images,
-        "image_detail": image_detail,
-        "plain_content": None,
-        "include_token_usage_to_model": include_token_usage_to_model,
-        "imodel": chat_model,
-        "imodel_kw": dict(kwargs),
-    }
+    param_kw: dict[str, Any] = dict(
+        guidance=guidance,
+        context=context,
+        sender=sender or branch.user or "user",
+        recipient=recipient or branch.id,
+        response_format=response_format,
+        progression=progression,
+        tool_schemas=tool_schemas,
+        images=images,
+        image_detail=image_detail,
+        plain_content=None,
+        include_token_usage_to_model=include_token_usage_to_model,
+        imodel=chat_model,
+        imodel_kw=dict(kwargs),
+    )
     chat_param: ChatParam
     if use_run_param:
         param_kw["stream_persist"] = stream_persist
@@ -283,18 +277,18 @@ def prepare_operate_kw(
             param_kw["snapshot_dir"] = snapshot_dir
         chat_param = RunParam(**param_kw)
     else:
-        chat_param = _build_chat(param_kw)
+        chat_param = ChatParam(**param_kw)
 
     parse_param = None
     if response_format is not None and not skip_validation:
-        parse_param = _build_parse({
-            "response_format": response_format,
-            "fuzzy_match_params": _FUZZY_DEFAULT,
-            "handle_validation": handle_validation,
-            "alcall_params": DEFAULT_PARSE_CALL_PARAMS,
-            "imodel": parse_model,
-            "imodel_kw": {},
-        })
+        parse_param = ParseParam(
+            response_format=response_format,
+            fuzzy_match_params=_FUZZY_DEFAULT,
+            handle_validation=handle_validation,  # type: ignore[arg-type]
+            alcall_params=DEFAULT_PARSE_CALL_PARAMS,
+            imodel=parse_model,
+            imodel_kw={},
+        )
 
     action_param = None
     if with_actions:
@@ -327,6 +321,15 @@ async def phase(ctx: OperationContext) -> None:
     if ctx.call_kwargs is None:
         return
     prepared = prepare_operate_kw(ctx.branch, **ctx.call_kwargs)
-    # ctx.<name> = value for each prepared entry, in one C-level loop (lionops._slots)
-    exhaust(map(set_slot, map(FIELD_SLOTS.__getitem__, prepared), repeat(ctx), prepared.values()))
-    ctx.reason = bool(ctx.reason)
+    ctx.instruction = prepared["instruction"]
+    ctx.chat_param = prepared["chat_param"]
+    ctx.parse_param = prepared["parse_param"]
+    ctx.action_param = prepared["action_param"]
+    ctx.handle_validation = prepared["handle_validation"]
+    ctx.invoke_actions = prepared["invoke_actions"]
+    ctx.skip_validation = prepared["skip_validation"]
+    ctx.clear_messages = prepared["clear_messages"]
+    ctx.operative = prepared["operative"]
+    ctx.middle = prepared["middle"]
+    ctx.field_models = prepared["field_models"]
+    ctx.reason = bool(prepared["reason"])

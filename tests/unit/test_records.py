@@ -43,20 +43,6 @@ def test_trace_transitions_can_be_assigned() -> None:
     assert trace.transitions == kept and trace.states == ["prepare", "raised"]
 
 
-def test_a_param_builder_is_the_constructor_with_every_field_or_some() -> None:
-    from lionops.params import ParseParam, param_builder
-
-    every = dict(response_format=None, fuzzy_match_params=None, handle_validation="raise",
-                 alcall_params=None, imodel=None, imodel_kw={"a": 1})
-    assert param_builder(ParseParam)(every) == ParseParam(**every)
-    assert param_builder(ParseParam)({"handle_validation": "raise"}) == ParseParam(handle_validation="raise")
-    with pytest.raises(TypeError):
-        param_builder(ParseParam)({**every, "bogus": 1})
-    built = param_builder(ParseParam)(every)
-    with pytest.raises(AttributeError):  # frozen
-        built.imodel = None  # type: ignore[misc]
-
-
 def test_with_updates_copies_every_field_and_leaves_the_original() -> None:
     base = ChatParam(guidance="g", sender="s", imodel_kw={"temperature": 0})
     copy = base.with_updates(sender="t", tool_schemas=[])
