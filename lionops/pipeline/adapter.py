@@ -39,7 +39,9 @@ def read_requests(result: Any) -> Any:
 
 async def phase(ctx: OperationContext) -> None:
     """D3: await the selected Middle exactly once."""
-    middle = select_middle(ctx)
+    middle = ctx.middle
+    if middle is None:
+        middle = select_middle(ctx)
     ctx.middle_name = getattr(middle, "__qualname__", None) or type(middle).__name__
     ctx.meta["middle"] = ctx.middle_name
     ctx.adapter_calls += 1

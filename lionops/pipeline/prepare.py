@@ -107,6 +107,8 @@ _FUZZY_DEFAULT = FuzzyMatchKeysParams()
 _FLAG_NAMES = ("invoke_actions", "skip_validation", "actions", "reason", "verbose_action",
                "include_token_usage_to_model", "clear_messages", "stream_persist")
 _BOOL = {bool}
+#: values an Instruct keeps as they are in instruction, guidance and context
+_PLAIN = frozenset({str, type(None)})
 
 
 def prepare_operate_kw(
@@ -195,10 +197,11 @@ def prepare_operate_kw(
             suggestion = misspelled_keyword(name)
             if suggestion is not None:
                 raise MisspelledKeywordError(name, suggestion)
-    for name in instruct if isinstance(instruct, dict) else ():  # an Instruct ignores unknown keys
-        suggestion = near_miss(str(name), Instruct.model_fields)
-        if suggestion is not None:
-            raise MisspelledKeywordError(str(name), suggestion, where="Instruct")
+    if isinstance(instruct, dict):  # an Instruct ignores unknown keys
+        for name in instruct:
+            suggestion = near_miss(str(name), Instruct.model_fields)
+            if suggestion is not None:
+                raise MisspelledKeywordError(str(name), suggestion, where="Instruct")
     if handle_validation not in HANDLE_VALIDATION_VALUES:
         raise ConfigurationError(
             f"handle_validation must be one of {HANDLE_VALIDATION_VALUES}, got {handle_validation!r}"
@@ -213,27 +216,36 @@ def prepare_operate_kw(
     chat_model = chat_model or branch.chat_model
     parse_model = parse_model or chat_model
 
-    if isinstance(instruct, dict):
-        instruct = Instruct.model_validate(instruct)
-    elif isinstance(instruct, Instruct):
-        instruct = instruct.model_copy()
-    elif instruct is not None:
-        raise TypeError(f"instruct must be an Instruct or a mapping, got {type(instruct).__name__}")
-    if instruct is not None:  # an Instruct built or changed without validation
-        check_flags({f"Instruct.{name}": getattr(instruct, name) for name in ("reason", "actions")
-                      if getattr(instruct, name) is not None})
-    instruct = instruct or Instruct(instruction=instruction, guidance=guidance, context=context)
+    if instruct is None and {type(instruction), type(guidance), type(context)} <= _PLAIN:
+        # What Instruct(instruction=, guidance=, context=) would hold: it
+        # keeps a str or None as it is, so none is built.
+        instr_reason: bool | None = True if reason else None
+        instr_actions: bool | None = None
+        instr_strategy = None
+    else:
+        if isinstance(instruct, dict):
+            instruct = Instruct.model_validate(instruct)
+        elif isinstance(instruct, Instruct):
+            instruct = instruct.model_copy()
+        elif instruct is not None:
+            raise TypeError(f"instruct must be an Instruct or a mapping, got {type(instruct).__name__}")
+        if instruct is not None:  # an Instruct built or changed without validation
+            check_flags({f"Instruct.{name}": getattr(instruct, name) for name in ("reason", "actions")
+                          if getattr(instruct, name) is not None})
+        instruct = instruct or Instruct(instruction=instruction, guidance=guidance, context=context)
+        if reason:
+            instruct.reason = True
+        instruction, guidance, context = instruct.instruction, instruct.guidance, instruct.context
+        instr_reason, instr_actions, instr_strategy = instruct.reason, instruct.actions, instruct.action_strategy
+    with_actions = bool(invoke_actions and (instr_actions or actions))
 
-    if reason:
-        instruct.reason = True
-
-    clashes = field_clashes(
-        type(response_format) if isinstance(response_format, BaseModel) else response_format,
-        reason=bool(instruct.reason), actions=bool(invoke_actions and (instruct.actions or actions)),
-        fields=fields_dict,
-    )
-    if clashes:
-        raise ConfigurationError("; ".join(clashes))
+    if instr_reason or with_actions or fields_dict:  # only added fields can clash
+        clashes = field_clashes(
+            type(response_format) if isinstance(response_format, BaseModel) else response_format,
+            reason=bool(instr_reason), actions=with_actions, fields=fields_dict,
+        )
+        if clashes:
+            raise ConfigurationError("; ".join(clashes))
 
     use_run_param = (
         bool(getattr(chat_model, "is_cli", False))
@@ -242,8 +254,8 @@ def prepare_operate_kw(
         or snapshot_dir is not None
     )
     param_kw: dict[str, Any] = dict(
-        guidance=instruct.guidance,
-        context=instruct.context,
+        guidance=guidance,
+        context=context,
         sender=sender or branch.user or "user",
         recipient=recipient or branch.id,
         response_format=response_format,
@@ -279,17 +291,17 @@ def prepare_operate_kw(
         )
 
     action_param = None
-    if invoke_actions and (instruct.actions or actions):
+    if with_actions:
         action_param = ActionParam(
             action_call_params=call_params or DEFAULT_ACTION_CALL_PARAMS,
             tools=tools,
-            strategy=action_strategy or instruct.action_strategy or "concurrent",
+            strategy=action_strategy or instr_strategy or "concurrent",
             suppress_errors=True,
             verbose_action=verbose_action,
         )
 
     return {
-        "instruction": instruct.instruction,
+        "instruction": instruction,
         "chat_param": chat_param,
         "parse_param": parse_param,
         "action_param": action_param,
@@ -300,7 +312,7 @@ def prepare_operate_kw(
         "operative": None,
         "middle": middle,
         "field_models": field_models,
-        "reason": instruct.reason,
+        "reason": instr_reason,
     }
 
 

@@ -28,32 +28,33 @@ async def phase(ctx: OperationContext) -> None:
     """D2: tool schemas, model class, Operative, effective response format."""
     cp = ctx.chat_param
     assert cp is not None
-    branch = ctx.branch
-    # Each parameter is copied once, with all of its changes.
+    action_param = ctx.action_param
+    # Each parameter is copied at most once, with all of its changes, and
+    # not at all when nothing changes (they are frozen: sharing is safe).
     cp_changes: dict[str, Any] = {}
-    if ctx.action_param is not None:
-        selected = branch.acts.select(ctx.action_param.tools or True)
+    if action_param is not None:
+        selected = ctx.branch.acts.select(action_param.tools or True)
         cp_changes["tool_schemas"] = [t.offered_schema for t in selected]  # shared, read-only
         # The offered tools are the allowed tools: act() runs only these.
         ctx.offered = tuple(selected)
         ctx.tool_schemas_published = True
 
-    model_class = model_class_of(cp.response_format)
+    response_fmt = cp.response_format
+    model_class = model_class_of(response_fmt)
     fields_dict = to_fields_dict(ctx.field_models)
     operative = ctx.operative
-    response_fmt = cp.response_format
-    if operative is None and (model_class or ctx.action_param or fields_dict or ctx.reason):
+    if operative is None and (model_class or action_param or fields_dict or ctx.reason):
         operative = operative_for(
-            model_class, reason=ctx.reason, actions=ctx.action_param is not None, fields=fields_dict
+            model_class, reason=ctx.reason, actions=action_param is not None, fields=fields_dict
         )
-        response_fmt = operative.response_type or model_class
-        cp_changes["response_format"] = response_fmt
-    if ctx.parse_param is None:
-        pp = ParseParam(response_format=response_fmt, imodel=branch.parse_model, handle_validation="return_value")
+        response_fmt = cp_changes["response_format"] = operative.response_type or model_class
+    pp = ctx.parse_param
+    if pp is None:
+        pp = ParseParam(response_format=response_fmt, imodel=ctx.branch.parse_model, handle_validation="return_value")
     elif "response_format" in cp_changes:
-        pp = ctx.parse_param.with_updates(handle_validation="return_value", response_format=response_fmt)
-    else:
-        pp = ctx.parse_param.with_updates(handle_validation="return_value")
+        pp = pp.with_updates(handle_validation="return_value", response_format=response_fmt)
+    elif pp.handle_validation != "return_value":
+        pp = pp.with_updates(handle_validation="return_value")
     if cp_changes:
         cp = cp.with_updates(**cp_changes)
     ctx.model_class = model_class

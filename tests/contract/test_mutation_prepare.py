@@ -263,3 +263,35 @@ async def test_skip_validation_reaches_the_middle_and_the_machine():
         {"function": "get_weather", "arguments": {"city": "Oslo"}}]}
     assert [s["skip_validation"] for s in mid.seen] == [True]
     assert (trace.exit, box.total) == ("skip_validation", 0)
+
+
+# ---------------------------------------------------------------- without an Instruct
+
+
+def test_plain_keywords_are_handed_on_as_an_instruct_would_hold_them():
+    branch = Branch()
+    text = "forecast for " + "Lisbon"
+    plain = prepare_operate_kw(branch, instruction=text, guidance="brief", context="today", reason=True)
+    given = prepare_operate_kw(branch, instruct=Instruct(instruction=text, guidance="brief", context="today"),
+                               reason=True)
+    assert plain["instruction"] is text
+    for key in ("instruction", "reason", "handle_validation", "invoke_actions", "middle"):
+        assert plain[key] == given[key]
+    assert plain["reason"] is True
+    assert (plain["chat_param"].guidance, plain["chat_param"].context) == ("brief", "today")
+    assert plain["chat_param"] == given["chat_param"]
+    assert prepare_operate_kw(branch, instruction="x")["reason"] is None
+
+
+def test_keywords_an_instruct_would_convert_or_refuse_still_go_through_it():
+    import pydantic
+
+    branch = Branch()
+    assert prepare_operate_kw(branch, instruction=b"x")["instruction"] == "x"
+    assert prepare_operate_kw(branch, instruction="x", guidance=3)["chat_param"].guidance == 3
+    with pytest.raises(pydantic.ValidationError):
+        prepare_operate_kw(branch, instruction="x", guidance=("a",))
+    with pytest.raises(pydantic.ValidationError):
+        prepare_operate_kw(branch, instruction="x", context=object())
+    with pytest.raises(pydantic.ValidationError):
+        prepare_operate_kw(branch, instruction=3)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from lionops import Branch, ChatParam, operate
+from lionops import Branch, ChatParam, ParseParam, operate
 from tests.helpers import Answer, ScriptedMiddle, as_response
 from tests.openai_server import make_model, model, server  # noqa: F401 - fixtures
 
@@ -43,3 +43,32 @@ async def test_operate_without_parse_param_keeps_a_schema_response_format_for_th
                                                    "required": ["answer"]}
     assert seen["chat_param"].response_format == seen["parse_param"].response_format
     assert out == {"answer": 3}
+
+
+async def test_parameters_that_need_no_change_reach_the_middle_as_given(model):  # noqa: F811
+    # Frozen parameters are shared, not copied, when the schema phase changes
+    # nothing: no tools, no Operative (a dict schema), and the parse
+    # parameters already return a mismatch to the validate phase.
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}}
+    cp = ChatParam(response_format=schema, imodel=model)
+    pp = ParseParam(response_format=schema, imodel=model, handle_validation="return_value")
+    mid = ScriptedMiddle({"answer": 3})
+    assert await operate(Branch(chat_model=model), "q", cp, parse_param=pp, middle=mid) == {"answer": 3}
+    [seen] = mid.seen
+    assert seen["chat_param"] is cp and seen["parse_param"] is pp
+
+
+async def test_a_parse_param_of_another_policy_is_copied_with_return_value_and_its_own_format(model):  # noqa: F811
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}}
+    other = {"type": "object"}
+    cp = ChatParam(response_format=schema, imodel=model)
+    pp = ParseParam(response_format=other, imodel=model, handle_validation="raise")
+    mid = ScriptedMiddle({"answer": 3})
+    await operate(Branch(chat_model=model), "q", cp, parse_param=pp, middle=mid)
+    [seen] = mid.seen
+    assert seen["chat_param"] is cp
+    got = seen["parse_param"]
+    assert got is not pp and got.handle_validation == "return_value" and got.response_format is other
+    assert (got.imodel, got.alcall_params, got.fuzzy_match_params) == (pp.imodel, pp.alcall_params,
+                                                                        pp.fuzzy_match_params)
+    assert pp.handle_validation == "raise"  # the caller's is left alone

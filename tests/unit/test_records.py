@@ -41,3 +41,29 @@ def test_trace_transitions_can_be_assigned() -> None:
     kept = [TransitionRecord("failed", "prepare", "raised", {"phase_raised": True})]
     trace.transitions = kept
     assert trace.transitions == kept and trace.states == ["prepare", "raised"]
+
+
+def test_with_updates_copies_every_field_and_leaves_the_original() -> None:
+    base = ChatParam(guidance="g", sender="s", imodel_kw={"temperature": 0})
+    copy = base.with_updates(sender="t", tool_schemas=[])
+    assert (copy.guidance, copy.sender, copy.tool_schemas, copy.imodel_kw) == ("g", "t", [], {"temperature": 0})
+    assert (base.sender, base.tool_schemas) == ("s", None)
+    assert base.with_updates() == base and base.with_updates() is not base
+    with pytest.raises(TypeError):
+        base.with_updates(bogus=1)
+
+
+def test_an_operation_context_starts_at_its_defaults_and_refuses_unknown_names() -> None:
+    from lionops import Branch
+    from lionops.pipeline.context import OperationContext
+
+    branch = Branch()
+    a, b = OperationContext(branch, {"instruction": "q"}), OperationContext(branch=branch, skip_validation=True)
+    assert (a.branch, a.call_kwargs, a.skip_validation, a.handle_validation) == (branch, {"instruction": "q"},
+                                                                                False, "return_value")
+    assert (b.call_kwargs, b.skip_validation, b.invoke_actions, b.adapter_calls) == (None, True, True, 0)
+    assert a.actions == [] and a.actions is not b.actions and a.meta == {} and a.meta is not b.meta
+    with pytest.raises(TypeError, match="bogus"):
+        OperationContext(branch, bogus=1)
+    with pytest.raises(AttributeError):
+        a.mismtach = True  # type: ignore[attr-defined]
