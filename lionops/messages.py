@@ -142,6 +142,24 @@ class MessageLog:
         """Append an ``action_response`` message: ``{"function", "arguments", "output"}``."""
         return self.add("action_response", {"function": function, "arguments": arguments, "output": output}, **kw)
 
+    def add_action_exchange(self, function: Any, arguments: Any, output: Any, *, sender: str | None,
+                            recipient: str | None, metadata: dict[str, Any]) -> tuple[Message, Message]:
+        """Append an ``action_request`` message from ``sender`` to ``recipient``
+        and its ``action_response`` back (what :meth:`add_action_request` then
+        :meth:`add_action_response` append); the request gets a copy of ``metadata``.
+        A subclass with its own :meth:`add` gets both through it."""
+        request_content = {"function": function, "arguments": arguments}
+        response_content = {"function": function, "arguments": arguments, "output": output}
+        if type(self).add is not MessageLog.add:
+            return (self.add("action_request", request_content, sender=sender, recipient=recipient,
+                             metadata=dict(metadata)),
+                    self.add("action_response", response_content, sender=recipient, recipient=sender,
+                             metadata=metadata))
+        request = Message("action_request", request_content, sender, recipient, dict(metadata))
+        response = Message("action_response", response_content, recipient, sender, metadata)
+        self._items += (request, response)
+        return request, response
+
     def clear(self, keep_system: bool = True) -> None:
         """Remove messages; the system message stays unless ``keep_system`` is false."""
         self._items = [m for m in self._items if keep_system and m.role == "system"]

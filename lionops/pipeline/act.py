@@ -41,7 +41,7 @@ import copy
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import anyio
@@ -139,23 +139,22 @@ _ATOMIC = frozenset({str, int, float, bool, type(None)})
 _STR_KEYS = frozenset({str})
 
 
-def _flat(value: Any) -> bool:
-    """Whether ``value`` is a plain dict of str keys and immutable scalar
-    values: a new dict of it is what ``copy.deepcopy`` gives, without its
-    memo and dispatch."""
-    return (type(value) is dict and _ATOMIC.issuperset(map(type, value.values()))
-            and _STR_KEYS.issuperset(map(type, value)))
-
-
 def _copies(function: str, kwargs: dict[str, Any], raw: Any) -> tuple[FrozenArguments, Any, dict[str, Any]]:
     """The gate's read-only view of the validated arguments, its copy of the
     raw ones, and the tool's own copy of the validated arguments: each a deep
-    copy of its own (``ToolArgumentsError`` for arguments that have none)."""
-    if _flat(kwargs):
-        shown, given = FrozenArguments(kwargs), dict(kwargs)
-        return shown, dict(raw) if _flat(raw) else _copied(function, raw), given
-    shown = FrozenArguments(_copied(function, kwargs))
-    return shown, dict(raw) if _flat(raw) else _copied(function, raw), _copied(function, kwargs)
+    copy of its own (``ToolArgumentsError`` for arguments that have none).
+
+    A plain dict of str keys and immutable scalar values (flat) is copied as
+    a new dict: what ``copy.deepcopy`` gives for it, without its memo and
+    dispatch."""
+    flat = (type(kwargs) is dict and _STR_KEYS.issuperset(map(type, kwargs))
+            and _ATOMIC.issuperset(map(type, kwargs.values())))
+    shown = FrozenArguments(kwargs if flat else _copied(function, kwargs))
+    if type(raw) is dict and _STR_KEYS.issuperset(map(type, raw)) and _ATOMIC.issuperset(map(type, raw.values())):
+        shown_raw = dict(raw)
+    else:
+        shown_raw = _copied(function, raw)
+    return shown, shown_raw, dict(kwargs) if flat else _copied(function, kwargs)
 
 
 def _copied(function: str, value: Any) -> Any:
@@ -231,10 +230,8 @@ class _Batch:
             meta: dict[str, Any] = {"index": rec.index, "decision": rec.decision}
             if rec.call_id is not None:
                 meta["call_id"] = rec.call_id
-            branch.messages.add_action_request(rec.function, rec.raw_arguments,
-                                               sender=branch.id, recipient=function, metadata=dict(meta))
-            branch.messages.add_action_response(rec.function, rec.raw_arguments, rec.output,
-                                                sender=function, recipient=branch.id, metadata=meta)
+            branch.messages.add_action_exchange(rec.function, rec.raw_arguments, rec.output,
+                                                sender=branch.id, recipient=function, metadata=meta)
         return ordered
 
 
@@ -294,7 +291,8 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
             raise InvalidActionRequest(req.invalid)
         if not isinstance(function, str) or not function:
             raise InvalidActionRequest(f"function must be a non-empty string, got {function!r}")
-        raw = decode_arguments(raw)
+        if type(raw) is not dict:  # JSON text, None...: decoded (a dict is used as it is)
+            raw = decode_arguments(raw)
     except ValueError as exc:
         err = exc if isinstance(exc, InvalidActionRequest) else InvalidActionRequest(str(exc))
         return _failed(batch, req, raw, "invalid", err)
@@ -368,7 +366,9 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         _interrupted(batch, req, raw, exc, what, arguments=kwargs, started=started, invoked=started is not None)
         raise
     elapsed = time.perf_counter() - started
-    rec = batch.keep(_record(req, raw, "allowed", arguments=kwargs, output=output, duration_s=elapsed, invoked=True))
+    rec = batch.keep(ActionRecord(index=req.index, function=function, raw_arguments=raw, arguments=kwargs,
+                                  decision="allowed", output=output, duration_s=elapsed, call_id=req.call_id,
+                                  invoked=True))
     if branch._hooked(HookPoint.TOOL_POST):
         await branch.emit(HookPoint.TOOL_POST, _hook_payload(branch, rec, output=summarize(output)))
     if param.verbose_action:
@@ -464,8 +464,8 @@ async def act(
                 call_params if timeout is None else dataclasses.replace(call_params, retry_timeout=None)
             )
 
-            async def run(req: _Request) -> ActionRecord:
-                return await observe.tool_call(branch, req, _act_one(batch, req, timeout))
+            def run(req: _Request) -> Awaitable[ActionRecord]:
+                return observe.tool_call(branch, req, _act_one(batch, req, timeout))
 
             results = await outer(requests, run)
     finally:
