@@ -161,7 +161,7 @@ class ActionRequestModel(HashableModel):
     @model_validator(mode="before")
     @classmethod
     def _aliases(cls, data: Any) -> Any:
-        if isinstance(data, dict):
+        if isinstance(data, dict) and not _ALIAS_KEYS.isdisjoint(data):  # a key to rename
             return normalize_request_keys(data)
         return data
 
@@ -176,8 +176,8 @@ class ActionRequestModel(HashableModel):
     @field_validator("arguments", mode="before")
     @classmethod
     def _decode(cls, value: Any) -> Any:
-        if value is None:
-            return None
+        if value is None or type(value) is dict:  # nothing to decode
+            return value
         return decode_arguments(value)
 
 
