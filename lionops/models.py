@@ -296,8 +296,7 @@ class ActionRecord:
 
     def response(self) -> ActionResponseModel:
         """The ADR's ``ActionResponseModel`` of this record, carrying it as ``.record``."""
-        function = self.function if isinstance(self.function, str) else str(self.function or "unknown")
-        arguments = self.raw_arguments if isinstance(self.raw_arguments, dict) else {}
+        function, arguments = self.function, self.raw_arguments
         if type(function) is str and type(arguments) is dict and _STR_ONLY.issuperset(map(type, arguments)):
             # Values validation would pass through as they are: set them
             # directly, as validation would leave them (a shallow copy of
@@ -308,7 +307,10 @@ class ActionRecord:
             _set(out, "__pydantic_extra__", None)
             _set(out, "__pydantic_private__", {"_record": self})
             return out
-        out = ActionResponseModel(function=function, arguments=arguments, output=self.output)
+        # anything else is validated: a name that is not a str becomes one,
+        # arguments that are not a dict become {}
+        out = ActionResponseModel(function=function if isinstance(function, str) else str(function or "unknown"),
+                                  arguments=arguments if isinstance(arguments, dict) else {}, output=self.output)
         out._record = self
         return out
 
