@@ -414,8 +414,8 @@ class Tool:
         # __dict__), under the parameters' own names
         names = _KEYWORDS.get(self.arguments_model)
         data = {names.get(k, k): v for k, v in model.__dict__.items()} if names else dict(model.__dict__)
-        if model.model_extra:
-            data.update(model.model_extra)
+        if model.__pydantic_extra__:  # model_extra, read without its property
+            data.update(model.__pydantic_extra__)
         return data
 
     async def invoke(self, arguments: dict[str, Any]) -> Any:
