@@ -118,6 +118,11 @@ class Message:
         return f"Message(role={self.role!r}, content={text})"
 
 
+#: makes a Message whose fields are then set one by one (MessageLog.add_action_exchange)
+_new_message = object.__new__
+_next_id = _ids.__next__
+
+
 class MessageLog:
     """Ordered messages of a branch; list-like (len, iteration, indexing)."""
 
@@ -155,8 +160,16 @@ class MessageLog:
                              metadata=dict(metadata)),
                     self.add("action_response", response_content, sender=recipient, recipient=sender,
                              metadata=metadata))
-        request = Message("action_request", request_content, sender, recipient, dict(metadata))
-        response = Message("action_response", response_content, recipient, sender, metadata)
+        # Each message is filled as Message's own __init__ fills it (its seven
+        # fields, the next id, the time now), without the call's keyword and
+        # default-factory handling: two per request.
+        request, response = _new_message(Message), _new_message(Message)
+        request.role, request.content, request.sender, request.recipient = (
+            "action_request", request_content, sender, recipient)
+        request.metadata, request.id, request.timestamp = dict(metadata), _next_id(), time.time()
+        response.role, response.content, response.sender, response.recipient = (
+            "action_response", response_content, recipient, sender)
+        response.metadata, response.id, response.timestamp = metadata, _next_id(), time.time()
         self._items += (request, response)
         return request, response
 

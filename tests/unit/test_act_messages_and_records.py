@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from lionops import Branch, act
-from lionops.messages import MessageLog
+from lionops.messages import Message, MessageLog
 from lionops.models import ActionRecord
 from lionops.params import ActionParam
 from lionops.tools import ToolInvocation
@@ -34,6 +34,10 @@ def test_an_exchange_appends_what_a_request_then_a_response_append() -> None:
     assert list(two) == [request, response]
     assert response.id == request.id + 1
     assert response.metadata is meta and request.metadata == meta and request.metadata is not meta
+    for message in (request, response):  # every field of the dataclass is set
+        values = {f.name: getattr(message, f.name) for f in dataclasses.fields(message)}
+        assert type(values["timestamp"]) is float and type(values["id"]) is int
+        assert message == Message(**values)
 
 
 def test_an_exchange_goes_through_a_subclass_s_own_add() -> None:
