@@ -18,6 +18,7 @@ being mistaken by the task group for a cancellation and swallowed.
 from __future__ import annotations
 
 import contextvars
+import functools
 import types
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -203,6 +204,9 @@ async def alcall(
     period = params.throttle_period or 0.0
     start_lock = anyio.Lock() if period else None
     last_start: list[float | None] = [None]
+    # The awaitable of one call: func's own when neither retries nor an attempt limit apply.
+    attempt = (func if params.retry_attempts == 0 and params.retry_timeout is None
+               else functools.partial(_call_with_retries, func, params=params))
 
     async def throttle() -> None:
         assert start_lock is not None
@@ -217,7 +221,7 @@ async def alcall(
 
     async def run_one(i: int, scope: anyio.CancelScope) -> None:
         try:
-            results[i] = await _call_with_retries(func, items[i], params)
+            results[i] = await attempt(items[i])
         except BaseException as exc:  # noqa: BLE001 - re-raised below in input order
             if is_cancellation(exc):
                 raise

@@ -118,6 +118,11 @@ class Message:
         return f"Message(role={self.role!r}, content={text})"
 
 
+#: makes a Message whose fields are then set one by one (MessageLog.add_action_exchange)
+_new_message = object.__new__
+_next_id = _ids.__next__
+
+
 class MessageLog:
     """Ordered messages of a branch; list-like (len, iteration, indexing)."""
 
@@ -141,6 +146,32 @@ class MessageLog:
     def add_action_response(self, function: Any, arguments: Any, output: Any, **kw: Any) -> Message:
         """Append an ``action_response`` message: ``{"function", "arguments", "output"}``."""
         return self.add("action_response", {"function": function, "arguments": arguments, "output": output}, **kw)
+
+    def add_action_exchange(self, function: Any, arguments: Any, output: Any, *, sender: str | None,
+                            recipient: str | None, metadata: dict[str, Any]) -> tuple[Message, Message]:
+        """Append an ``action_request`` message from ``sender`` to ``recipient``
+        and its ``action_response`` back (what :meth:`add_action_request` then
+        :meth:`add_action_response` append); the request gets a copy of ``metadata``.
+        A subclass with its own :meth:`add` gets both through it."""
+        request_content = {"function": function, "arguments": arguments}
+        response_content = {"function": function, "arguments": arguments, "output": output}
+        if type(self).add is not MessageLog.add:
+            return (self.add("action_request", request_content, sender=sender, recipient=recipient,
+                             metadata=dict(metadata)),
+                    self.add("action_response", response_content, sender=recipient, recipient=sender,
+                             metadata=metadata))
+        # Each message is filled as Message's own __init__ fills it (its seven
+        # fields, the next id, the time now), without the call's keyword and
+        # default-factory handling: two per request.
+        request, response = _new_message(Message), _new_message(Message)
+        request.role, request.content, request.sender, request.recipient = (
+            "action_request", request_content, sender, recipient)
+        request.metadata, request.id, request.timestamp = dict(metadata), _next_id(), time.time()
+        response.role, response.content, response.sender, response.recipient = (
+            "action_response", response_content, recipient, sender)
+        response.metadata, response.id, response.timestamp = metadata, _next_id(), time.time()
+        self._items += (request, response)
+        return request, response
 
     def clear(self, keep_system: bool = True) -> None:
         """Remove messages; the system message stays unless ``keep_system`` is false."""

@@ -7,10 +7,11 @@ returns when the model output must not be coerced (cut-off or refusal).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
@@ -160,7 +161,7 @@ class ActionRequestModel(HashableModel):
     @model_validator(mode="before")
     @classmethod
     def _aliases(cls, data: Any) -> Any:
-        if isinstance(data, dict):
+        if isinstance(data, dict) and not _ALIAS_KEYS.isdisjoint(data):  # a key to rename
             return normalize_request_keys(data)
         return data
 
@@ -175,8 +176,8 @@ class ActionRequestModel(HashableModel):
     @field_validator("arguments", mode="before")
     @classmethod
     def _decode(cls, value: Any) -> Any:
-        if value is None:
-            return None
+        if value is None or type(value) is dict:  # nothing to decode
+            return value
         return decode_arguments(value)
 
 
@@ -185,6 +186,38 @@ Decision: TypeAlias = Literal["allowed", "denied", "invalid", "rejected", "not_o
 DECISIONS: tuple[str, ...] = ("allowed", "denied", "invalid", "rejected", "not_offered", "error", "timed_out")
 
 
+T = TypeVar("T")
+
+
+def slot_init(cls: type[T]) -> type[T]:
+    """Give the frozen slotted dataclass ``cls`` an ``__init__`` that sets each
+    field through its slot descriptor, one straight line per field, instead of
+    the generated ``object.__setattr__(self, name, value)`` per field: the same
+    parameters and defaults, generated once per class (as ``dataclasses``
+    generates ``__init__``). For classes with neither ``__post_init__`` nor
+    default factories; field names are identifiers."""
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    assert not hasattr(cls, "__post_init__")
+    namespace: dict[str, Any] = {"__name__": cls.__module__}
+    params, lines = ["self"], []
+    for i, f in enumerate(fields):
+        assert f.init and f.default_factory is dataclasses.MISSING and f.name.isidentifier()
+        namespace[f"_set{i}"] = getattr(cls, f.name).__set__
+        if f.default is dataclasses.MISSING:
+            params.append(f.name)
+        else:
+            namespace[f"_default{i}"] = f.default
+            params.append(f"{f.name}=_default{i}")
+        lines.append(f"    _set{i}(self, {f.name})")
+    exec(f"def __init__({', '.join(params)}):\n" + "\n".join(lines), namespace)  # noqa: S102 - field names only
+    init = namespace["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__annotations__ = cls.__init__.__annotations__
+    cls.__init__ = init  # type: ignore[method-assign]
+    return cls
+
+
+@slot_init
 @dataclass(frozen=True, slots=True)
 class ActionRecord:
     """The one typed fact ``act()`` makes per action request (ADR-0022 D4).
@@ -263,14 +296,21 @@ class ActionRecord:
 
     def response(self) -> ActionResponseModel:
         """The ADR's ``ActionResponseModel`` of this record, carrying it as ``.record``."""
-        function = self.function if isinstance(self.function, str) else str(self.function or "unknown")
-        arguments = self.raw_arguments if isinstance(self.raw_arguments, dict) else {}
+        function, arguments = self.function, self.raw_arguments
         if type(function) is str and type(arguments) is dict and _STR_ONLY.issuperset(map(type, arguments)):
             # Values validation would pass through as they are: set them
             # directly, as validation would leave them (a shallow copy of
-            # the arguments, the output itself, every field set).
-            return _response_of(function, dict(arguments), self.output, self)
-        out = ActionResponseModel(function=function, arguments=arguments, output=self.output)
+            # the arguments, the output itself, every field set), with the record.
+            out = _new_response(ActionResponseModel)
+            _set(out, "__dict__", {"function": function, "arguments": dict(arguments), "output": self.output})
+            _set(out, "__pydantic_fields_set__", {"function", "arguments", "output"})
+            _set(out, "__pydantic_extra__", None)
+            _set(out, "__pydantic_private__", {"_record": self})
+            return out
+        # anything else is validated: a name that is not a str becomes one,
+        # arguments that are not a dict become {}
+        out = ActionResponseModel(function=function if isinstance(function, str) else str(function or "unknown"),
+                                  arguments=arguments if isinstance(arguments, dict) else {}, output=self.output)
         out._record = self
         return out
 
@@ -329,23 +369,10 @@ class ActionResponseModel(HashableModel):
     __hash__ = HashableModel.__hash__
 
 
-_RESPONSE_FIELDS = frozenset({"function", "arguments", "output"})
-
-
 _STR_ONLY = frozenset({str})
-
-
-def _response_of(function: str, arguments: dict[str, Any], output: Any,
-                 record: ActionRecord) -> ActionResponseModel:
-    """An ``ActionResponseModel`` of values that need no validation, with
-    its record: the state pydantic's own constructor would leave."""
-    out = ActionResponseModel.__new__(ActionResponseModel)
-    _set = object.__setattr__
-    _set(out, "__dict__", {"function": function, "arguments": arguments, "output": output})
-    _set(out, "__pydantic_fields_set__", set(_RESPONSE_FIELDS))
-    _set(out, "__pydantic_extra__", None)
-    _set(out, "__pydantic_private__", {"_record": record})
-    return out
+#: what :meth:`ActionRecord.response` makes and fills an ``ActionResponseModel`` with
+_new_response = BaseModel.__new__
+_set = object.__setattr__
 
 
 class RawOutput(str):

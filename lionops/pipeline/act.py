@@ -41,9 +41,8 @@ import copy
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Iterable, Mapping
+from typing import Any, NamedTuple
 
 import anyio
 import pydantic_core
@@ -99,9 +98,11 @@ def _check_output(function: str, output: Any) -> None:
         ) from exc
 
 
-@dataclass(slots=True, frozen=True)
-class _Request:
-    index: int
+class _Request(NamedTuple):
+    """One request after its shape check (a tuple: cheap to make, immutable).
+    Observers read ``index`` and ``function`` from it by name."""
+
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index, never called on a request
     function: Any
     arguments: Any
     invalid: str | None
@@ -110,9 +111,9 @@ class _Request:
 
 def _normalize(index: int, item: Any) -> _Request:
     """Check one request's shape (ADR-0022 D4); raise ValueError if it has none."""
-    invalid: str | None = None
     if isinstance(item, ActionRequestModel):
         function, arguments, invalid = item.function, item.arguments, invalid_reason(item.invalid)
+        call_id = item.call_id
     elif isinstance(item, BaseModel) and {"function", "arguments"} <= set(type(item).model_fields):
         # any model class that declares both fields (checked just above); a
         # mark it carries, as a field or an extra, is read as any other
@@ -120,15 +121,16 @@ def _normalize(index: int, item: Any) -> _Request:
         extra = item.__pydantic_extra__ or {}
         invalid = invalid_reason(getattr(item, "invalid") if "invalid" in type(item).model_fields  # noqa: B009
                                  else extra.get("invalid"))
+        call_id = getattr(item, "call_id", None)
     elif isinstance(item, Mapping):
         data = normalize_request_keys(dict(item))
         if not {"function", "arguments"} <= set(data):
             raise ValueError(f"{_SHAPE_ERROR} Request {index} has keys {sorted(map(str, data))}.")
         function, arguments = data["function"], data["arguments"]
         invalid = invalid_reason(data.get("invalid"))
+        call_id = item.get("call_id")
     else:
         raise ValueError(f"{_SHAPE_ERROR} Request {index} is {type(item).__name__}.")
-    call_id = item.get("call_id") if isinstance(item, Mapping) else getattr(item, "call_id", None)
     return _Request(index, function, arguments, invalid, call_id if isinstance(call_id, str) else None)
 
 
@@ -137,14 +139,27 @@ _ATOMIC = frozenset({str, int, float, bool, type(None)})
 _STR_KEYS = frozenset({str})
 
 
+def _copies(function: str, kwargs: dict[str, Any], raw: Any) -> tuple[FrozenArguments, Any, dict[str, Any]]:
+    """The gate's read-only view of the validated arguments, its copy of the
+    raw ones, and the tool's own copy of the validated arguments: each a deep
+    copy of its own (``ToolArgumentsError`` for arguments that have none).
+
+    A plain dict of str keys and immutable scalar values (flat) is copied as
+    a new dict: what ``copy.deepcopy`` gives for it, without its memo and
+    dispatch."""
+    flat = (type(kwargs) is dict and _STR_KEYS.issuperset(map(type, kwargs))
+            and _ATOMIC.issuperset(map(type, kwargs.values())))
+    shown = FrozenArguments(kwargs if flat else _copied(function, kwargs))
+    if type(raw) is dict and _STR_KEYS.issuperset(map(type, raw)) and _ATOMIC.issuperset(map(type, raw.values())):
+        shown_raw = dict(raw)
+    else:
+        shown_raw = _copied(function, raw)
+    return shown, shown_raw, dict(kwargs) if flat else _copied(function, kwargs)
+
+
 def _copied(function: str, value: Any) -> Any:
     """A deep copy of validated arguments; ``ToolArgumentsError`` if they have
-    none (an argument object that cannot be copied cannot be shown unchanged).
-
-    A plain dict of str keys and immutable scalar values is copied as a new
-    dict: what ``copy.deepcopy`` gives for it, without its memo and dispatch."""
-    if type(value) is dict and _ATOMIC.issuperset(map(type, value.values())) and _STR_KEYS.issuperset(map(type, value)):
-        return dict(value)
+    none (an argument object that cannot be copied cannot be shown unchanged)."""
     try:
         return copy.deepcopy(value)
     except Exception as exc:  # noqa: BLE001 - an uncopyable object is refused, never shared
@@ -158,11 +173,6 @@ def _error_payload(function: Any, exc: BaseException) -> dict[str, Any]:
         "type": type(exc).__name__,
         "message": f"Error invoking action '{function}': {text}",
     }
-
-
-def _hooked(branch: BranchLike, point: HookPoint) -> bool:
-    """Whether ``point`` has handlers: payload summaries are built only for them."""
-    return branch._hooked(point)
 
 
 #: event-log kind of each decision (the entry's content is the record).
@@ -220,10 +230,8 @@ class _Batch:
             meta: dict[str, Any] = {"index": rec.index, "decision": rec.decision}
             if rec.call_id is not None:
                 meta["call_id"] = rec.call_id
-            branch.messages.add_action_request(rec.function, rec.raw_arguments,
-                                               sender=branch.id, recipient=function, metadata=dict(meta))
-            branch.messages.add_action_response(rec.function, rec.raw_arguments, rec.output,
-                                                sender=function, recipient=branch.id, metadata=meta)
+            branch.messages.add_action_exchange(rec.function, rec.raw_arguments, rec.output,
+                                                sender=branch.id, recipient=function, metadata=meta)
         return ordered
 
 
@@ -283,7 +291,8 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
             raise InvalidActionRequest(req.invalid)
         if not isinstance(function, str) or not function:
             raise InvalidActionRequest(f"function must be a non-empty string, got {function!r}")
-        raw = decode_arguments(raw)
+        if type(raw) is not dict:  # JSON text, None...: decoded (a dict is used as it is)
+            raw = decode_arguments(raw)
     except ValueError as exc:
         err = exc if isinstance(exc, InvalidActionRequest) else InvalidActionRequest(str(exc))
         return _failed(batch, req, raw, "invalid", err)
@@ -300,12 +309,12 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         # Nested values (lists, dicts, models) may be shared with ``raw`` and are
         # mutable: the gate and the tool each get their own deep copy, so neither
         # can change what the tool receives or what is recorded.
-        shown, shown_raw, given = _copied(function, kwargs), _copied(function, raw), _copied(function, kwargs)
+        shown, shown_raw, given = _copies(function, kwargs, raw)
     except ValueError as exc:
         return _failed(batch, req, raw, "rejected", exc)
 
     # 3. governance, on exactly what the tool will receive: fail closed.
-    invocation = ToolInvocation(function, FrozenArguments(shown), tool, branch.id, req.index,
+    invocation = ToolInvocation(function, shown, tool, branch.id, req.index,
                                 batch.offered, shown_raw, req.call_id)
     try:
         verdict, reason = await branch._authorize(invocation)
@@ -324,7 +333,7 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
     started: float | None = None
     timed_out = False
     try:
-        if _hooked(branch, HookPoint.TOOL_PRE):
+        if branch._hooked(HookPoint.TOOL_PRE):
             await branch.emit(HookPoint.TOOL_PRE, {
                 "function": function, "arguments": summarize(kwargs), "index": req.index,
                 "call_id": req.call_id, "branch": branch.id,
@@ -345,7 +354,7 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         rec = _record(req, raw, decision, arguments=kwargs, reason=safe_str(exc),
                       output=_error_payload(function, exc), exc=exc, duration_s=elapsed, invoked=started is not None)
         batch.keep(rec, exc)
-        if _hooked(branch, HookPoint.TOOL_ERROR):
+        if branch._hooked(HookPoint.TOOL_ERROR):
             await branch.emit(HookPoint.TOOL_ERROR, _hook_payload(branch, rec, error=summarize(exc)))
         if not param.suppress_errors:
             raise
@@ -357,8 +366,10 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         _interrupted(batch, req, raw, exc, what, arguments=kwargs, started=started, invoked=started is not None)
         raise
     elapsed = time.perf_counter() - started
-    rec = batch.keep(_record(req, raw, "allowed", arguments=kwargs, output=output, duration_s=elapsed, invoked=True))
-    if _hooked(branch, HookPoint.TOOL_POST):
+    rec = batch.keep(ActionRecord(index=req.index, function=function, raw_arguments=raw, arguments=kwargs,
+                                  decision="allowed", output=output, duration_s=elapsed, call_id=req.call_id,
+                                  invoked=True))
+    if branch._hooked(HookPoint.TOOL_POST):
         await branch.emit(HookPoint.TOOL_POST, _hook_payload(branch, rec, output=summarize(output)))
     if param.verbose_action:
         logger.debug("Action %s invoked in %.3fs.", function, elapsed)
@@ -453,8 +464,8 @@ async def act(
                 call_params if timeout is None else dataclasses.replace(call_params, retry_timeout=None)
             )
 
-            async def run(req: _Request) -> ActionRecord:
-                return await observe.tool_call(branch, req, _act_one(batch, req, timeout))
+            def run(req: _Request) -> Awaitable[ActionRecord]:
+                return observe.tool_call(branch, req, _act_one(batch, req, timeout))
 
             results = await outer(requests, run)
     finally:

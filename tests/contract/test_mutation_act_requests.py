@@ -54,3 +54,23 @@ async def test_a_request_with_a_non_string_function_is_recorded_to_a_readable_re
     assert response.record.decision == "invalid"
     got = [(m.role, m.sender, m.recipient) for m in branch.messages]
     assert got == [("action_request", branch.id, "123"), ("action_response", "123", branch.id)]
+
+
+async def test_a_call_id_is_carried_from_a_request_model_of_the_caller_s_own():
+    from pydantic import BaseModel
+
+    class OwnRequest(BaseModel):
+        function: str
+        arguments: dict
+        call_id: str | None = None
+
+    class Bare(BaseModel):  # no call_id field at all
+        function: str
+        arguments: dict
+
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    responses = await act(branch, [OwnRequest(function="search", arguments={"q": "a"}, call_id="own-1"),
+                                   Bare(function="search", arguments={"q": "b"})], ActionParam())
+    assert [r.record.call_id for r in responses] == ["own-1", None]
+    assert [m.metadata.get("call_id") for m in branch.messages] == ["own-1", "own-1", None, None]

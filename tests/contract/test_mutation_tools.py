@@ -877,3 +877,43 @@ def f(x: "*Later", y: "Hidden") -> int:
 """)
     with pytest.raises(ConfigurationError, match="^tool 'f': parameter 'y' is annotated with Hidden, which"):
         Tool(module.f)
+
+
+# ---------------------------------------------------------------- what a sync tool returns
+
+
+class _Later:
+    """An awaitable that is not a coroutine (its own ``__await__``)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __await__(self) -> Any:
+        if False:  # pragma: no cover - a generator that returns at once
+            yield
+        return self.value
+
+
+class _Thing:
+    """A plain object: neither a scalar nor awaitable."""
+
+
+def _returns(value: Any) -> Any:
+    def give() -> Any:
+        """Give it."""
+        return value() if callable(value) else value
+    return give
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("make", [lambda: coroutine_tool(1), lambda: _Later(2)], ids=["coroutine", "__await__"])
+async def test_an_awaitable_a_sync_tool_returns_is_awaited(make):
+    expected = 2
+    assert await Tool(_returns(make), name="give").invoke({}) == expected
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("value", [3, "s", None, True, 1.5, {"a": 1}, [1], (1,), {1, 2}, _Thing()],
+                         ids=lambda v: type(v).__name__)
+async def test_anything_else_a_sync_tool_returns_is_returned_as_it_is(value):
+    assert await Tool(_returns(lambda: value), name="give").invoke({}) is value
