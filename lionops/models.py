@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeAlias, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from ._generated import install_init
 from ._marks import invalid_reason
 from .messages import to_jsonable
 from .text import summarize
@@ -209,12 +210,7 @@ def slot_init(cls: type[T]) -> type[T]:
             namespace[f"_default{i}"] = f.default
             params.append(f"{f.name}=_default{i}")
         lines.append(f"    _set{i}(self, {f.name})")
-    exec(f"def __init__({', '.join(params)}):\n" + "\n".join(lines), namespace)  # noqa: S102 - field names only
-    init = namespace["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__annotations__ = cls.__init__.__annotations__
-    cls.__init__ = init  # type: ignore[method-assign]
-    return cls
+    return install_init(cls, params, lines, namespace)
 
 
 @slot_init

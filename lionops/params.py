@@ -9,8 +9,9 @@ import dataclasses
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
+from ._generated import install_init
 from .alcall import AlcallParams
 
 if TYPE_CHECKING:
@@ -47,52 +48,78 @@ class MorphParam:
         Raises ``TypeError`` for a name that is not a field.
         """
         cls = type(self)
-        plan = _COPY_PLANS.get(cls)
-        if plan is None:
-            fields = dataclasses.fields(self)  # type: ignore[arg-type]
-            names = tuple(f.name for f in fields if f.init)
-            # __init__ must run: __post_init__, or fields it sets itself (init=False).
-            if hasattr(cls, "__post_init__") or len(names) != len(fields):
-                return dataclasses.replace(self, **changes)  # type: ignore[type-var]
-            # The slot descriptors: setting through them skips the frozen __setattr__.
-            found = [getattr(cls, name, None) for name in names]
-            slots = [s for s in found if isinstance(s, types.MemberDescriptorType)]
-            if len(slots) != len(found):
-                # a subclass without slots keeps its own fields in __dict__
-                return dataclasses.replace(self, **changes)  # type: ignore[type-var]
-            setters = {name: s.__set__ for name, s in zip(names, slots, strict=False)}
-            plan = _COPY_PLANS[cls] = (_slot_copier(cls, names), setters)
-        copy, setters = plan
-        # Plain fields (no __post_init__): copy the slots without running __init__.
-        new = copy(self)
         try:
-            for name, value in changes.items():
-                setters[name](new, value)
-        except KeyError:  # not a field
-            return dataclasses.replace(self, **changes)  # type: ignore[type-var] # raises TypeError
+            names = _COPY_PLANS[cls]
+        except KeyError:
+            names = _COPY_PLANS[cls] = _copy_plan(cls)
+        if names is None or not changes.keys() <= names:  # __init__ must run, or not a field (TypeError)
+            return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+        # Every field lives in the instance's __dict__ and no __post_init__
+        # needs to run: the copy is the same mapping with the changes applied,
+        # filled without the frozen __setattr__.
+        new = object.__new__(cls)
+        state = new.__dict__
+        state.update(self.__dict__)
+        state.update(changes)
         return new
 
 
-def _slot_copier(cls: type, names: tuple[str, ...]) -> Callable[[Any], Any]:
-    """A function that copies the slots ``names`` of a ``cls`` instance into a
-    new one without ``__init__``: one straight line per field, generated once
-    per class (as ``dataclasses`` generates ``__init__``); ``names`` are the
-    dataclass's field names, so identifiers."""
-    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    lines = ["def copy(self):", "    new = _new(_cls)"]
-    for i, name in enumerate(names):
-        assert name.isidentifier()
-        namespace[f"_set{i}"] = getattr(cls, name).__set__
-        lines.append(f"    _set{i}(new, self.{name})")
-    lines.append("    return new")
-    exec("\n".join(lines), namespace)  # noqa: S102 - source built from field names only
-    copier: Callable[[Any], Any] = namespace["copy"]
-    return copier
+def _copy_plan(cls: type) -> frozenset[str] | None:
+    """The field names of ``cls`` when :meth:`MorphParam.with_updates` may copy
+    its instances' ``__dict__``: no ``__post_init__``, no field set by
+    ``__init__`` itself (``init=False``) and no field kept in a slot (a
+    subclass declared with slots); otherwise ``None`` (``dataclasses.replace``)."""
+    fields = dataclasses.fields(cls)
+    names = frozenset(f.name for f in fields if f.init)
+    if hasattr(cls, "__post_init__") or len(names) != len(fields):
+        return None
+    if any(isinstance(getattr(cls, name, None), types.MemberDescriptorType) for name in names):
+        return None
+    return names
 
 
-#: per MorphParam class without ``__post_init__``: the copier of its slots
-#: (:func:`_slot_copier`) and the slot setters by field name.
-_COPY_PLANS: dict[type, tuple[Callable[[Any], Any], dict[str, Callable[[Any, Any], None]]]] = {}
+class _Sentinel:
+    """The marker default of a field whose default factory is still to call."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+_FACTORY = _Sentinel()
+#: per MorphParam class: its field names when copies need no __init__ (:func:`_copy_plan`), else None
+_COPY_PLANS: dict[type, frozenset[str] | None] = {}
+
+
+_P = TypeVar("_P")
+
+
+def _dict_init(cls: type[_P]) -> type[_P]:
+    """Give the frozen dataclass ``cls`` (fields in the instance ``__dict__``)
+    an ``__init__`` that sets the whole ``__dict__`` at once from one dict
+    display, instead of the generated ``object.__setattr__(self, name, value)``
+    per field: the same parameters, defaults and default factories, generated
+    once per class (as ``dataclasses`` generates ``__init__``). For classes
+    without ``__post_init__``; field names are identifiers."""
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    assert not hasattr(cls, "__post_init__")
+    namespace: dict[str, Any] = {"__name__": cls.__module__, "_set": object.__setattr__, "_MISSING": _FACTORY}
+    params, lines, items = ["self"], [], []
+    for i, f in enumerate(fields):
+        assert f.init and f.name.isidentifier()
+        if f.default_factory is not dataclasses.MISSING:
+            namespace[f"_factory{i}"] = f.default_factory
+            params.append(f"{f.name}=_MISSING")
+            lines.append(f"    if {f.name} is _MISSING: {f.name} = _factory{i}()")
+        elif f.default is not dataclasses.MISSING:
+            namespace[f"_default{i}"] = f.default
+            params.append(f"{f.name}=_default{i}")
+        else:
+            params.append(f.name)
+        items.append(f"{f.name!r}: {f.name}")
+    lines.append(f"    _set(self, '__dict__', {{{', '.join(items)}}})")
+    return install_init(cls, params, lines, namespace)
 
 
 @dataclass(slots=True, frozen=True)
@@ -109,7 +136,8 @@ class FuzzyMatchKeysParams:
     handle_unmatched: Literal["ignore", "remove", "raise"] = "remove"
 
 
-@dataclass(slots=True, frozen=True)
+@_dict_init
+@dataclass(frozen=True)
 class ChatParam(MorphParam):
     """Parameters of one API chat turn (ADR-0022 D1).
 
@@ -135,7 +163,8 @@ class ChatParam(MorphParam):
     imodel_kw: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(slots=True, frozen=True)
+@_dict_init
+@dataclass(frozen=True)
 class RunParam(ChatParam):
     """Parameters of one CLI run (ADR-0022 D1): a ChatParam plus persistence.
 
@@ -149,7 +178,8 @@ class RunParam(ChatParam):
     snapshot_dir: str | None = None
 
 
-@dataclass(slots=True, frozen=True)
+@_dict_init
+@dataclass(frozen=True)
 class ParseParam(MorphParam):
     """How a Middle parses model text into ``response_format`` (ADR-0022 D1).
 

@@ -1,14 +1,16 @@
-"""Records copied and assigned: ``with_updates`` on parameter dataclasses keeps
+"""Records copied and assigned: the parameter dataclasses keep the signature,
+defaults and freezing of their dataclass; ``with_updates`` on them keeps
 every field (``init=False`` ones, subclasses without slots), and a trace's
 ``transitions`` can be assigned."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import pytest
 
-from lionops.params import ChatParam
+from lionops.params import DEFAULT_PERSIST_DIR, ChatParam, ParseParam, RunParam
 
 
 def test_with_updates_keeps_init_false_fields() -> None:
@@ -67,3 +69,42 @@ def test_an_operation_context_starts_at_its_defaults_and_refuses_unknown_names()
         OperationContext(branch, bogus=1)
     with pytest.raises(AttributeError):
         a.mismtach = True  # type: ignore[attr-defined]
+
+
+def test_parameters_keep_the_dataclass_signature_defaults_and_freezing() -> None:
+    import inspect
+
+    for cls in (ChatParam, RunParam, ParseParam):
+        plain = dataclasses.dataclass(frozen=True)(type(cls.__name__, (), {"__annotations__": {
+            f.name: f.type for f in dataclasses.fields(cls)}, **{
+            f.name: (dataclasses.field(default_factory=f.default_factory)
+                     if f.default_factory is not dataclasses.MISSING else f.default)
+            for f in dataclasses.fields(cls)}}))
+        assert str(inspect.signature(cls)) == str(inspect.signature(plain))
+        assert cls() == cls() and cls().imodel_kw is not cls().imodel_kw  # a fresh default per instance
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            cls().imodel = None  # type: ignore[misc]
+        with pytest.raises(TypeError):
+            cls(bogus=1)  # type: ignore[call-arg]
+    assert ChatParam(guidance="g", imodel_kw={"t": 1}).imodel_kw == {"t": 1}
+    assert RunParam(stream_persist=True).persist_dir == DEFAULT_PERSIST_DIR
+    assert repr(ChatParam(guidance="g")).startswith("ChatParam(guidance='g', context=None")
+
+
+def test_with_updates_of_subclasses_with_slots_or_post_init() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Slotted(ChatParam):
+        extra: int = 0
+
+    copy = Slotted(extra=3, sender="s").with_updates(sender="a")
+    assert (copy.extra, copy.sender, type(copy)) == (3, "a", Slotted)
+
+    seen: list[int] = []
+
+    @dataclasses.dataclass(frozen=True)
+    class Checked(ParseParam):
+        def __post_init__(self) -> None:
+            seen.append(1)
+
+    Checked().with_updates(handle_validation="raise")
+    assert seen == [1, 1]  # __post_init__ ran for the copy too
