@@ -4,7 +4,8 @@ typed parameters; the ``prepare`` phase puts them on the operation context."""
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypedDict
 
 from pydantic import BaseModel
 
@@ -111,7 +112,28 @@ _BOOL = {bool}
 _PLAIN = frozenset({str, type(None)})
 
 
-def prepare_operate_kw(
+#: what D1 hands on, in the order :func:`_prepared` returns it: the keys of
+#: :func:`prepare_operate_kw`'s mapping, each a field of the operation context
+PREPARED: tuple[str, ...] = (
+    "instruction", "chat_param", "parse_param", "action_param", "handle_validation", "invoke_actions",
+    "skip_validation", "clear_messages", "operative", "middle", "field_models", "reason",
+)
+
+_P = ParamSpec("_P")
+
+
+def _as_mapping(prepared: Callable[_P, tuple[Any, ...]]) -> Callable[_P, dict[str, Any]]:
+    """``prepared``'s signature and docstring, returning the mapping of
+    :data:`PREPARED` to what it returns."""
+
+    @functools.wraps(prepared)
+    def prepare_operate_kw(*args: _P.args, **kwargs: _P.kwargs) -> dict[str, Any]:
+        return dict(zip(PREPARED, prepared(*args, **kwargs), strict=True))
+
+    return prepare_operate_kw
+
+
+def _prepared(
     branch: BranchLike,
     *,
     instruct: Instruct | dict[str, Any] | None = None,
@@ -145,12 +167,14 @@ def prepare_operate_kw(
     snapshot_dir: str | None = None,
     middle: Any = None,
     **kwargs: Any,
-) -> dict[str, Any]:
+) -> tuple[Any, ...]:
     """Normalize the public call into typed parameters (ADR-0022 D1).
 
     Returns the mapping ``{"instruction", "chat_param", "parse_param",
     "action_param", "handle_validation", "invoke_actions", "skip_validation",
-    "clear_messages", "operative": None, "middle", "field_models", "reason"}``.
+    "clear_messages", "operative": None, "middle", "field_models", "reason"}``
+    (the prepare phase takes the same values as a tuple, in that order, and
+    sets them on the operation context).
 
     Shipped semantics reproduced exactly, seams included:
 
@@ -300,36 +324,19 @@ def prepare_operate_kw(
             verbose_action=verbose_action,
         )
 
-    return {
-        "instruction": instruction,
-        "chat_param": chat_param,
-        "parse_param": parse_param,
-        "action_param": action_param,
-        "handle_validation": handle_validation,
-        "invoke_actions": invoke_actions,
-        "skip_validation": skip_validation,
-        "clear_messages": clear_messages,
-        "operative": None,
-        "middle": middle,
-        "field_models": field_models,
-        "reason": instr_reason,
-    }
+    # In the order of PREPARED.
+    return (instruction, chat_param, parse_param, action_param, handle_validation, invoke_actions,
+            skip_validation, clear_messages, None, middle, field_models, instr_reason)
+
+
+prepare_operate_kw = _as_mapping(_prepared)
 
 
 async def phase(ctx: OperationContext) -> None:
     """D1: normalize the public keywords (when given) into typed parameters."""
     if ctx.call_kwargs is None:
         return
-    prepared = prepare_operate_kw(ctx.branch, **ctx.call_kwargs)
-    ctx.instruction = prepared["instruction"]
-    ctx.chat_param = prepared["chat_param"]
-    ctx.parse_param = prepared["parse_param"]
-    ctx.action_param = prepared["action_param"]
-    ctx.handle_validation = prepared["handle_validation"]
-    ctx.invoke_actions = prepared["invoke_actions"]
-    ctx.skip_validation = prepared["skip_validation"]
-    ctx.clear_messages = prepared["clear_messages"]
-    ctx.operative = prepared["operative"]
-    ctx.middle = prepared["middle"]
-    ctx.field_models = prepared["field_models"]
-    ctx.reason = bool(prepared["reason"])
+    (ctx.instruction, ctx.chat_param, ctx.parse_param, ctx.action_param, ctx.handle_validation,
+     ctx.invoke_actions, ctx.skip_validation, ctx.clear_messages, ctx.operative, ctx.middle,
+     ctx.field_models, reason) = _prepared(ctx.branch, **ctx.call_kwargs)
+    ctx.reason = bool(reason)
