@@ -127,3 +127,27 @@ async def test_a_failing_request_is_decided_once_with_retries_configured(anyio_b
     entries = [e for e in branch.logs if e.kind in ("action", "denied", "action_error")]
     assert sorted(e.content["index"] for e in entries) == [0, 1]
     assert [m.metadata["decision"] for m in branch.messages] == ["allowed", "allowed", "error", "error"]
+
+
+async def _proposes_a_non_str_key(branch: Any, instruction: Any, chat_param: Any, parse_param: Any = None,
+                                  clear_messages: bool = False, skip_validation: bool = False) -> Any:
+    # a Middle of the caller's own: its result is a plain dict, its arguments any mapping
+    return {"action_requests": [{"function": "login", "arguments": {"user": "ann", "password": "x"}},
+                                {"function": "login", "arguments": {1: "ann"}}]}
+
+
+@pytest.mark.anyio
+async def test_arguments_with_a_key_that_is_not_a_str_are_a_rejected_answer(anyio_backend: str) -> None:
+    """A request whose arguments have a non-str key is rejected (its tool never
+    runs) and answered like any other: ``act()`` and ``operate()`` return
+    every response, the tool that ran included, instead of raising."""
+    branch = Branch(tools=[login])
+    [response] = await branch.act({"function": "login", "arguments": {1: "ann", "user": "bob"}})
+    assert response.record.decision == "rejected" and response.record.raw_arguments == {1: "ann", "user": "bob"}
+    assert response.function == "login" and response.arguments == {"1": "ann", "user": "bob"}
+    assert response.output["type"] == "ToolArgumentsError"
+
+    result = await branch.operate(instruction="log in", actions=True, middle=_proposes_a_non_str_key)
+    assert branch.traces[-1].exit == "enriched"
+    assert [r["output"] if isinstance(r, dict) else r.output for r in result["action_responses"]][0] == "welcome ann"
+    assert [a.decision for a in branch.traces[-1].actions] == ["allowed", "rejected"]
