@@ -151,3 +151,29 @@ async def test_arguments_with_a_key_that_is_not_a_str_are_a_rejected_answer(anyi
     assert branch.traces[-1].exit == "enriched"
     assert [r["output"] if isinstance(r, dict) else r.output for r in result["action_responses"]][0] == "welcome ann"
     assert [a.decision for a in branch.traces[-1].actions] == ["allowed", "rejected"]
+
+
+class _Untellable(Exception):
+    """An exception whose text cannot be made."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+async def _fails_untellably(branch: Any, instruction: Any, chat_param: Any, parse_param: Any = None,
+                            clear_messages: bool = False, skip_validation: bool = False) -> Any:
+    raise _Untellable()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("engine", ["compiled", "transitions"])
+async def test_a_phase_failure_without_text_is_recorded_and_raised_as_itself(anyio_backend: str, engine: str) -> None:
+    """The failed row is recorded and the phase's own exception re-raised,
+    also when its ``str()`` raises (as tool errors are already worded)."""
+    branch = Branch(engine=engine)
+    with pytest.raises(_Untellable):
+        await branch.operate(instruction="x", middle=_fails_untellably)
+    trace = branch.traces[-1]
+    assert trace.states == ["prepare", "schema", "adapter", "raised"]
+    assert trace.exit == "failed"
+    assert trace.error is not None and trace.error.startswith("_Untellable: ")
