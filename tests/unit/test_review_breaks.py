@@ -177,3 +177,22 @@ async def test_a_phase_failure_without_text_is_recorded_and_raised_as_itself(any
     assert trace.states == ["prepare", "schema", "adapter", "raised"]
     assert trace.exit == "failed"
     assert trace.error is not None and trace.error.startswith("_Untellable: ")
+
+
+def test_a_generated_init_s_annotations_resolve_in_its_module() -> None:
+    """The ``__init__`` generated for a record resolves its annotations as the
+    dataclass's own did (``typing.get_type_hints``, ``inspect.signature(...,
+    eval_str=True)``): it runs in the globals of the class's module."""
+    import inspect
+    import typing
+
+    from lionops import models, params
+    from lionops.models import ActionRecord
+
+    hints = typing.get_type_hints(ActionRecord.__init__)
+    assert {k: v for k, v in hints.items() if k != "return"} == typing.get_type_hints(ActionRecord)
+    signature = inspect.signature(ActionRecord, eval_str=True)
+    assert signature.parameters["arguments"].annotation == dict[str, Any] | None
+    assert ActionRecord.__init__.__globals__ is vars(models)
+    for cls in (ChatParam, ParseParam, params.RunParam):
+        assert cls.__init__.__globals__ is vars(params)
