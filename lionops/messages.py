@@ -152,14 +152,17 @@ class MessageLog:
         """Append an ``action_request`` message from ``sender`` to ``recipient``
         and its ``action_response`` back (what :meth:`add_action_request` then
         :meth:`add_action_response` append); the request gets a copy of ``metadata``.
-        A subclass with its own :meth:`add` gets both through it."""
+        A subclass with its own :meth:`add`, :meth:`add_action_request` or
+        :meth:`add_action_response` gets both through them."""
+        cls = type(self)
+        if (cls.add is not MessageLog.add or cls.add_action_request is not MessageLog.add_action_request
+                or cls.add_action_response is not MessageLog.add_action_response):
+            return (self.add_action_request(function, arguments, sender=sender, recipient=recipient,
+                                            metadata=dict(metadata)),
+                    self.add_action_response(function, arguments, output, sender=recipient, recipient=sender,
+                                             metadata=metadata))
         request_content = {"function": function, "arguments": arguments}
         response_content = {"function": function, "arguments": arguments, "output": output}
-        if type(self).add is not MessageLog.add:
-            return (self.add("action_request", request_content, sender=sender, recipient=recipient,
-                             metadata=dict(metadata)),
-                    self.add("action_response", response_content, sender=recipient, recipient=sender,
-                             metadata=metadata))
         # Each message is filled as Message's own __init__ fills it (its seven
         # fields, the next id, the time now), without the call's keyword and
         # default-factory handling: two per request.

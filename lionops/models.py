@@ -19,7 +19,7 @@ from pydantic.json_schema import SkipJsonSchema
 from ._generated import install_init
 from ._marks import invalid_reason
 from .messages import to_jsonable
-from .text import summarize
+from .text import safe_str, summarize
 
 __all__ = [
     "HashableModel",
@@ -304,9 +304,14 @@ class ActionRecord:
             _set(out, "__pydantic_private__", {"_record": self})
             return out
         # anything else is validated: a name that is not a str becomes one,
-        # arguments that are not a dict become {}
+        # arguments that are not a dict become {}, a key that is not a str
+        # its text (a JSON object's keys are text; the record keeps the original)
+        if not isinstance(arguments, dict):
+            arguments = {}
+        elif not all(isinstance(key, str) for key in arguments):
+            arguments = {key if isinstance(key, str) else safe_str(key): value for key, value in arguments.items()}
         out = ActionResponseModel(function=function if isinstance(function, str) else str(function or "unknown"),
-                                  arguments=arguments if isinstance(arguments, dict) else {}, output=self.output)
+                                  arguments=arguments, output=self.output)
         out._record = self
         return out
 

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InternalInvariantError
+from ..text import safe_str
 from .definition import TransitionDef
 
 if TYPE_CHECKING:
@@ -33,8 +34,10 @@ WholeRun = Callable[[Any, Callable[[], int], Callable[[tuple[Any, ...]], None], 
 
 
 def describe(exc: BaseException) -> str:
-    """The ``error`` of a trace row: ``"ExcType: message"``."""
-    return f"{type(exc).__name__}: {exc}"
+    """The ``error`` of a trace row: ``"ExcType: message"`` (the message
+    ``<unprintable ExcType>`` when the exception's ``str()`` raises: the row is
+    recorded and the exception itself re-raised all the same)."""
+    return f"{type(exc).__name__}: {safe_str(exc)}"
 
 
 def settle(ctx: Any, state: str, fire: Callable[[], Fired], evaluated: dict[str, bool],

@@ -460,8 +460,12 @@ async def act(
                     observe.tool_call, branch, req, _act_one(batch, req, call_params.retry_timeout)))
         else:
             timeout = call_params.retry_timeout
+            # The timeout applies to each tool call inside _act_one; retries
+            # never apply: a request is decided once (its gate asked, its tool
+            # called, its record logged), as in a sequential batch.
             outer: AlcallParams = (
-                call_params if timeout is None else dataclasses.replace(call_params, retry_timeout=None)
+                call_params if timeout is None and call_params.retry_attempts == 0
+                else dataclasses.replace(call_params, retry_timeout=None, retry_attempts=0)
             )
 
             def run(req: _Request) -> Awaitable[ActionRecord]:
