@@ -22,7 +22,9 @@ from pydantic import BaseModel, create_model
 from .errors import ConfigurationError
 from .fields import Spec, default_field, to_fields_dict
 
-__all__ = ["Operative", "Step", "request_type_of", "request_exclude_of", "operative_for", "field_clashes"]
+__all__ = [
+    "Operative", "Step", "request_type_of", "request_exclude_of", "operative_for", "shared_operative", "field_clashes",
+]
 
 #: The fields ``reason=True`` and ``actions=True`` add to the caller's model.
 GENERATED_FIELDS: dict[str, tuple[str, ...]] = {
@@ -171,11 +173,15 @@ class Operative:
         max_retries: inherited default 3; ``operate()`` never loops over the
             Middle (D2), so this only informs parsers.
         response_model: the current response instance (per Operative).
+
+    An Operative :func:`shared_operative` returns is shared by every call of
+    its configuration: :meth:`for_result` gives the call its own copy before
+    anything is written.
     """
 
     __slots__ = (
         "name", "adapter", "base_type", "fields", "request_exclude",
-        "max_retries", "auto_retry_parse", "response_model", "_types",
+        "max_retries", "auto_retry_parse", "response_model", "_types", "_shared",
     )
 
     def __init__(
@@ -200,6 +206,7 @@ class Operative:
         self.auto_retry_parse = auto_retry_parse
         self.response_model: BaseModel | None = None
         self._types: tuple[type[BaseModel], type[BaseModel]] | None = None
+        self._shared = False
 
     def _materialized(self) -> tuple[type[BaseModel], type[BaseModel]]:
         if self._types is None:
@@ -249,7 +256,16 @@ class Operative:
         new.max_retries, new.auto_retry_parse = self.max_retries, self.auto_retry_parse
         new._types = self._types
         new.response_model = None
+        new._shared = False
         return new
+
+    def for_result(self, result: BaseModel) -> Operative:
+        """This Operative with ``response_model`` set to ``result``; a shared
+        one (:func:`shared_operative`) is never written to: the result goes
+        on a :meth:`fresh` copy, which is returned."""
+        operative = self.fresh() if self._shared else self
+        operative.response_model = result
+        return operative
 
     def __repr__(self) -> str:
         return (
@@ -343,6 +359,21 @@ class Step:
 _TEMPLATES: dict[tuple[Any, bool, bool], Operative] = {}
 
 
+def shared_operative(base_type: type[BaseModel] | None, *, reason: bool, actions: bool) -> Operative:
+    """The one Operative of a configuration without named fields, built once
+    per process and shared by every call (ADR-0022 D2): read its types and
+    fields; per-call state goes on :meth:`Operative.for_result`'s copy."""
+    key = (base_type, bool(reason), bool(actions))
+    template = _TEMPLATES.get(key)
+    if template is None:
+        template = Step.respond_operative(
+            Step.request_operative(base_type=base_type, reason=bool(reason), actions=bool(actions))
+        )
+        template._shared = True
+        _TEMPLATES[key] = template
+    return template
+
+
 def operative_for(
     base_type: type[BaseModel] | None,
     *,
@@ -350,22 +381,14 @@ def operative_for(
     actions: bool,
     fields: dict[str, Spec] | None = None,
 ) -> Operative:
-    """The coordinator's Operative (ADR-0022 D2) for one call.
+    """An Operative of the call's own (ADR-0022 D2).
 
     Equal to ``Step.respond_operative(Step.request_operative(base_type=...,
-    reason=..., actions=..., fields=...))``; without named fields the
-    configuration is built once per process and each call gets a
-    :meth:`Operative.fresh` copy of it.
+    reason=..., actions=..., fields=...))``; without named fields a
+    :meth:`Operative.fresh` copy of :func:`shared_operative`.
     """
     if fields:
         return Step.respond_operative(
             Step.request_operative(base_type=base_type, reason=reason, actions=actions, fields=fields)
         )
-    key = (base_type, bool(reason), bool(actions))
-    template = _TEMPLATES.get(key)
-    if template is None:
-        template = Step.respond_operative(
-            Step.request_operative(base_type=base_type, reason=bool(reason), actions=bool(actions))
-        )
-        _TEMPLATES[key] = template
-    return template.fresh()
+    return shared_operative(base_type, reason=reason, actions=actions).fresh()

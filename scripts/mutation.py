@@ -65,6 +65,7 @@ TESTS: dict[str, list[str]] = {
     ],
     "lionops/pipeline/enrich.py": [
         "tests/contract/test_safety_rules.py",
+        "tests/contract/test_adr_d2.py",
         "tests/contract/test_adr_d4.py",
         "tests/contract/test_governance_records.py",
         "tests/peers/test_otel_spans.py",

@@ -56,8 +56,9 @@ async def phase(ctx: OperationContext) -> None:
         return
     if isinstance(result, BaseModel):
         assert ctx.operative is not None
-        ctx.operative.response_model = result
-        ctx.result = ctx.operative.update_response_model({"action_responses": kept})
+        # The call's own Operative (a copy when schema's is shared) holds the result.
+        operative = ctx.operative = ctx.operative.for_result(result)
+        ctx.result = operative.update_response_model({"action_responses": kept})
     else:
         result["action_responses"] = kept
     ctx.enriched = True

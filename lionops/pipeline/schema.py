@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..fields import to_fields_dict
-from ..operative import operative_for
+from ..operative import operative_for, shared_operative
 from ..params import ParseParam
 from .context import OperationContext
 
@@ -44,9 +44,13 @@ async def phase(ctx: OperationContext) -> None:
     fields_dict = to_fields_dict(ctx.field_models)
     operative = ctx.operative
     if operative is None and (model_class or action_param or fields_dict or ctx.reason):
-        operative = operative_for(
-            model_class, reason=ctx.reason, actions=action_param is not None, fields=fields_dict
-        )
+        # Without named fields the configuration's shared Operative: enrich
+        # writes the result only to a copy of it (Operative.for_result).
+        if fields_dict:
+            operative = operative_for(model_class, reason=ctx.reason, actions=action_param is not None,
+                                      fields=fields_dict)
+        else:
+            operative = shared_operative(model_class, reason=ctx.reason, actions=action_param is not None)
         response_fmt = cp_changes["response_format"] = operative.response_type or model_class
     pp = ctx.parse_param
     if pp is None:

@@ -7,7 +7,7 @@ from pydantic import BaseModel
 
 from lionops import ActionRequestModel, ActionResponseModel, Branch, Reason, Spec, Step
 from lionops.operative import Operative, request_type_of
-from tests.helpers import Answer, ScriptedMiddle
+from tests.helpers import Answer, ScriptedMiddle, as_response
 
 pytestmark = pytest.mark.anyio
 
@@ -176,3 +176,75 @@ def test_coordinator_operative_is_a_fresh_copy_of_one_configuration():
     assert b.response_model is None
     with_fields = operative_for(None, reason=False, actions=False, fields={"n": Spec(int, name="n")})
     assert list(with_fields.response_type.model_fields) == ["n"]
+
+
+async def test_the_shared_operative_of_a_configuration_is_never_written_to():
+    """D2/D4: operate() reads the configuration's one shared Operative (types,
+    fields) and enriches through a copy of its own, so no call's result is
+    left on the object every call of that configuration reads."""
+    from lionops.operative import shared_operative
+
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    shared = shared_operative(Answer, reason=False, actions=True)
+    assert shared is shared_operative(Answer, reason=False, actions=True)
+    branch = Branch(tools=[add])
+    requests = [{"function": "add", "arguments": {"x": 1, "y": 2}}]
+    mid = ScriptedMiddle(as_response({"answer": 1, "action_requests": requests}))
+    out = await branch.operate(instruction="x", response_format=Answer, actions=True, middle=mid)
+    assert mid.seen[0]["chat_param"].response_format is shared.response_type
+    assert isinstance(out, shared.response_type) and [r.output for r in out.action_responses] == [3]
+    assert shared.response_model is None
+
+
+def test_for_result_copies_only_a_shared_operative():
+    """D4: the coordinator sets ``response_model`` on the call's own Operative:
+    one of the caller's (or built with named fields) in place; a shared one
+    is copied first and stays as it was."""
+    from lionops.operative import operative_for, shared_operative
+
+    own = Step.request_operative(base_type=Answer, actions=True)
+    result = own.response_type(answer=1)
+    assert own.for_result(result) is own and own.response_model is result
+    shared = shared_operative(Answer, reason=False, actions=True)
+    copy = shared.for_result(result)
+    assert copy is not shared and copy.response_model is result and shared.response_model is None
+    assert (copy.response_type, copy.fields, copy.request_exclude) == (
+        shared.response_type, shared.fields, shared.request_exclude)
+    again = copy.for_result(result)
+    assert again is copy  # a copy is the call's own: written in place
+    assert operative_for(Answer, reason=False, actions=True).for_result(result).response_model is result
+
+
+async def test_the_coordinator_sets_response_model_on_a_caller_operative():
+    """ADR-0022 D4: for a generated result the coordinator sets the Operative's
+    response_model and attaches action_responses; a caller's Operative passed to
+    operate() directly is that Operative."""
+    from lionops import operate
+    from lionops.params import ActionParam, ChatParam
+
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    op = Step.respond_operative(Step.request_operative(base_type=Answer, actions=True))
+    mid = ScriptedMiddle(lambda _: op.response_type.model_validate(
+        {"answer": 1, "action_requests": [{"function": "add", "arguments": {"x": 1, "y": 2}}]}))
+    out = await operate(Branch(tools=[add]), "x", ChatParam(response_format=op.response_type),
+                        action_param=ActionParam(), operative=op, middle=mid)
+    assert op.response_model is out and [r.output for r in out.action_responses] == [3]
+
+
+@pytest.mark.parametrize("kw, added", [
+    ({"reason": True}, {"reason"}),
+    ({"actions": True}, {"action_required", "action_requests", "action_responses"}),
+    ({}, set()),
+])
+async def test_named_fields_keep_the_generated_fields_of_reason_and_actions(kw, added):
+    """D2: with named field specs the call's Operative is built for it alone,
+    and still carries the fields reason=True and actions=True add."""
+    mid = ScriptedMiddle({"n": 1})
+    await Branch().operate(instruction="x", response_format=Answer, field_models=[Spec(int, name="n", default=0)],
+                           middle=mid, **kw)
+    fmt = mid.seen[0]["chat_param"].response_format
+    assert set(fmt.model_fields) == {"answer", "n"} | added
