@@ -49,7 +49,11 @@ class TransitionRecord:
         source: the state left; ``dest``: the state entered.
         guards: the guards evaluated in table order, name → value; later
             guards are not evaluated once one holds.
-        at_ns: monotonic nanoseconds from the trace start to the firing.
+        at_ns: monotonic nanoseconds from the trace start to the end of the
+            source state's phase: the clock reading taken as its phase
+            handler returns (when no handler runs, as the state is entered);
+            the transition fires right after, once the state's guards are
+            evaluated.
         phase_ns: nanoseconds spent in the source state's phase handler
             (0 when none ran: a decision-only state, or a phase skipped
             after an error).

@@ -83,8 +83,10 @@ async def _loop(ctx: Any, engine: Engine, clock: Any, record: Any, t0: int) -> C
                     await handler(ctx)
                 except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised by the outcome
                     ctx.error = exc
-                phase_ns = clock() - p0
+                at = clock()
+                phase_ns = at - p0
             else:
+                at = clock()
                 phase_ns = 0  # no handler ran: a decision-only state, or a phase skipped after an error
             try:
                 fired, evaluated = fire()
@@ -92,7 +94,7 @@ async def _loop(ctx: Any, engine: Engine, clock: Any, record: Any, t0: int) -> C
                 fired, evaluated = settle(ctx, state, fire, {}, exc)
             if fired is None:  # no guard held
                 fired, evaluated = settle(ctx, state, fire, evaluated, None)
-            record_row(record, ctx, state, fired, evaluated, phase_ns, clock, t0, failure_trigger)
+            record_row(record, ctx, state, fired, evaluated, at - t0, phase_ns, failure_trigger)
             state = fired.dest
             last = fired
     finally:

@@ -60,21 +60,19 @@ def settle(ctx: Any, state: str, fire: Callable[[], Fired], evaluated: dict[str,
 
 
 def record_row(record: Callable[[tuple[Any, ...]], None], ctx: Any, state: str, fired: TransitionDef,
-               evaluated: dict[str, bool], phase_ns: int, clock: Callable[[], int], t0: int,
-               failure_trigger: str) -> None:
+               evaluated: dict[str, bool], at_ns: int, phase_ns: int, failure_trigger: str) -> None:
     """Record the row of ``fired`` leaving ``state`` (a trace row: see
     :class:`~lionops.trace.Trace`)."""
     trigger = fired.trigger
     error = describe(ctx.error) if trigger == failure_trigger and ctx.error else None
-    record(((trigger, state, fired.dest, evaluated, error), clock() - t0, phase_ns))
+    record(((trigger, state, fired.dest, evaluated, error), at_ns, phase_ns))
 
 
 def _rare(engine: CompiledEngine, ctx: Any, state: str, exc: Exception | None, evaluated: dict[str, bool],
-          phase_ns: int, clock: Callable[[], int], record: Callable[[tuple[Any, ...]], None],
-          t0: int) -> TransitionDef:
+          at_ns: int, phase_ns: int, record: Callable[[tuple[Any, ...]], None]) -> TransitionDef:
     """A rare firing of the generated loop, as the generic loop settles and records it."""
     fired, evaluated = settle(ctx, state, engine.begin(ctx, state).fire, evaluated, exc)
-    record_row(record, ctx, state, fired, evaluated, phase_ns, clock, t0, engine.failure_trigger)
+    record_row(record, ctx, state, fired, evaluated, at_ns, phase_ns, engine.failure_trigger)
     return fired
 
 
@@ -87,6 +85,8 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
 
     - awaits the state's phase handler unless the context already holds an
       error (what it raises becomes the error), timing it as ``phase_ns``;
+      the clock reading that ends the phase (or, when no handler runs, one
+      taken as the block starts) is the row's ``at_ns``;
     - calls the state's guards in table order; the first that holds records
       its row and enters its destination (or returns the transition's outcome
       when the destination is terminal). The row's constant part (trigger, source,
@@ -98,8 +98,8 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
     recorded: to the destination, or to ``HELD`` for a transition back into
     the same state (set to it once the row is recorded); so does handing a
     state to :func:`_rare`. The block's ``except`` re-raises whenever
-    ``state`` has moved: an exception after a guard held (the row's clock
-    read, the error text) or from a rare firing's own evaluation is not taken
+    ``state`` has moved: an exception after a guard held (the error text,
+    the recording) or from a rare firing's own evaluation is not taken
     for a guard's first one, it propagates, as it does from the generic loop.
     Guard, state and trigger names go into the source only as ``repr``
     literals; the functions and row parts are names of the generated module's
@@ -118,7 +118,7 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
         lines.append(f"        if state == {state!r}:")
         if handler is not None:
             namespace[f"handler{i}"] = handler
-            phase_ns = "phase_ns"
+            phase_ns = "at - p0"
             lines += [
                 "            if ctx.error is None:",
                 "                p0 = clock()",
@@ -126,10 +126,12 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
                 f"                    await handler{i}(ctx)",
                 "                except BaseException as exc:  # recorded, then re-raised by the outcome",
                 "                    ctx.error = exc",
-                "                phase_ns = clock() - p0",
+                "                at = clock()",
                 "            else:",
-                "                phase_ns = 0",
+                "                p0 = at = clock()",
             ]
+        else:
+            lines.append("            at = clock()")
         lines.append("            try:")
         seen: list[str] = []
         for j, (guard_name, guard, transition, dest) in enumerate(rows):
@@ -141,10 +143,10 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
             if transition.trigger == engine.failure_trigger:
                 key = f"({transition.trigger!r}, {state!r}, {dest!r}, {evaluated!r}, error)"
                 lines += ["                    error = describe(ctx.error) if ctx.error else None",
-                          f"                    record(({key}, clock() - t0, {phase_ns}))"]
+                          f"                    record(({key}, at - t0, {phase_ns}))"]
             else:
                 namespace[f"row{i}_{j}"] = (transition.trigger, state, dest, evaluated, None)
-                lines.append(f"                    record((row{i}_{j}, clock() - t0, {phase_ns}))")
+                lines.append(f"                    record((row{i}_{j}, at - t0, {phase_ns}))")
             if dest in engine.terminals:
                 namespace[f"outcome{i}_{j}"] = engine.outcomes[transition.outcome or ""]
                 lines.append(f"                    return outcome{i}_{j}")
@@ -160,12 +162,12 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
         lines += [
             "                else:",
             "                    state = HELD",
-            f"                    fired = rare(ctx, {state!r}, None, {{{none_held}}}, {phase_ns}, clock, record, t0)",
+            f"                    fired = rare(ctx, {state!r}, None, {{{none_held}}}, at - t0, {phase_ns}, record)",
             *settled,
             "            except Exception as exc:",
             f"                if state != {state!r}:",
             "                    raise  # not a guard's first exception",
-            f"                fired = rare(ctx, {state!r}, exc, {{}}, {phase_ns}, clock, record, t0)",
+            f"                fired = rare(ctx, {state!r}, exc, {{}}, at - t0, {phase_ns}, record)",
             *(line[4:] for line in settled),
         ]
     source = "\n".join(lines)
