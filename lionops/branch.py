@@ -319,6 +319,14 @@ class Branch:
 
     # ------------------------------------------------------------ operations
 
+    #: ``operate()`` runs the operation itself (what ``operate_traced(**kw).result``
+    #: gives) unless a subclass overrides ``operate_traced``: see ``__init_subclass__``.
+    _operate_direct = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._operate_direct = cls.operate_traced is Branch.operate_traced
+
     async def operate_traced(self, **kw: Unpack[OperateKwargs]) -> Traced:
         """``operate()`` returning ``Traced(result, trace)`` ."""
         kwargs: dict[str, Any] = kw  # type: ignore[assignment] # a fresh dict of this call's keywords
@@ -348,7 +356,12 @@ class Branch:
             ConfigurationError: bad strategy or no endpoint.
             Exception: adapter errors and unsuppressed tool errors, unchanged.
         """
-        return (await self.operate_traced(**kw)).result
+        if not self._operate_direct:
+            return (await self.operate_traced(**kw)).result
+        kwargs: dict[str, Any] = kw  # type: ignore[assignment] # as operate_traced does
+        engine = kwargs.pop("engine", None)
+        kwargs.setdefault("action_strategy", "concurrent")
+        return (await run_operation(OperationContext(branch=self, call_kwargs=kwargs), engine))[0]
 
     async def act(
         self,

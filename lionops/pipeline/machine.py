@@ -12,12 +12,15 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .. import observe
 from ..clock import current_clock
 from ..engine import engines
 from ..engine.definition import MachineDefinition, default_definition
-from ..engine.driver import drive, new_trace
+from ..engine.driver import drive
 from ..engine.engines import Engine
-from ..trace import Traced
+from ..engine.straight import describe
+from ..runtime import _enter_trace, _leave
+from ..trace import Trace, Traced
 from . import act, adapter, enrich, prepare, schema
 from .context import OperationContext
 from .outcomes import OUTCOMES
@@ -98,17 +101,47 @@ async def run_operation(ctx: OperationContext, engine: Engine | str | None = Non
 
     The trace is appended to ``ctx.branch.traces`` and the branch's history
     limits are applied in every case, also when this raises.
+
+    With nothing observing and an engine that has a ``whole_run`` (the compiled one), the run is what
+    :func:`~lionops.engine.driver.drive` does, written out here so the
+    generated run is awaited directly; otherwise ``drive`` runs it.
     """
     branch = ctx.branch
-    chosen = resolve_engine(engine, branch.engine)
+    chosen = branch.engine if engine is None else engine  # resolve_engine(engine, branch.engine)
+    if chosen is None:
+        chosen = get_engine()
+    elif isinstance(chosen, str):
+        chosen = get_engine(chosen)
     clock = current_clock()  # read once for the trace's start and its timings
-    trace = new_trace(chosen, ctx.meta, clock)
-    trace.actions = ctx.actions  # the same list: act() appends its records to it
+    definition = chosen.definition
+    # the same list as ctx.actions: act() appends its records to it
+    trace = Trace(definition.name, chosen.name, clock.time(), definition.initial, None, ctx.meta, ctx.actions)
+    run = getattr(chosen, "whole_run", None)
     try:
         try:
-            result = await drive(ctx, chosen, trace, clock=clock)
+            if run is None or observe.observers:
+                result = await drive(ctx, chosen, trace, clock=clock)
+            else:  # drive() with a whole run and no observers
+                timer = clock.perf_counter_ns
+                t0 = timer()
+                token = _enter_trace(trace.meta)  # annotate() writes to this trace
+                try:
+                    outcome = await run(ctx, timer, trace._rows.append, t0)
+                finally:
+                    _leave(token)
+                try:
+                    result = outcome(ctx)
+                except BaseException as exc:
+                    rec = trace.transitions[-1]
+                    if rec.error is None:
+                        rec.error = describe(exc)
+                    raise
         finally:
             branch.traces.append(trace)
     finally:
         branch.trim_history()
-    return Traced(result, trace)
+    return _traced(Traced, (result, trace))
+
+
+#: ``Traced(result, trace)`` without the generated ``__new__``'s frame.
+_traced = tuple.__new__
