@@ -6,9 +6,9 @@ cancellation included — is stored on the context, the ``failed`` transition
 fires, the trace is completed synchronously, and the very same exception is
 re-raised: cancellation is never swallowed.
 
-An engine that carries a ``whole_run`` (the compiled engine: this loop
-written out once for its table, :mod:`lionops.engine.straight`) runs
-through it; any other engine through :func:`_loop`.
+An engine that carries a ``whole_run`` (the compiled engine: all of this,
+the loop written out once for its table, :mod:`lionops.engine.straight`)
+runs through it; any other engine through :func:`_loop`.
 """
 
 from __future__ import annotations
@@ -44,16 +44,15 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, clock: ClockLike | No
     """
     if observe.observers and not _observed:  # instrumentation seam: one check when nothing observes
         return await observe.observe_operation(ctx, engine, trace, _observed_drive)
-    timer = (clock or current_clock()).perf_counter_ns  # the real one unless a clock is installed
-    record = trace._rows.append
+    clock = clock or current_clock()  # the real one unless a clock is installed
     run = getattr(engine, "whole_run", None)
+    if run is not None:
+        return await run(ctx, trace, clock)
+    timer = clock.perf_counter_ns
     t0 = timer()
     token = _enter_trace(trace.meta)  # annotate() writes to this trace
     try:
-        if run is None:
-            outcome = await _loop(ctx, engine, timer, record, t0)
-        else:
-            outcome = await run(ctx, timer, record, t0)
+        outcome = await _loop(ctx, engine, timer, trace._rows.append, t0)
     finally:
         _leave(token)
     try:

@@ -19,17 +19,21 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InternalInvariantError
+from ..runtime import _enter_trace, _leave
 from .definition import TransitionDef
 
 if TYPE_CHECKING:
+    from ..runtime import ClockLike
+    from ..trace import Trace
     from .engines import CompiledEngine, Fired
 
 __all__ = ["describe", "settle", "record_row", "whole_run", "WholeRun"]
 
-#: ``await run(ctx, clock, record, t0)``: the machine run on ``ctx`` from its
-#: initial state, each row given to ``record``; returns the outcome of the exit taken.
-WholeRun = Callable[[Any, Callable[[], int], Callable[[tuple[Any, ...]], None], int],
-                    Awaitable[Callable[[Any], Any]]]
+#: ``await run(ctx, trace, clock)``: what :func:`~lionops.engine.driver.drive`
+#: does on ``ctx`` without observers (``clock``: the current one): the machine
+#: run from its initial state, its rows recorded on ``trace``; returns the
+#: outcome's value or raises it.
+WholeRun = Callable[[Any, "Trace", "ClockLike"], Awaitable[Any]]
 
 
 def describe(exc: BaseException) -> str:
@@ -77,9 +81,13 @@ def _rare(engine: CompiledEngine, ctx: Any, state: str, exc: Exception | None, e
 
 
 def whole_run(engine: CompiledEngine) -> WholeRun:
-    """The generic loop of the driver over ``engine``'s table, as one coroutine function.
+    """What the driver does over ``engine``'s table, as one coroutine function.
 
-    One ``if state == ...:`` block per non-terminal state, in the order of the
+    As :func:`~lionops.engine.driver.drive` does: the clock's start reading,
+    the trace's meta made the runtime's for the loop (``annotate()`` writes
+    to it), then the outcome of the exit taken called on the context, an
+    exception it raises noted on the last row (unless that row has an error).
+    The loop is one ``if state == ...:`` block per non-terminal state, in the order of the
     definition, inside ``while True`` (a transition to a later block falls
     through to it, one to an earlier block goes round the loop). A block:
 
@@ -88,8 +96,8 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
       the clock reading that ends the phase (or, when no handler runs, one
       taken as the block starts) is the row's ``at_ns``;
     - calls the state's guards in table order; the first that holds records
-      its row and enters its destination (or returns the transition's outcome
-      when the destination is terminal). The row's constant part (trigger, source,
+      its row and enters its destination (or leaves the loop with the
+      transition's outcome when the destination is terminal). The row's constant part (trigger, source,
       destination, evaluated guards, no error) is built once, here; the
       trace copies the guards when it makes the row a record;
     - hands a guard's exception, or no guard holding, to :func:`_rare`.
@@ -108,9 +116,9 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
     definition = engine.definition
     namespace: dict[str, Any] = {
         "describe": describe, "terminals": engine.terminals, "rare": functools.partial(_rare, engine),
-        "outcomes": engine.outcomes, "HELD": object(),
+        "outcomes": engine.outcomes, "HELD": object(), "enter": _enter_trace, "leave": _leave,
     }
-    lines = ["async def run(ctx, clock, record, t0):", f"    state = {definition.initial!r}", "    while True:"]
+    lines = [f"    state = {definition.initial!r}", "    while True:"]
     for i, state in enumerate(definition.nonterminal):
         handler = engine.handlers[state]
         rows = engine._flat[state]
@@ -149,7 +157,7 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
                 lines.append(f"                    record((row{i}_{j}, at - t0, {phase_ns}))")
             if dest in engine.terminals:
                 namespace[f"outcome{i}_{j}"] = engine.outcomes[transition.outcome or ""]
-                lines.append(f"                    return outcome{i}_{j}")
+                lines += [f"                    outcome = outcome{i}_{j}", "                    break"]
             elif dest == state:
                 lines.append(f"                    state = {dest!r}")
             seen.append(guard_name)
@@ -157,7 +165,8 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
         settled = [
             "                    state = fired.dest",
             "                    if state in terminals:",
-            "                        return outcomes[fired.outcome]",
+            "                        outcome = outcomes[fired.outcome]",
+            "                        break",
         ]
         lines += [
             "                else:",
@@ -170,7 +179,24 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
             f"                fired = rare(ctx, {state!r}, exc, {{}}, at - t0, {phase_ns}, record)",
             *(line[4:] for line in settled),
         ]
-    source = "\n".join(lines)
+    source = "\n".join([
+        "async def run(ctx, trace, source):",
+        "    clock = source.perf_counter_ns",
+        "    record = trace._rows.append",
+        "    t0 = clock()",
+        "    token = enter(trace.meta)  # annotate() writes to this trace",
+        "    try:",
+        *(f"    {line}" for line in lines),
+        "    finally:",
+        "        leave(token)",
+        "    try:",
+        "        return outcome(ctx)",
+        "    except BaseException as exc:",
+        "        rec = trace.transitions[-1]",
+        "        if rec.error is None:",
+        "            rec.error = describe(exc)",
+        "        raise",
+    ])
     exec(source, namespace)  # noqa: S102 - source built from repr literals only
     run: WholeRun = namespace["run"]
     run.__qualname__ = f"run_{definition.name}"

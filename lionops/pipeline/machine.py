@@ -18,8 +18,7 @@ from ..engine import engines
 from ..engine.definition import MachineDefinition, default_definition
 from ..engine.driver import drive
 from ..engine.engines import Engine
-from ..engine.straight import describe
-from ..runtime import _enter_trace, _leave
+from ..runtime import ClockLike
 from ..trace import Trace, Traced
 from . import act, adapter, enrich, prepare, schema
 from .context import OperationContext
@@ -28,7 +27,7 @@ from .validate import GUARDS
 
 __all__ = [
     "PHASES", "FAILURE_GUARD", "CompiledEngine", "TransitionsEngine", "ENGINES", "get_engine",
-    "resolve_engine", "run_operation",
+    "resolve_engine", "begin_operation", "run_operation",
 ]
 
 #: handler name (as in states/operate.toml) -> coroutine function of the context.
@@ -96,18 +95,11 @@ def resolve_engine(engine: Engine | str | None, default: Engine | str | None = N
     return chosen
 
 
-async def run_operation(ctx: OperationContext, engine: Engine | str | None = None) -> Traced:
-    """Drive ``ctx`` to a terminal state on ``engine`` (default: the branch's).
-
-    The trace is appended to ``ctx.branch.traces`` and the branch's history
-    limits are applied in every case, also when this raises.
-
-    With nothing observing and an engine that has a ``whole_run`` (the compiled one), the run is what
-    :func:`~lionops.engine.driver.drive` does, written out here so the
-    generated run is awaited directly; otherwise ``drive`` runs it.
-    """
-    branch = ctx.branch
-    chosen = branch.engine if engine is None else engine  # resolve_engine(engine, branch.engine)
+def begin_operation(ctx: OperationContext, engine: Engine | str | None = None) -> tuple[Engine, Trace, ClockLike]:
+    """The engine (``engine``, else the branch's: what ``resolve_engine(engine,
+    ctx.branch.engine)`` gives), the trace and the current clock of an
+    operation on ``ctx`` starting now."""
+    chosen = ctx.branch.engine if engine is None else engine
     if chosen is None:
         chosen = get_engine()
     elif isinstance(chosen, str):
@@ -116,26 +108,27 @@ async def run_operation(ctx: OperationContext, engine: Engine | str | None = Non
     definition = chosen.definition
     # the same list as ctx.actions: act() appends its records to it
     trace = Trace(definition.name, chosen.name, clock.time(), definition.initial, None, ctx.meta, ctx.actions)
+    return chosen, trace, clock
+
+
+async def run_operation(ctx: OperationContext, engine: Engine | str | None = None) -> Traced:
+    """Drive ``ctx`` to a terminal state on ``engine`` (default: the branch's).
+
+    The trace is appended to ``ctx.branch.traces`` and the branch's history
+    limits are applied in every case, also when this raises.
+
+    With nothing observing, an engine's ``whole_run`` (the compiled one's) is
+    awaited directly: it is what :func:`~lionops.engine.driver.drive` runs.
+    """
+    chosen, trace, clock = begin_operation(ctx, engine)
     run = getattr(chosen, "whole_run", None)
+    branch = ctx.branch
     try:
         try:
             if run is None or observe.observers:
                 result = await drive(ctx, chosen, trace, clock=clock)
-            else:  # drive() with a whole run and no observers
-                timer = clock.perf_counter_ns
-                t0 = timer()
-                token = _enter_trace(trace.meta)  # annotate() writes to this trace
-                try:
-                    outcome = await run(ctx, timer, trace._rows.append, t0)
-                finally:
-                    _leave(token)
-                try:
-                    result = outcome(ctx)
-                except BaseException as exc:
-                    rec = trace.transitions[-1]
-                    if rec.error is None:
-                        rec.error = describe(exc)
-                    raise
+            else:
+                result = await run(ctx, trace, clock)
         finally:
             branch.traces.append(trace)
     finally:

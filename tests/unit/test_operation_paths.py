@@ -1,8 +1,8 @@
 """``Branch.operate`` runs an operation the way ``operate_traced`` and the driver do.
 
-``operate()`` calls ``run_operation`` itself (unless a subclass overrides
-``operate_traced``), and ``run_operation`` awaits the compiled engine's
-generated run itself when nothing observes; the reference engine, an engine
+``operate()`` does what ``run_operation`` does in its own coroutine (unless a
+subclass overrides ``operate_traced``), and both await the compiled engine's
+generated run themselves when nothing observes; the reference engine, an engine
 object without a generated run, and any observer go through
 ``lionops.engine.driver.drive``. Each path is run here on real calls (a
 structured answer, a mismatch raised by the exit's outcome, a Middle that
