@@ -49,10 +49,10 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, clock: ClockLike | No
     if run is not None:
         return await run(ctx, trace, clock)
     timer = clock.perf_counter_ns
-    t0 = timer()
+    trace._t0 = timer()
     token = _enter_trace(trace.meta)  # annotate() writes to this trace
     try:
-        outcome = await _loop(ctx, engine, timer, trace._rows.append, t0)
+        outcome = await _loop(ctx, engine, timer, trace._rows.append)
     finally:
         _leave(token)
     try:
@@ -64,7 +64,7 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, clock: ClockLike | No
         raise
 
 
-async def _loop(ctx: Any, engine: Engine, clock: Any, record: Any, t0: int) -> Callable[[Any], Any]:
+async def _loop(ctx: Any, engine: Engine, clock: Any, record: Any) -> Callable[[Any], Any]:
     """The generic loop, for any engine: returns the outcome of the exit taken."""
     handlers = engine.handlers
     terminals = engine.terminals
@@ -83,17 +83,15 @@ async def _loop(ctx: Any, engine: Engine, clock: Any, record: Any, t0: int) -> C
                 except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised by the outcome
                     ctx.error = exc
                 at = clock()
-                phase_ns = at - p0
-            else:
-                at = clock()
-                phase_ns = 0  # no handler ran: a decision-only state, or a phase skipped after an error
+            else:  # no handler ran: a decision-only state, or a phase skipped after an error
+                p0 = at = clock()
             try:
                 fired, evaluated = fire()
             except Exception as exc:  # a guard raised: the phase failed
                 fired, evaluated = settle(ctx, state, fire, {}, exc)
             if fired is None:  # no guard held
                 fired, evaluated = settle(ctx, state, fire, evaluated, None)
-            record_row(record, ctx, state, fired, evaluated, at - t0, phase_ns, failure_trigger)
+            record_row(record, ctx, state, fired, evaluated, at, p0, failure_trigger)
             state = fired.dest
             last = fired
     finally:

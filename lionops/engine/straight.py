@@ -64,19 +64,20 @@ def settle(ctx: Any, state: str, fire: Callable[[], Fired], evaluated: dict[str,
 
 
 def record_row(record: Callable[[tuple[Any, ...]], None], ctx: Any, state: str, fired: TransitionDef,
-               evaluated: dict[str, bool], at_ns: int, phase_ns: int, failure_trigger: str) -> None:
+               evaluated: dict[str, bool], at: int, start: int, failure_trigger: str) -> None:
     """Record the row of ``fired`` leaving ``state`` (a trace row: see
-    :class:`~lionops.trace.Trace`)."""
+    :class:`~lionops.trace.Trace`; ``at`` and ``start``: the clock readings
+    that ended and started the state's phase)."""
     trigger = fired.trigger
     error = describe(ctx.error) if trigger == failure_trigger and ctx.error else None
-    record(((trigger, state, fired.dest, evaluated, error), at_ns, phase_ns))
+    record(((trigger, state, fired.dest, evaluated, error), at, start))
 
 
 def _rare(engine: CompiledEngine, ctx: Any, state: str, exc: Exception | None, evaluated: dict[str, bool],
-          at_ns: int, phase_ns: int, record: Callable[[tuple[Any, ...]], None]) -> TransitionDef:
+          at: int, start: int, record: Callable[[tuple[Any, ...]], None]) -> TransitionDef:
     """A rare firing of the generated loop, as the generic loop settles and records it."""
     fired, evaluated = settle(ctx, state, engine.begin(ctx, state).fire, evaluated, exc)
-    record_row(record, ctx, state, fired, evaluated, at_ns, phase_ns, engine.failure_trigger)
+    record_row(record, ctx, state, fired, evaluated, at, start, engine.failure_trigger)
     return fired
 
 
@@ -94,7 +95,8 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
     - awaits the state's phase handler unless the context already holds an
       error (what it raises becomes the error), timing it as ``phase_ns``;
       the clock reading that ends the phase (or, when no handler runs, one
-      taken as the block starts) is the row's ``at_ns``;
+      taken as the block starts) is the row's ``at``, the one that starts
+      it its ``start`` (the trace makes them ``at_ns`` and ``phase_ns``);
     - calls the state's guards in table order; the first that holds records
       its row and enters its destination (or leaves the loop with the
       transition's outcome when the destination is terminal). The row's constant part (trigger, source,
@@ -122,11 +124,11 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
     for i, state in enumerate(definition.nonterminal):
         handler = engine.handlers[state]
         rows = engine._flat[state]
-        phase_ns = "0"
+        start = "at"  # the phase's start reading: the same as its end when no handler runs
         lines.append(f"        if state == {state!r}:")
         if handler is not None:
             namespace[f"handler{i}"] = handler
-            phase_ns = "at - p0"
+            start = "p0"
             lines += [
                 "            if ctx.error is None:",
                 "                p0 = clock()",
@@ -151,10 +153,10 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
             if transition.trigger == engine.failure_trigger:
                 key = f"({transition.trigger!r}, {state!r}, {dest!r}, {evaluated!r}, error)"
                 lines += ["                    error = describe(ctx.error) if ctx.error else None",
-                          f"                    record(({key}, at - t0, {phase_ns}))"]
+                          f"                    record(({key}, at, {start}))"]
             else:
                 namespace[f"row{i}_{j}"] = (transition.trigger, state, dest, evaluated, None)
-                lines.append(f"                    record((row{i}_{j}, at - t0, {phase_ns}))")
+                lines.append(f"                    record((row{i}_{j}, at, {start}))")
             if dest in engine.terminals:
                 namespace[f"outcome{i}_{j}"] = engine.outcomes[transition.outcome or ""]
                 lines += [f"                    outcome = outcome{i}_{j}", "                    break"]
@@ -171,19 +173,19 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
         lines += [
             "                else:",
             "                    state = HELD",
-            f"                    fired = rare(ctx, {state!r}, None, {{{none_held}}}, at - t0, {phase_ns}, record)",
+            f"                    fired = rare(ctx, {state!r}, None, {{{none_held}}}, at, {start}, record)",
             *settled,
             "            except Exception as exc:",
             f"                if state != {state!r}:",
             "                    raise  # not a guard's first exception",
-            f"                fired = rare(ctx, {state!r}, exc, {{}}, at - t0, {phase_ns}, record)",
+            f"                fired = rare(ctx, {state!r}, exc, {{}}, at, {start}, record)",
             *(line[4:] for line in settled),
         ]
     source = "\n".join([
         "async def run(ctx, trace, source):",
         "    clock = source.perf_counter_ns",
         "    record = trace._rows.append",
-        "    t0 = clock()",
+        "    trace._t0 = clock()",
         "    token = enter(trace.meta)  # annotate() writes to this trace",
         "    try:",
         *(f"    {line}" for line in lines),
