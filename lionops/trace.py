@@ -271,6 +271,27 @@ class Trace:
         return f"Trace({' -> '.join(self.states)}, exit={self.exit!r})"
 
 
+_new = object.__new__
+
+
+def started_trace(machine: str, engine: str, started_at: float, initial: str, meta: dict[str, Any],
+                  actions: list[ActionRecord]) -> Trace:
+    """``Trace(machine, engine, started_at, initial, None, meta, actions)``,
+    each slot set as ``__init__`` sets it, without the constructor call (an
+    operation starts one per call)."""
+    trace = _new(Trace)
+    trace.machine = machine
+    trace.engine = engine
+    trace.started_at = started_at
+    trace.initial = initial
+    trace.meta = meta
+    trace.actions = actions
+    trace._records = []
+    trace._rows = []
+    trace._t0 = 0
+    return trace
+
+
 def _fail(where: str, problem: str) -> ValueError:
     return ValueError(f"not a valid trace: {where}{': ' if where else ''}{problem}")
 

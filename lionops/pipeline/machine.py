@@ -19,7 +19,7 @@ from ..engine.definition import MachineDefinition, default_definition
 from ..engine.driver import drive
 from ..engine.engines import Engine
 from ..runtime import ClockLike
-from ..trace import Trace, Traced
+from ..trace import Trace, Traced, started_trace
 from . import act, adapter, enrich, prepare, schema
 from .context import OperationContext
 from .outcomes import OUTCOMES
@@ -107,7 +107,7 @@ def begin_operation(ctx: OperationContext, engine: Engine | str | None = None) -
     clock = current_clock()  # read once for the trace's start and its timings
     definition = chosen.definition
     # the same list as ctx.actions: act() appends its records to it
-    trace = Trace(definition.name, chosen.name, clock.time(), definition.initial, None, ctx.meta, ctx.actions)
+    trace = started_trace(definition.name, chosen.name, clock.time(), definition.initial, ctx.meta, ctx.actions)
     return chosen, trace, clock
 
 

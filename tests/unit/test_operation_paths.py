@@ -162,3 +162,16 @@ async def test_a_subclass_overriding_operate_traced_is_what_operate_runs(anyio_b
     assert await Recording().operate(instruction="x", **kw) == await Plain().operate(instruction="x", **kw)
     assert seen == [{"instruction": "x", **kw}]
     assert Branch._operate_direct and Plain._operate_direct and not Recording._operate_direct
+
+
+def test_a_started_trace_is_the_trace_the_constructor_builds() -> None:
+    from lionops.trace import started_trace
+
+    meta: dict[str, Any] = {"k": 1}
+    actions: list[Any] = []
+    fast = started_trace("operate", "compiled", 12.5, "prepare", meta, actions)
+    built = Trace("operate", "compiled", 12.5, "prepare", None, meta, actions)
+    assert type(fast) is Trace and fast == built and fast.meta is meta and fast.actions is actions
+    for name in Trace.__slots__:
+        assert getattr(fast, name) == getattr(built, name), name
+    assert fast._records is not built._records and fast._rows is not built._rows
