@@ -29,6 +29,7 @@ from ._defaults import (
 )
 from ._files import atomic_write_text
 from .alcall import AlcallParams
+from .engine.driver import drive
 from .errors import ConfigurationError
 from .hooks import HookPoint
 from .messages import EventLog, MessageLog, to_jsonable
@@ -36,7 +37,7 @@ from .models import ActionResponseModel
 from .params import ActionParam
 from .pipeline.act import act as act_fn
 from .pipeline.context import OperationContext
-from .pipeline.machine import run_operation
+from .pipeline.machine import begin_operation, run_operation
 from .pipeline.prepare import OperateKwargs, check_flags
 from .text import safe_str
 from .tools import ActionManager, Tool, ToolInvocation
@@ -319,6 +320,14 @@ class Branch:
 
     # ------------------------------------------------------------ operations
 
+    #: ``operate()`` runs the operation itself (what ``operate_traced(**kw).result``
+    #: gives) unless a subclass overrides ``operate_traced``: see ``__init_subclass__``.
+    _operate_direct = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._operate_direct = cls.operate_traced is Branch.operate_traced
+
     async def operate_traced(self, **kw: Unpack[OperateKwargs]) -> Traced:
         """``operate()`` returning ``Traced(result, trace)`` ."""
         kwargs: dict[str, Any] = kw  # type: ignore[assignment] # a fresh dict of this call's keywords
@@ -348,7 +357,24 @@ class Branch:
             ConfigurationError: bad strategy or no endpoint.
             Exception: adapter errors and unsuppressed tool errors, unchanged.
         """
-        return (await self.operate_traced(**kw)).result
+        if not self._operate_direct:
+            return (await self.operate_traced(**kw)).result
+        kwargs: dict[str, Any] = kw  # type: ignore[assignment] # as operate_traced does
+        engine = kwargs.pop("engine", None)
+        kwargs.setdefault("action_strategy", "concurrent")
+        # what run_operation(ctx, engine) does, in this coroutine
+        ctx = OperationContext(branch=self, call_kwargs=kwargs)
+        chosen, trace, clock = begin_operation(ctx, engine)
+        run = getattr(chosen, "whole_run", None)
+        try:
+            try:
+                if run is None or observe.observers:
+                    return await drive(ctx, chosen, trace, clock=clock)
+                return await run(ctx, trace, clock)
+            finally:
+                self.traces.append(trace)
+        finally:
+            self.trim_history()
 
     async def act(
         self,

@@ -103,20 +103,38 @@ def _replaced(cur: Runtime, changes: dict[str, Any]) -> Runtime:
     return runtime
 
 
+class _Filling:
+    """A :class:`Runtime` being filled: the same slots, in the same order,
+    without the frozen ``__setattr__``, so each is set by a plain attribute
+    store; the filled object's ``__class__`` is then set to ``Runtime``
+    (Python allows that between two classes of the same layout), and from
+    then on it is a ``Runtime`` like any other: frozen, equal to one built
+    directly, with its repr."""
+
+    __slots__ = _SEAMS
+    http_transport: Any
+    cli_transport: Any
+    tool_runner: Any
+    clock: Any
+    before_dispatch: Any
+    trace_meta: Any
+
+
 def _enter_trace(meta: dict[str, Any]) -> contextvars.Token[Runtime]:
     """``use_runtime(trace_meta=meta).__enter__()`` for the driver's one seam,
     without the context manager: the current runtime with ``meta`` set
-    (copied slot by slot, as :func:`_replaced` does), the token to give
+    (copied field by field into a :class:`_Filling`), the token to give
     :func:`_leave`."""
     cur = _RUNTIME.get()
-    runtime = _new(Runtime)
-    _SET_HTTP(runtime, cur.http_transport)
-    _SET_CLI(runtime, cur.cli_transport)
-    _SET_RUNNER(runtime, cur.tool_runner)
-    _SET_CLOCK(runtime, cur.clock)
-    _SET_CHECK(runtime, cur.before_dispatch)
-    _SET_META(runtime, meta)
-    return _RUNTIME.set(runtime)
+    runtime = _new(_Filling)
+    runtime.http_transport = cur.http_transport
+    runtime.cli_transport = cur.cli_transport
+    runtime.tool_runner = cur.tool_runner
+    runtime.clock = cur.clock
+    runtime.before_dispatch = cur.before_dispatch
+    runtime.trace_meta = meta
+    runtime.__class__ = Runtime  # type: ignore[assignment]
+    return _RUNTIME.set(runtime)  # type: ignore[arg-type]
 
 
 #: Restore the runtime :func:`_enter_trace` replaced (``ContextVar.reset`` of its token).

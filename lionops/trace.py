@@ -49,7 +49,11 @@ class TransitionRecord:
         source: the state left; ``dest``: the state entered.
         guards: the guards evaluated in table order, name → value; later
             guards are not evaluated once one holds.
-        at_ns: monotonic nanoseconds from the trace start to the firing.
+        at_ns: monotonic nanoseconds from the trace start to the end of the
+            source state's phase: the clock reading taken as its phase
+            handler returns (when no handler runs, as the state is entered);
+            the transition fires right after, once the state's guards are
+            evaluated.
         phase_ns: nanoseconds spent in the source state's phase handler
             (0 when none ran: a decision-only state, or a phase skipped
             after an error).
@@ -101,14 +105,17 @@ class Trace:
             when no tool phase ran); in JSON under ``"actions"``.
 
     The driver records each transition as a plain row,
-    ``((trigger, source, dest, guards, error), at_ns, phase_ns)``, whose
-    first part may be shared by the rows of many traces; rows become
-    :class:`TransitionRecord` objects (each with its own copy of the guards)
-    the first time ``transitions`` is read, so recording stays cheap on the
-    hot path.
+    ``((trigger, source, dest, guards, error), at, start)``, whose first
+    part may be shared by the rows of many traces; ``at`` and ``start`` are
+    the clock's readings (``perf_counter_ns``) that ended and started the
+    source state's phase (the same one when no handler ran), and the trace
+    keeps the reading its run started at. Rows become
+    :class:`TransitionRecord` objects (each with its own copy of the guards;
+    ``at_ns`` and ``phase_ns`` the differences of those readings) the first
+    time ``transitions`` is read, so recording stays cheap on the hot path.
     """
 
-    __slots__ = ("machine", "engine", "started_at", "initial", "meta", "actions", "_records", "_rows")
+    __slots__ = ("machine", "engine", "started_at", "initial", "meta", "actions", "_records", "_rows", "_t0")
 
     def __init__(
         self,
@@ -127,15 +134,18 @@ class Trace:
         self.meta: dict[str, Any] = {} if meta is None else meta
         self.actions: list[ActionRecord] = [] if actions is None else actions
         self._records: list[TransitionRecord] = list(transitions) if transitions else []
-        #: rows ``((trigger, source, dest, guards, error), at_ns, phase_ns)`` not yet materialized
+        #: rows ``((trigger, source, dest, guards, error), at, start)`` not yet materialized
         self._rows: list[tuple[Any, ...]] = []
+        #: the clock reading the run started at (set by the driver before it records a row)
+        self._t0 = 0
 
     @property
     def transitions(self) -> list[TransitionRecord]:
         if self._rows:
+            t0 = self._t0
             self._records.extend(
-                TransitionRecord(trigger, source, dest, dict(guards), at_ns, phase_ns, error)
-                for (trigger, source, dest, guards, error), at_ns, phase_ns in self._rows
+                TransitionRecord(trigger, source, dest, dict(guards), at - t0, at - start, error)
+                for (trigger, source, dest, guards, error), at, start in self._rows
             )
             self._rows.clear()
         return self._records
@@ -259,6 +269,27 @@ class Trace:
 
     def __repr__(self) -> str:
         return f"Trace({' -> '.join(self.states)}, exit={self.exit!r})"
+
+
+_new = object.__new__
+
+
+def started_trace(machine: str, engine: str, started_at: float, initial: str, meta: dict[str, Any],
+                  actions: list[ActionRecord]) -> Trace:
+    """``Trace(machine, engine, started_at, initial, None, meta, actions)``,
+    each slot set as ``__init__`` sets it, without the constructor call (an
+    operation starts one per call)."""
+    trace = _new(Trace)
+    trace.machine = machine
+    trace.engine = engine
+    trace.started_at = started_at
+    trace.initial = initial
+    trace.meta = meta
+    trace.actions = actions
+    trace._records = []
+    trace._rows = []
+    trace._t0 = 0
+    return trace
 
 
 def _fail(where: str, problem: str) -> ValueError:

@@ -6,9 +6,9 @@ cancellation included — is stored on the context, the ``failed`` transition
 fires, the trace is completed synchronously, and the very same exception is
 re-raised: cancellation is never swallowed.
 
-An engine that carries a ``whole_run`` (the compiled engine: this loop
-written out once for its table, :mod:`lionops.engine.straight`) runs
-through it; any other engine through :func:`_loop`.
+An engine that carries a ``whole_run`` (the compiled engine: all of this,
+the loop written out once for its table, :mod:`lionops.engine.straight`)
+runs through it; any other engine through :func:`_loop`.
 """
 
 from __future__ import annotations
@@ -44,16 +44,15 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, clock: ClockLike | No
     """
     if observe.observers and not _observed:  # instrumentation seam: one check when nothing observes
         return await observe.observe_operation(ctx, engine, trace, _observed_drive)
-    timer = (clock or current_clock()).perf_counter_ns  # the real one unless a clock is installed
-    record = trace._rows.append
+    clock = clock or current_clock()  # the real one unless a clock is installed
     run = getattr(engine, "whole_run", None)
-    t0 = timer()
+    if run is not None:
+        return await run(ctx, trace, clock)
+    timer = clock.perf_counter_ns
+    trace._t0 = timer()
     token = _enter_trace(trace.meta)  # annotate() writes to this trace
     try:
-        if run is None:
-            outcome = await _loop(ctx, engine, timer, record, t0)
-        else:
-            outcome = await run(ctx, timer, record, t0)
+        outcome = await _loop(ctx, engine, timer, trace._rows.append)
     finally:
         _leave(token)
     try:
@@ -65,7 +64,7 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, clock: ClockLike | No
         raise
 
 
-async def _loop(ctx: Any, engine: Engine, clock: Any, record: Any, t0: int) -> Callable[[Any], Any]:
+async def _loop(ctx: Any, engine: Engine, clock: Any, record: Any) -> Callable[[Any], Any]:
     """The generic loop, for any engine: returns the outcome of the exit taken."""
     handlers = engine.handlers
     terminals = engine.terminals
@@ -83,16 +82,16 @@ async def _loop(ctx: Any, engine: Engine, clock: Any, record: Any, t0: int) -> C
                     await handler(ctx)
                 except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised by the outcome
                     ctx.error = exc
-                phase_ns = clock() - p0
-            else:
-                phase_ns = 0  # no handler ran: a decision-only state, or a phase skipped after an error
+                at = clock()
+            else:  # no handler ran: a decision-only state, or a phase skipped after an error
+                p0 = at = clock()
             try:
                 fired, evaluated = fire()
             except Exception as exc:  # a guard raised: the phase failed
                 fired, evaluated = settle(ctx, state, fire, {}, exc)
             if fired is None:  # no guard held
                 fired, evaluated = settle(ctx, state, fire, evaluated, None)
-            record_row(record, ctx, state, fired, evaluated, phase_ns, clock, t0, failure_trigger)
+            record_row(record, ctx, state, fired, evaluated, at, p0, failure_trigger)
             state = fired.dest
             last = fired
     finally:

@@ -19,18 +19,22 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InternalInvariantError
+from ..runtime import _enter_trace, _leave
 from ..text import safe_str
 from .definition import TransitionDef
 
 if TYPE_CHECKING:
+    from ..runtime import ClockLike
+    from ..trace import Trace
     from .engines import CompiledEngine, Fired
 
 __all__ = ["describe", "settle", "record_row", "whole_run", "WholeRun"]
 
-#: ``await run(ctx, clock, record, t0)``: the machine run on ``ctx`` from its
-#: initial state, each row given to ``record``; returns the outcome of the exit taken.
-WholeRun = Callable[[Any, Callable[[], int], Callable[[tuple[Any, ...]], None], int],
-                    Awaitable[Callable[[Any], Any]]]
+#: ``await run(ctx, trace, clock)``: what :func:`~lionops.engine.driver.drive`
+#: does on ``ctx`` without observers (``clock``: the current one): the machine
+#: run from its initial state, its rows recorded on ``trace``; returns the
+#: outcome's value or raises it.
+WholeRun = Callable[[Any, "Trace", "ClockLike"], Awaitable[Any]]
 
 
 def describe(exc: BaseException) -> str:
@@ -63,36 +67,42 @@ def settle(ctx: Any, state: str, fire: Callable[[], Fired], evaluated: dict[str,
 
 
 def record_row(record: Callable[[tuple[Any, ...]], None], ctx: Any, state: str, fired: TransitionDef,
-               evaluated: dict[str, bool], phase_ns: int, clock: Callable[[], int], t0: int,
-               failure_trigger: str) -> None:
+               evaluated: dict[str, bool], at: int, start: int, failure_trigger: str) -> None:
     """Record the row of ``fired`` leaving ``state`` (a trace row: see
-    :class:`~lionops.trace.Trace`)."""
+    :class:`~lionops.trace.Trace`; ``at`` and ``start``: the clock readings
+    that ended and started the state's phase)."""
     trigger = fired.trigger
     error = describe(ctx.error) if trigger == failure_trigger and ctx.error else None
-    record(((trigger, state, fired.dest, evaluated, error), clock() - t0, phase_ns))
+    record(((trigger, state, fired.dest, evaluated, error), at, start))
 
 
 def _rare(engine: CompiledEngine, ctx: Any, state: str, exc: Exception | None, evaluated: dict[str, bool],
-          phase_ns: int, clock: Callable[[], int], record: Callable[[tuple[Any, ...]], None],
-          t0: int) -> TransitionDef:
+          at: int, start: int, record: Callable[[tuple[Any, ...]], None]) -> TransitionDef:
     """A rare firing of the generated loop, as the generic loop settles and records it."""
     fired, evaluated = settle(ctx, state, engine.begin(ctx, state).fire, evaluated, exc)
-    record_row(record, ctx, state, fired, evaluated, phase_ns, clock, t0, engine.failure_trigger)
+    record_row(record, ctx, state, fired, evaluated, at, start, engine.failure_trigger)
     return fired
 
 
 def whole_run(engine: CompiledEngine) -> WholeRun:
-    """The generic loop of the driver over ``engine``'s table, as one coroutine function.
+    """What the driver does over ``engine``'s table, as one coroutine function.
 
-    One ``if state == ...:`` block per non-terminal state, in the order of the
+    As :func:`~lionops.engine.driver.drive` does: the clock's start reading,
+    the trace's meta made the runtime's for the loop (``annotate()`` writes
+    to it), then the outcome of the exit taken called on the context, an
+    exception it raises noted on the last row (unless that row has an error).
+    The loop is one ``if state == ...:`` block per non-terminal state, in the order of the
     definition, inside ``while True`` (a transition to a later block falls
     through to it, one to an earlier block goes round the loop). A block:
 
     - awaits the state's phase handler unless the context already holds an
       error (what it raises becomes the error), timing it as ``phase_ns``;
+      the clock reading that ends the phase (or, when no handler runs, one
+      taken as the block starts) is the row's ``at``, the one that starts
+      it its ``start`` (the trace makes them ``at_ns`` and ``phase_ns``);
     - calls the state's guards in table order; the first that holds records
-      its row and enters its destination (or returns the transition's outcome
-      when the destination is terminal). The row's constant part (trigger, source,
+      its row and enters its destination (or leaves the loop with the
+      transition's outcome when the destination is terminal). The row's constant part (trigger, source,
       destination, evaluated guards, no error) is built once, here; the
       trace copies the guards when it makes the row a record;
     - hands a guard's exception, or no guard holding, to :func:`_rare`.
@@ -101,8 +111,8 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
     recorded: to the destination, or to ``HELD`` for a transition back into
     the same state (set to it once the row is recorded); so does handing a
     state to :func:`_rare`. The block's ``except`` re-raises whenever
-    ``state`` has moved: an exception after a guard held (the row's clock
-    read, the error text) or from a rare firing's own evaluation is not taken
+    ``state`` has moved: an exception after a guard held (the error text,
+    the recording) or from a rare firing's own evaluation is not taken
     for a guard's first one, it propagates, as it does from the generic loop.
     Guard, state and trigger names go into the source only as ``repr``
     literals; the functions and row parts are names of the generated module's
@@ -111,17 +121,17 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
     definition = engine.definition
     namespace: dict[str, Any] = {
         "describe": describe, "terminals": engine.terminals, "rare": functools.partial(_rare, engine),
-        "outcomes": engine.outcomes, "HELD": object(),
+        "outcomes": engine.outcomes, "HELD": object(), "enter": _enter_trace, "leave": _leave,
     }
-    lines = ["async def run(ctx, clock, record, t0):", f"    state = {definition.initial!r}", "    while True:"]
+    lines = [f"    state = {definition.initial!r}", "    while True:"]
     for i, state in enumerate(definition.nonterminal):
         handler = engine.handlers[state]
         rows = engine._flat[state]
-        phase_ns = "0"
+        start = "at"  # the phase's start reading: the same as its end when no handler runs
         lines.append(f"        if state == {state!r}:")
         if handler is not None:
             namespace[f"handler{i}"] = handler
-            phase_ns = "phase_ns"
+            start = "p0"
             lines += [
                 "            if ctx.error is None:",
                 "                p0 = clock()",
@@ -129,10 +139,12 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
                 f"                    await handler{i}(ctx)",
                 "                except BaseException as exc:  # recorded, then re-raised by the outcome",
                 "                    ctx.error = exc",
-                "                phase_ns = clock() - p0",
+                "                at = clock()",
                 "            else:",
-                "                phase_ns = 0",
+                "                p0 = at = clock()",
             ]
+        else:
+            lines.append("            at = clock()")
         lines.append("            try:")
         seen: list[str] = []
         for j, (guard_name, guard, transition, dest) in enumerate(rows):
@@ -144,13 +156,13 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
             if transition.trigger == engine.failure_trigger:
                 key = f"({transition.trigger!r}, {state!r}, {dest!r}, {evaluated!r}, error)"
                 lines += ["                    error = describe(ctx.error) if ctx.error else None",
-                          f"                    record(({key}, clock() - t0, {phase_ns}))"]
+                          f"                    record(({key}, at, {start}))"]
             else:
                 namespace[f"row{i}_{j}"] = (transition.trigger, state, dest, evaluated, None)
-                lines.append(f"                    record((row{i}_{j}, clock() - t0, {phase_ns}))")
+                lines.append(f"                    record((row{i}_{j}, at, {start}))")
             if dest in engine.terminals:
                 namespace[f"outcome{i}_{j}"] = engine.outcomes[transition.outcome or ""]
-                lines.append(f"                    return outcome{i}_{j}")
+                lines += [f"                    outcome = outcome{i}_{j}", "                    break"]
             elif dest == state:
                 lines.append(f"                    state = {dest!r}")
             seen.append(guard_name)
@@ -158,20 +170,38 @@ def whole_run(engine: CompiledEngine) -> WholeRun:
         settled = [
             "                    state = fired.dest",
             "                    if state in terminals:",
-            "                        return outcomes[fired.outcome]",
+            "                        outcome = outcomes[fired.outcome]",
+            "                        break",
         ]
         lines += [
             "                else:",
             "                    state = HELD",
-            f"                    fired = rare(ctx, {state!r}, None, {{{none_held}}}, {phase_ns}, clock, record, t0)",
+            f"                    fired = rare(ctx, {state!r}, None, {{{none_held}}}, at, {start}, record)",
             *settled,
             "            except Exception as exc:",
             f"                if state != {state!r}:",
             "                    raise  # not a guard's first exception",
-            f"                fired = rare(ctx, {state!r}, exc, {{}}, {phase_ns}, clock, record, t0)",
+            f"                fired = rare(ctx, {state!r}, exc, {{}}, at, {start}, record)",
             *(line[4:] for line in settled),
         ]
-    source = "\n".join(lines)
+    source = "\n".join([
+        "async def run(ctx, trace, source):",
+        "    clock = source.perf_counter_ns",
+        "    record = trace._rows.append",
+        "    trace._t0 = clock()",
+        "    token = enter(trace.meta)  # annotate() writes to this trace",
+        "    try:",
+        *(f"    {line}" for line in lines),
+        "    finally:",
+        "        leave(token)",
+        "    try:",
+        "        return outcome(ctx)",
+        "    except BaseException as exc:",
+        "        rec = trace.transitions[-1]",
+        "        if rec.error is None:",
+        "            rec.error = describe(exc)",
+        "        raise",
+    ])
     exec(source, namespace)  # noqa: S102 - source built from repr literals only
     run: WholeRun = namespace["run"]
     run.__qualname__ = f"run_{definition.name}"

@@ -12,12 +12,14 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .. import observe
 from ..clock import current_clock
 from ..engine import engines
 from ..engine.definition import MachineDefinition, default_definition
-from ..engine.driver import drive, new_trace
+from ..engine.driver import drive
 from ..engine.engines import Engine
-from ..trace import Traced
+from ..runtime import ClockLike
+from ..trace import Trace, Traced, started_trace
 from . import act, adapter, enrich, prepare, schema
 from .context import OperationContext
 from .outcomes import OUTCOMES
@@ -25,7 +27,7 @@ from .validate import GUARDS
 
 __all__ = [
     "PHASES", "FAILURE_GUARD", "CompiledEngine", "TransitionsEngine", "ENGINES", "get_engine",
-    "resolve_engine", "run_operation",
+    "resolve_engine", "begin_operation", "run_operation",
 ]
 
 #: handler name (as in states/operate.toml) -> coroutine function of the context.
@@ -93,22 +95,46 @@ def resolve_engine(engine: Engine | str | None, default: Engine | str | None = N
     return chosen
 
 
+def begin_operation(ctx: OperationContext, engine: Engine | str | None = None) -> tuple[Engine, Trace, ClockLike]:
+    """The engine (``engine``, else the branch's: what ``resolve_engine(engine,
+    ctx.branch.engine)`` gives), the trace and the current clock of an
+    operation on ``ctx`` starting now."""
+    chosen = ctx.branch.engine if engine is None else engine
+    if chosen is None:
+        chosen = get_engine()
+    elif isinstance(chosen, str):
+        chosen = get_engine(chosen)
+    clock = current_clock()  # read once for the trace's start and its timings
+    definition = chosen.definition
+    # the same list as ctx.actions: act() appends its records to it
+    trace = started_trace(definition.name, chosen.name, clock.time(), definition.initial, ctx.meta, ctx.actions)
+    return chosen, trace, clock
+
+
 async def run_operation(ctx: OperationContext, engine: Engine | str | None = None) -> Traced:
     """Drive ``ctx`` to a terminal state on ``engine`` (default: the branch's).
 
     The trace is appended to ``ctx.branch.traces`` and the branch's history
     limits are applied in every case, also when this raises.
+
+    With nothing observing, an engine's ``whole_run`` (the compiled one's) is
+    awaited directly: it is what :func:`~lionops.engine.driver.drive` runs.
     """
+    chosen, trace, clock = begin_operation(ctx, engine)
+    run = getattr(chosen, "whole_run", None)
     branch = ctx.branch
-    chosen = resolve_engine(engine, branch.engine)
-    clock = current_clock()  # read once for the trace's start and its timings
-    trace = new_trace(chosen, ctx.meta, clock)
-    trace.actions = ctx.actions  # the same list: act() appends its records to it
     try:
         try:
-            result = await drive(ctx, chosen, trace, clock=clock)
+            if run is None or observe.observers:
+                result = await drive(ctx, chosen, trace, clock=clock)
+            else:
+                result = await run(ctx, trace, clock)
         finally:
             branch.traces.append(trace)
     finally:
         branch.trim_history()
-    return Traced(result, trace)
+    return _traced(Traced, (result, trace))
+
+
+#: ``Traced(result, trace)`` without the generated ``__new__``'s frame.
+_traced = tuple.__new__

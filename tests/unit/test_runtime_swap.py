@@ -47,3 +47,34 @@ def test_a_swapped_runtime_equals_one_built_directly() -> None:
     with use_runtime(trace_meta=meta) as rt:
         assert rt == Runtime(trace_meta=meta)
         assert repr(rt) == "Runtime(swapped=['trace_meta'])"
+
+
+def test_the_trace_runtime_is_a_runtime_like_one_built_directly() -> None:
+    """The driver's trace meta swap (``_enter_trace``) gives what ``use_runtime`` gives."""
+    import dataclasses
+
+    from lionops.runtime import _enter_trace, _leave
+
+    async def runner(tool: object, kwargs: dict[str, object]) -> object:
+        return None
+
+    seams = {"http_transport": object(), "cli_transport": print, "tool_runner": runner,
+             "clock": RecordingClock(), "before_dispatch": len}
+    for outer in ({}, seams):
+        meta: dict[str, object] = {}
+        with use_runtime(**outer) as before:
+            token = _enter_trace(meta)
+            try:
+                rt = current_runtime()
+                with use_runtime(trace_meta=meta) as swapped:
+                    assert rt == swapped
+                assert type(rt) is Runtime and isinstance(rt, Runtime)
+                assert rt == Runtime(**outer, trace_meta=meta) and rt != before
+                built = Runtime(**outer, trace_meta=meta)
+                assert all(getattr(rt, f.name) is getattr(built, f.name) for f in dataclasses.fields(Runtime))
+                assert repr(rt) == repr(Runtime(**outer, trace_meta=meta))
+                with pytest.raises(dataclasses.FrozenInstanceError):
+                    rt.trace_meta = {}  # type: ignore[misc]
+            finally:
+                _leave(token)
+            assert current_runtime() is before

@@ -159,6 +159,7 @@ async def test_the_trace_reads_its_clock_from_the_installed_clock(anyio_backend)
     with use_clock(TickClock()):  # type: ignore[arg-type]
         traced = await Branch().operate_traced(instruction="x", middle=middle, skip_validation=True)
     assert traced.trace.started_at == 1_700_000_000.0
-    # one tick per reading: the start, each phase's start and end, each firing
-    assert [t.at_ns for t in traced.trace.transitions] == [3_000, 6_000, 9_000, 10_000]
+    # one tick per reading: the start, each phase's start and end (a row's time is
+    # its phase's end), the entry of the decision-only state validate
+    assert [t.at_ns for t in traced.trace.transitions] == [2_000, 4_000, 6_000, 7_000]
     assert [t.phase_ns for t in traced.trace.transitions] == [1_000, 1_000, 1_000, 0]
