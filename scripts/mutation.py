@@ -45,6 +45,7 @@ TESTS: dict[str, list[str]] = {
         "tests/contract/test_governance_offered.py",
         "tests/contract/test_governance_branch.py",
         "tests/peers/test_otel_spans.py",
+        "tests/unit/test_review_breaks.py",
     ],
     "lionops/_marks.py": [
         "tests/contract/test_safety_rules.py",
