@@ -108,6 +108,8 @@ _FUZZY_DEFAULT = FuzzyMatchKeysParams()
 _FLAG_NAMES = ("invoke_actions", "skip_validation", "actions", "reason", "verbose_action",
                "include_token_usage_to_model", "clear_messages", "stream_persist")
 _BOOL = {bool}
+#: the strategies act() runs (ADR-0022 D4)
+ACTION_STRATEGIES = ("sequential", "concurrent")
 #: values an Instruct keeps as they are in instruction, guidance and context
 _PLAIN = frozenset({str, type(None)})
 
@@ -205,6 +207,10 @@ def _prepared(
             ``"raise"``, ``"return_value"``, ``"return_none"`` (a deliberate
             difference: the shipped code let an unknown policy fall through to
             the action phase).
+        ConfigurationError (a ValueError): with actions on, the strategy
+            (``action_strategy``, else the Instruct's) is neither
+            ``"sequential"`` nor ``"concurrent"``: refused here, before the
+            model is asked, rather than by ``act()`` after the model call.
         pydantic.ValidationError: ``instruct`` is a mapping that is not a valid Instruct.
     """
     if kwargs:  # request options, or a removed or misspelled keyword
@@ -316,10 +322,13 @@ def _prepared(
 
     action_param = None
     if with_actions:
+        strategy = action_strategy or instr_strategy or "concurrent"
+        if strategy not in ACTION_STRATEGIES:  # refused before the model is asked, not after
+            raise ConfigurationError(f"action_strategy must be one of {ACTION_STRATEGIES}, got {strategy!r}")
         action_param = ActionParam(
             action_call_params=call_params or DEFAULT_ACTION_CALL_PARAMS,
             tools=tools,
-            strategy=action_strategy or instr_strategy or "concurrent",
+            strategy=strategy,
             suppress_errors=True,
             verbose_action=verbose_action,
         )

@@ -109,15 +109,16 @@ async def test_sequential_runs_in_input_order_and_concurrent_overlaps():
 
 
 async def test_unknown_strategy_is_a_configuration_error():
-    """D4: any other strategy raises ConfigurationError (when act() dispatches)."""
+    """D4: any other strategy raises ConfigurationError (when act() dispatches);
+    operate() refuses it in prepare (D1), before the Middle is awaited."""
     b, box = branch_with_box()
     with pytest.raises(ConfigurationError, match="Invalid action strategy 'parallel'"):
         await act(b, [W], ActionParam(strategy="parallel"))
     assert box.total == 0
-    with pytest.raises(ConfigurationError):
-        await b.operate(instruction="x", actions=True, action_strategy="parallel",
-                        middle=ScriptedMiddle({"action_requests": [W]}))
-    assert b.traces[-1].states[-3:] == ["gate", "act", "raised"]
+    mid = ScriptedMiddle({"action_requests": [W]})
+    with pytest.raises(ConfigurationError, match="action_strategy must be one of"):
+        await b.operate(instruction="x", actions=True, action_strategy="parallel", middle=mid)
+    assert b.traces[-1].states == ["prepare", "raised"] and mid.calls == 0 and box.total == 0
 
 
 def test_default_action_call_params():

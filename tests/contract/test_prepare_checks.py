@@ -209,3 +209,36 @@ async def test_real_options_on_the_model_are_sent(server):
     await m.aclose()
     body = sent(server)
     assert {k: body[k] for k in REAL_OPTIONS} == REAL_OPTIONS
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("where", ["keyword", "instruct"])
+async def test_an_unknown_action_strategy_is_refused_before_any_request(server, where):
+    """D1: with actions on, a strategy act() cannot run is a ConfigurationError in
+    prepare: the model is never asked (it was refused only after the model call)."""
+    from lionops import Instruct
+
+    server.push(completion('{"answer": 1}'))
+    m = make_model(server)
+    box = ToolBox()
+    branch = Branch(chat_model=m, tools=box.tools())
+    kw: dict[str, Any] = (
+        {"instruction": "q", "action_strategy": "parallel"} if where == "keyword"
+        else {"instruct": Instruct.model_construct(instruction="q", action_strategy="parallel"),
+              "action_strategy": None}
+    )
+    with pytest.raises(ConfigurationError, match="action_strategy must be one of .*'parallel'"):
+        await branch.operate(response_format=Answer, actions=True, **kw)
+    await m.aclose()
+    assert server.chat_requests == [] and box.total == 0
+    assert branch.traces[-1].exit == "failed" and branch.traces[-1].transitions[-1].source == "prepare"
+
+
+@pytest.mark.anyio
+async def test_a_strategy_is_not_checked_when_actions_are_off(server):
+    """D1: without actions no ActionParam is built, so its strategy is never read."""
+    server.push(completion('{"answer": 1}'))
+    m = make_model(server)
+    out = await Branch(chat_model=m).operate(instruction="q", response_format=Answer, action_strategy="parallel")
+    await m.aclose()
+    assert isinstance(out, Answer) and out.answer == 1
