@@ -121,6 +121,8 @@ class Message:
 #: makes a Message whose fields are then set one by one (MessageLog.add_action_exchange)
 _new_message = object.__new__
 _next_id = _ids.__next__
+#: the clock of a message's and an entry's timestamp (their dataclass default factory)
+_now = time.time
 
 
 class MessageLog:
@@ -170,7 +172,7 @@ class MessageLog:
         request.recipient = recipient
         request.metadata = dict(metadata)
         request.id = _next_id()
-        request.timestamp = time.time()
+        request.timestamp = _now()
         response = _new_message(Message)
         response.role = "action_response"
         response.content = response_content
@@ -178,7 +180,7 @@ class MessageLog:
         response.recipient = sender
         response.metadata = metadata
         response.id = _next_id()
-        response.timestamp = time.time()
+        response.timestamp = _now()
         self._items += (request, response)
         return request, response
 
@@ -257,7 +259,7 @@ class EventLog:
         entry = _new_entry(LogEntry)
         entry.kind = kind
         entry.content = content
-        entry.timestamp = time.time()
+        entry.timestamp = _now()
         entry.record = record
         self._items.append(entry)
         if self._sinks:
