@@ -182,9 +182,10 @@ def _error_payload(function: Any, exc: BaseException) -> dict[str, Any]:
     }
 
 
-#: event-log kind of each decision (the entry's content is the record).
+#: event-log kind of each decision but ``"allowed"`` (the entry's content is
+#: the record; an allowed record is logged as ``"action"`` by ``keep_allowed``).
 _LOG_KIND: dict[str, str] = {
-    "allowed": "action", "denied": "denied", "invalid": "action_error", "rejected": "action_error",
+    "denied": "denied", "invalid": "action_error", "rejected": "action_error",
     "not_offered": "action_error", "error": "action_error", "timed_out": "action_error",
 }
 
@@ -208,7 +209,8 @@ class _Batch:
         self.errors: dict[int, BaseException] = {}
 
     def keep(self, rec: ActionRecord, exc: BaseException | None = None) -> ActionRecord:
-        """Store ``rec`` and log it at once (synchronous: survives any later exception)."""
+        """Store ``rec`` (any decision but ``"allowed"``, see :meth:`keep_allowed`)
+        and log it at once (synchronous: survives any later exception)."""
         self.records[rec.index] = rec
         if exc is not None:
             self.errors[rec.index] = exc
@@ -220,9 +222,7 @@ class _Batch:
         if rec.call_id is not None:
             content["call_id"] = rec.call_id
         kind = _LOG_KIND[rec.decision]
-        if kind == "action":
-            content.update(output=rec.output, duration_s=rec.duration_s)
-        elif kind == "denied":
+        if kind == "denied":
             content["reason"] = rec.reason
         else:
             content.update(stage=rec.decision, error=safe_str(exc) if exc is not None else rec.reason,
@@ -233,8 +233,8 @@ class _Batch:
         return rec
 
     def keep_allowed(self, rec: ActionRecord) -> ActionRecord:
-        """:meth:`keep` of an ``"allowed"`` record: its log entry (kind
-        ``"action"``) has the same keys in the same order, made in one display."""
+        """Store and log an ``"allowed"`` record at once: kind ``"action"``, with
+        its output and duration (and its ``call_id`` when it has one)."""
         self.records[rec.index] = rec
         branch = self.branch
         if rec.call_id is None:

@@ -1,5 +1,5 @@
 """The act path's shortcuts, each pinned against the general path it stands for:
-an allowed record's log entry (``keep_allowed`` against ``keep``), an event-log
+an allowed record's log entry (``keep_allowed``, written out), an event-log
 entry filled field by field (against ``LogEntry``'s own ``__init__``), the usual
 response filled directly (against the validated model), a request's tuple made
 without its ``__new__``, the output check skipped for plain scalars, and the
@@ -25,20 +25,25 @@ def _batch(branch: Branch) -> Any:
 
 
 @pytest.mark.parametrize("call_id", [None, "call-7"])
-def test_an_allowed_record_is_logged_as_the_general_keep_logs_it(call_id: str | None) -> None:
+def test_an_allowed_record_is_logged_with_its_output_and_duration(call_id: str | None) -> None:
     branch = Branch()
     rec = ActionRecord(3, "add", {"x": 1}, {"x": 1}, "allowed", None, 2, None, 0.25, call_id, True)
-    general, fast = _batch(branch), _batch(branch)
-    assert general.keep(rec) is rec
-    assert fast.keep_allowed(rec) is rec
-    one, two = list(branch.logs)
-    assert (one.kind, two.kind) == ("action", "action")
-    assert list(two.content.items()) == list(one.content.items())  # same keys, same order
-    assert one.record is rec and two.record is rec
-    assert fast.records == {3: rec} and fast.errors == {}
-    expected_keys = ["function", "arguments", "index", "decision", "branch",
-                     *(["call_id"] if call_id is not None else []), "output", "duration_s"]
-    assert list(two.content) == expected_keys
+    batch = _batch(branch)
+    assert batch.keep_allowed(rec) is rec
+    [entry] = list(branch.logs)
+    assert entry.kind == "action" and entry.record is rec
+    assert list(entry.content.items()) == [  # the keys in this order
+        ("function", "add"), ("arguments", {"x": 1}), ("index", 3), ("decision", "allowed"),
+        ("branch", branch.id), *([("call_id", call_id)] if call_id is not None else []),
+        ("output", 2), ("duration_s", 0.25),
+    ]
+    assert batch.records == {3: rec} and batch.errors == {}
+
+
+def test_the_general_keep_takes_every_decision_but_allowed() -> None:
+    rec = ActionRecord(0, "add", {}, {}, "allowed", None, 2, None, 0.25, None, True)
+    with pytest.raises(KeyError):
+        _batch(Branch()).keep(rec)
 
 
 def test_an_event_log_entry_is_filled_as_its_dataclass_init_fills_it() -> None:
