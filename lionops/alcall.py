@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import operator
 import types
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -174,6 +175,10 @@ def in_own_context(call: Callable[..., Awaitable[R]], *args: Any) -> Generator[A
         coro.close()
 
 
+#: whether a result is kept under ``output_dropna`` (it is not ``None``)
+_not_none = functools.partial(operator.is_not, None)
+
+
 async def alcall(
     inputs: Sequence[T],
     func: Callable[[T], Awaitable[R]],
@@ -193,7 +198,7 @@ async def alcall(
         # before a first start, no limit below 1), so run it in this task,
         # in its own copy of the context as the tasks of a larger batch are.
         single = [await in_own_context(_call_with_retries, func, item, params) for item in items]
-        return [r for r in single if r is not None] if params.output_dropna else single
+        return list(filter(_not_none, single)) if params.output_dropna else single
     results: list[Any] = [None] * n
     errors: dict[int, BaseException] = {}
     # Slots are taken by the spawning loop, so calls start in input order and
@@ -242,5 +247,5 @@ async def alcall(
     if errors:
         raise errors[min(errors)]
     if params.output_dropna:
-        return [r for r in results if r is not None]
+        return list(filter(_not_none, results))
     return results

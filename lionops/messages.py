@@ -121,6 +121,8 @@ class Message:
 #: makes a Message whose fields are then set one by one (MessageLog.add_action_exchange)
 _new_message = object.__new__
 _next_id = _ids.__next__
+#: the clock of a message's and an entry's timestamp (their dataclass default factory)
+_now = time.time
 
 
 class MessageLog:
@@ -166,13 +168,22 @@ class MessageLog:
         # Each message is filled as Message's own __init__ fills it (its seven
         # fields, the next id, the time now), without the call's keyword and
         # default-factory handling: two per request.
-        request, response = _new_message(Message), _new_message(Message)
-        request.role, request.content, request.sender, request.recipient = (
-            "action_request", request_content, sender, recipient)
-        request.metadata, request.id, request.timestamp = dict(metadata), _next_id(), time.time()
-        response.role, response.content, response.sender, response.recipient = (
-            "action_response", response_content, recipient, sender)
-        response.metadata, response.id, response.timestamp = metadata, _next_id(), time.time()
+        request = _new_message(Message)
+        request.role = "action_request"
+        request.content = request_content
+        request.sender = sender
+        request.recipient = recipient
+        request.metadata = dict(metadata)
+        request.id = _next_id()
+        request.timestamp = _now()
+        response = _new_message(Message)
+        response.role = "action_response"
+        response.content = response_content
+        response.sender = recipient
+        response.recipient = sender
+        response.metadata = metadata
+        response.id = _next_id()
+        response.timestamp = _now()
         self._items += (request, response)
         return request, response
 
@@ -225,6 +236,10 @@ class LogEntry:
         return {"kind": self.kind, "content": to_jsonable(self.content), "timestamp": self.timestamp}
 
 
+#: makes a LogEntry whose fields are then set one by one (EventLog.log)
+_new_entry = object.__new__
+
+
 class EventLog:
     """Ordered event log of a branch (ADR-0022 D4 "durable event logging").
 
@@ -242,7 +257,13 @@ class EventLog:
 
     def log(self, kind: str, content: dict[str, Any], *, record: ActionRecord | None = None) -> LogEntry:
         """Append an entry (``record``: the typed decision it reports) and forward it."""
-        entry = LogEntry(kind=kind, content=content, record=record)
+        # filled as LogEntry's own __init__ fills it (the time now), without
+        # the call's keyword and default-factory handling
+        entry = _new_entry(LogEntry)
+        entry.kind = kind
+        entry.content = content
+        entry.timestamp = _now()
+        entry.record = record
         self._items.append(entry)
         if self._sinks:
             self._forward(entry)

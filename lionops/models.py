@@ -298,10 +298,10 @@ class ActionRecord:
             # directly, as validation would leave them (a shallow copy of
             # the arguments, the output itself, every field set), with the record.
             out = _new_response(ActionResponseModel)
-            _set(out, "__dict__", {"function": function, "arguments": dict(arguments), "output": self.output})
-            _set(out, "__pydantic_fields_set__", {"function", "arguments", "output"})
-            _set(out, "__pydantic_extra__", None)
-            _set(out, "__pydantic_private__", {"_record": self})
+            _set_dict(out, {"function": function, "arguments": dict(arguments), "output": self.output})
+            _set_fields_set(out, {"function", "arguments", "output"})
+            _set_extra(out, None)
+            _set_private(out, {"_record": self})
             return out
         # anything else is validated: a name that is not a str becomes one,
         # arguments that are not a dict become {}, a key that is not a str
@@ -373,7 +373,11 @@ class ActionResponseModel(HashableModel):
 _STR_ONLY = frozenset({str})
 #: what :meth:`ActionRecord.response` makes and fills an ``ActionResponseModel`` with
 _new_response = BaseModel.__new__
-_set = object.__setattr__
+#: the setters of BaseModel's four instance slots (what ``object.__setattr__`` reaches for each name)
+_set_dict = vars(BaseModel)["__dict__"].__set__
+_set_fields_set = vars(BaseModel)["__pydantic_fields_set__"].__set__
+_set_extra = vars(BaseModel)["__pydantic_extra__"].__set__
+_set_private = vars(BaseModel)["__pydantic_private__"].__set__
 
 
 class RawOutput(str):

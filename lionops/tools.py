@@ -36,6 +36,7 @@ from pydantic_core import SchemaError
 
 from ._frozen import FrozenDict, freeze, thaw
 from .errors import ConfigurationError, ToolArgumentsError, ToolNotOfferedError, UnknownToolError
+from .models import slot_init
 from .runtime import current_runtime
 from .text import summarize
 
@@ -326,6 +327,11 @@ def _parameters_of(model: type[BaseModel], name: str) -> dict[str, Any]:
     return params
 
 
+#: result types that are never awaitable (the usual results of a sync tool,
+#: told apart without the ``isawaitable`` ABC check)
+_NEVER_AWAITABLE = frozenset({str, int, float, bool, type(None), dict, list, tuple})
+
+
 @dataclass(slots=True)
 class Tool:
     """A callable the model may request by name.
@@ -408,8 +414,8 @@ class Tool:
         # __dict__), under the parameters' own names
         names = _KEYWORDS.get(self.arguments_model)
         data = {names.get(k, k): v for k, v in model.__dict__.items()} if names else dict(model.__dict__)
-        if model.model_extra:
-            data.update(model.model_extra)
+        if model.__pydantic_extra__:  # model_extra, read without its property
+            data.update(model.__pydantic_extra__)
         return data
 
     async def invoke(self, arguments: dict[str, Any]) -> Any:
@@ -433,7 +439,7 @@ class Tool:
             result = await anyio.to_thread.run_sync(lambda: self.func(*args, **kwargs))
         else:
             result = self.func(*args, **kwargs)
-        if inspect.isawaitable(result):
+        if type(result) not in _NEVER_AWAITABLE and inspect.isawaitable(result):
             result = await result
         return result
 
@@ -453,6 +459,7 @@ class FrozenArguments(FrozenDict):
     _refusal = "the arguments of a ToolInvocation are read-only"
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class ToolInvocation:
     """What ``branch.authorize`` is asked about before any invocation (ADR-0022 D4).

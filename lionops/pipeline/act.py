@@ -40,6 +40,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+import operator
 import time
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any, NamedTuple
@@ -87,9 +88,8 @@ _SHAPE_ERROR = (
 def _check_output(function: str, output: Any) -> None:
     """Raise ToolOutputError unless ``output`` serializes to JSON (pydantic's
     rules: models, dataclasses, datetimes, sets... are fine; opaque objects
-    and cycles are not)."""
-    if output is None or type(output) in (str, int, float, bool):
-        return
+    and cycles are not). ``_act_one`` calls it only for an output that is not
+    ``None`` or a plain scalar (those always serialize)."""
     try:
         pydantic_core.to_json(output)
     except Exception as exc:  # noqa: BLE001 - serialization errors, cycles, recursion
@@ -109,10 +109,16 @@ class _Request(NamedTuple):
     call_id: str | None = None
 
 
+#: makes a ``_Request`` from its five values (what its generated ``__new__`` does, without the call)
+_new_request = tuple.__new__
+
+
 def _normalize(index: int, item: Any) -> _Request:
     """Check one request's shape (ADR-0022 D4); raise ValueError if it has none."""
     if isinstance(item, ActionRequestModel):
-        function, arguments, invalid = item.function, item.arguments, invalid_reason(item.invalid)
+        function, arguments = item.function, item.arguments
+        mark = item.invalid
+        invalid = None if mark is None else invalid_reason(mark)  # no mark: no reason
         call_id = item.call_id
     elif isinstance(item, BaseModel) and {"function", "arguments"} <= set(type(item).model_fields):
         # any model class that declares both fields (checked just above); a
@@ -131,12 +137,14 @@ def _normalize(index: int, item: Any) -> _Request:
         call_id = item.get("call_id")
     else:
         raise ValueError(f"{_SHAPE_ERROR} Request {index} is {type(item).__name__}.")
-    return _Request(index, function, arguments, invalid, call_id if isinstance(call_id, str) else None)
+    return _new_request(_Request, (index, function, arguments, invalid, call_id if isinstance(call_id, str) else None))
 
 
 #: value types a deep copy returns as they are (immutable, no parts)
 _ATOMIC = frozenset({str, int, float, bool, type(None)})
-_STR_KEYS = frozenset({str})
+#: the two tests of a flat dict (bound once): every key a ``str``, every value atomic
+_all_str = frozenset({str}).issuperset
+_all_atomic = _ATOMIC.issuperset
 
 
 def _copies(function: str, kwargs: dict[str, Any], raw: Any) -> tuple[FrozenArguments, Any, dict[str, Any]]:
@@ -147,10 +155,9 @@ def _copies(function: str, kwargs: dict[str, Any], raw: Any) -> tuple[FrozenArgu
     A plain dict of str keys and immutable scalar values (flat) is copied as
     a new dict: what ``copy.deepcopy`` gives for it, without its memo and
     dispatch."""
-    flat = (type(kwargs) is dict and _STR_KEYS.issuperset(map(type, kwargs))
-            and _ATOMIC.issuperset(map(type, kwargs.values())))
+    flat = type(kwargs) is dict and _all_str(map(type, kwargs)) and _all_atomic(map(type, kwargs.values()))
     shown = FrozenArguments(kwargs if flat else _copied(function, kwargs))
-    if type(raw) is dict and _STR_KEYS.issuperset(map(type, raw)) and _ATOMIC.issuperset(map(type, raw.values())):
+    if type(raw) is dict and _all_str(map(type, raw)) and _all_atomic(map(type, raw.values())):
         shown_raw = dict(raw)
     else:
         shown_raw = _copied(function, raw)
@@ -175,11 +182,16 @@ def _error_payload(function: Any, exc: BaseException) -> dict[str, Any]:
     }
 
 
-#: event-log kind of each decision (the entry's content is the record).
+#: event-log kind of each decision but ``"allowed"`` (the entry's content is
+#: the record; an allowed record is logged as ``"action"`` by ``keep_allowed``).
 _LOG_KIND: dict[str, str] = {
-    "allowed": "action", "denied": "denied", "invalid": "action_error", "rejected": "action_error",
+    "denied": "denied", "invalid": "action_error", "rejected": "action_error",
     "not_offered": "action_error", "error": "action_error", "timed_out": "action_error",
 }
+
+
+#: a record's request index (the order messages are written in)
+_index_of = operator.attrgetter("index")
 
 
 class _Batch:
@@ -197,7 +209,8 @@ class _Batch:
         self.errors: dict[int, BaseException] = {}
 
     def keep(self, rec: ActionRecord, exc: BaseException | None = None) -> ActionRecord:
-        """Store ``rec`` and log it at once (synchronous: survives any later exception)."""
+        """Store ``rec`` (any decision but ``"allowed"``, see :meth:`keep_allowed`)
+        and log it at once (synchronous: survives any later exception)."""
         self.records[rec.index] = rec
         if exc is not None:
             self.errors[rec.index] = exc
@@ -209,9 +222,7 @@ class _Batch:
         if rec.call_id is not None:
             content["call_id"] = rec.call_id
         kind = _LOG_KIND[rec.decision]
-        if kind == "action":
-            content.update(output=rec.output, duration_s=rec.duration_s)
-        elif kind == "denied":
+        if kind == "denied":
             content["reason"] = rec.reason
         else:
             content.update(stage=rec.decision, error=safe_str(exc) if exc is not None else rec.reason,
@@ -221,17 +232,37 @@ class _Batch:
         branch.logs.log(kind, content, record=rec)
         return rec
 
+    def keep_allowed(self, rec: ActionRecord) -> ActionRecord:
+        """Store and log an ``"allowed"`` record at once: kind ``"action"``, with
+        its output and duration (and its ``call_id`` when it has one)."""
+        self.records[rec.index] = rec
+        branch = self.branch
+        if rec.call_id is None:
+            content = {
+                "function": rec.function, "arguments": rec.raw_arguments, "index": rec.index,
+                "decision": "allowed", "branch": branch.id, "output": rec.output, "duration_s": rec.duration_s,
+            }
+        else:
+            content = {
+                "function": rec.function, "arguments": rec.raw_arguments, "index": rec.index,
+                "decision": "allowed", "branch": branch.id, "call_id": rec.call_id,
+                "output": rec.output, "duration_s": rec.duration_s,
+            }
+        branch.logs.log("action", content, record=rec)
+        return rec
+
     def write_messages(self) -> list[ActionRecord]:
         """Write the request/response messages of every record, in request order."""
         branch = self.branch
-        ordered = [self.records[i] for i in sorted(self.records)]
+        ordered = sorted(self.records.values(), key=_index_of)
+        add, sender = branch.messages.add_action_exchange, branch.id
         for rec in ordered:
-            function = rec.function if isinstance(rec.function, str) else str(rec.function)
+            function = rec.function
             meta: dict[str, Any] = {"index": rec.index, "decision": rec.decision}
             if rec.call_id is not None:
                 meta["call_id"] = rec.call_id
-            branch.messages.add_action_exchange(rec.function, rec.raw_arguments, rec.output,
-                                                sender=branch.id, recipient=function, metadata=meta)
+            add(function, rec.raw_arguments, rec.output, sender=sender,
+                recipient=function if isinstance(function, str) else str(function), metadata=meta)
         return ordered
 
 
@@ -283,12 +314,12 @@ def _interrupted(batch: _Batch, req: _Request, raw: Any, exc: BaseException, wha
 
 async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> ActionRecord:
     branch, param = batch.branch, batch.param
-    function = req.function
-    raw: Any = req.arguments
+    raw: Any
+    index, function, raw, invalid, call_id = req
     # 1. content of the request: never invoke what cannot be invoked.
     try:
-        if req.invalid:
-            raise InvalidActionRequest(req.invalid)
+        if invalid:
+            raise InvalidActionRequest(invalid)
         if not isinstance(function, str) or not function:
             raise InvalidActionRequest(f"function must be a non-empty string, got {function!r}")
         if type(raw) is not dict:  # JSON text, None...: decoded (a dict is used as it is)
@@ -314,8 +345,7 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         return _failed(batch, req, raw, "rejected", exc)
 
     # 3. governance, on exactly what the tool will receive: fail closed.
-    invocation = ToolInvocation(function, shown, tool, branch.id, req.index,
-                                batch.offered, shown_raw, req.call_id)
+    invocation = ToolInvocation(function, shown, tool, branch.id, index, batch.offered, shown_raw, call_id)
     try:
         verdict, reason = await branch._authorize(invocation)
     except BaseException as exc:
@@ -335,8 +365,8 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
     try:
         if branch._hooked(HookPoint.TOOL_PRE):
             await branch.emit(HookPoint.TOOL_PRE, {
-                "function": function, "arguments": summarize(kwargs), "index": req.index,
-                "call_id": req.call_id, "branch": branch.id,
+                "function": function, "arguments": summarize(kwargs), "index": index,
+                "call_id": call_id, "branch": branch.id,
             })
         started = time.perf_counter()
         if timeout is None:
@@ -347,7 +377,8 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
             if scope.cancelled_caught:
                 timed_out = True
                 raise TimeoutError(f"{function!r} did not return within {timeout}s")
-        _check_output(function, output)
+        if type(output) not in _ATOMIC:  # None and plain scalars always serialize
+            _check_output(function, output)
     except Exception as exc:
         elapsed = time.perf_counter() - started if started is not None else None
         decision: Decision = "timed_out" if timed_out else "error"
@@ -366,9 +397,10 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         _interrupted(batch, req, raw, exc, what, arguments=kwargs, started=started, invoked=started is not None)
         raise
     elapsed = time.perf_counter() - started
-    rec = batch.keep(ActionRecord(index=req.index, function=function, raw_arguments=raw, arguments=kwargs,
-                                  decision="allowed", output=output, duration_s=elapsed, call_id=req.call_id,
-                                  invoked=True))
+    # index, function, raw_arguments, arguments, decision, reason, output,
+    # error_type, duration_s, call_id, invoked
+    rec = batch.keep_allowed(ActionRecord(index, function, raw, kwargs, "allowed", None, output,
+                                          None, elapsed, call_id, True))
     if branch._hooked(HookPoint.TOOL_POST):
         await branch.emit(HookPoint.TOOL_POST, _hook_payload(branch, rec, output=summarize(output)))
     if param.verbose_action:

@@ -119,6 +119,41 @@ async def test_an_allowed_call_is_logged_with_output_duration_and_call_id():
     }
 
 
+async def test_an_allowed_call_without_call_id_is_logged_field_by_field():
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    await act(branch, [{"function": "search", "arguments": {"q": "x"}}], ActionParam())
+    [entry] = list(branch.logs)
+    assert entry.kind == "action"
+    content = dict(entry.content)
+    duration = content.pop("duration_s")
+    assert type(duration) is float and duration >= 0
+    assert list(content.items()) == [
+        ("function", "search"), ("arguments", {"q": "x"}), ("index", 0), ("decision", "allowed"),
+        ("branch", branch.id), ("output", ["x"]),
+    ]
+    assert list(entry.content)[-1] == "duration_s"
+
+
+async def test_a_failed_or_denied_call_s_log_entry_carries_its_call_id():
+    box = ToolBox()
+    branch = Branch(tools=box.tools())
+    branch.gate(lambda inv: inv.function != "send_message")
+    await act(branch, [
+        {"function": "nope", "arguments": {}, "call_id": "c-1"},
+        {"function": "send_message", "arguments": {"to": "a", "body": "b"}, "call_id": "c-2"},
+    ], ActionParam(suppress_errors=True))
+    rejected, denied = sorted(branch.logs, key=lambda e: e.content["index"])
+    assert (rejected.kind, denied.kind) == ("action_error", "denied")
+    assert list(rejected.content)[:6] == ["function", "arguments", "index", "decision", "branch", "call_id"]
+    assert rejected.content["call_id"] == "c-1" and rejected.content["stage"] == "rejected"
+    assert list(denied.content.items()) == [
+        ("function", "send_message"), ("arguments", {"to": "a", "body": "b"}), ("index", 1),
+        ("decision", "denied"), ("branch", branch.id), ("call_id", "c-2"),
+        ("reason", "denied by gate test_a_failed_or_denied_call_s_log_entry_carries_its_call_id.<locals>.<lambda>"),
+    ]
+
+
 async def test_action_messages_name_sender_recipient_and_metadata():
     box = ToolBox()
     branch = Branch(tools=box.tools())

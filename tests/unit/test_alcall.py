@@ -20,6 +20,21 @@ async def test_results_keep_input_order_and_dropna():
     assert await AlcallParams(output_dropna=True)(range(5), f) == [0, 10, 30, 40]
 
 
+@pytest.mark.parametrize("n", [1, 6])
+async def test_dropna_drops_only_none_and_keeps_every_other_falsy_result(n):
+    values = [0, None, "", False, [], None][:n] if n > 1 else [None]
+    kept = [v for v in values if v is not None]
+
+    async def f(i):
+        return values[i]
+
+    out = await AlcallParams(output_dropna=True)(range(n), f)
+    assert out == kept and [type(v) for v in out] == [type(v) for v in kept]
+    assert all(a is b for a, b in zip(out, kept, strict=True))
+    assert type(out) is list
+    assert await AlcallParams()(range(n), f) == values
+
+
 async def test_max_concurrent_bounds_tasks_and_starts_in_input_order():
     running = 0
     peak = 0
