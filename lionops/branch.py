@@ -320,14 +320,6 @@ class Branch:
 
     # ------------------------------------------------------------ operations
 
-    #: ``operate()`` runs the operation itself (what ``operate_traced(**kw).result``
-    #: gives) unless a subclass overrides ``operate_traced``: see ``__init_subclass__``.
-    _operate_direct = True
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._operate_direct = cls.operate_traced is Branch.operate_traced
-
     async def operate_traced(self, **kw: Unpack[OperateKwargs]) -> Traced:
         """``operate()`` returning ``Traced(result, trace)`` ."""
         kwargs: dict[str, Any] = kw  # type: ignore[assignment] # a fresh dict of this call's keywords
@@ -357,7 +349,10 @@ class Branch:
             ConfigurationError: bad strategy or no endpoint.
             Exception: adapter errors and unsuppressed tool errors, unchanged.
         """
-        if not self._operate_direct:
+        # The operation runs here (what ``operate_traced(**kw).result`` gives)
+        # unless ``operate_traced`` is not Branch's own: a subclass's, or one
+        # set on the class or on this branch later, is what runs.
+        if type(self).operate_traced is not _OPERATE_TRACED or "operate_traced" in self.__dict__:
             return (await self.operate_traced(**kw)).result
         kwargs: dict[str, Any] = kw  # type: ignore[assignment] # as operate_traced does
         engine = kwargs.pop("engine", None)
@@ -478,3 +473,7 @@ class Branch:
             f"Branch(id={self.id[:8]}, name={self.name!r}, model={self.chat_model!r}, "
             f"tools={self.acts.names}, messages={len(self.messages)}, traces={len(self.traces)})"
         )
+
+
+#: Branch's own ``operate_traced``: ``operate()`` runs the operation itself while it is the one in use.
+_OPERATE_TRACED = Branch.operate_traced
