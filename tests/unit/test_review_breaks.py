@@ -99,8 +99,10 @@ def test_with_updates_derives_a_subclass_s_cached_values_again() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("attempts", [1, 2])
 @pytest.mark.parametrize("strategy", ["concurrent", "sequential"])
-async def test_a_failing_request_is_decided_once_with_retries_configured(anyio_backend: str, strategy: str) -> None:
+async def test_a_failing_request_is_decided_once_with_retries_configured(anyio_backend: str, strategy: str,
+                                                                        attempts: int) -> None:
     """With ``suppress_errors=False`` and ``retry_attempts`` set, a request
     that fails (a tool raising, an unknown tool) is still one governed
     decision: the gate asked once, the tool called once, one log entry."""
@@ -119,7 +121,8 @@ async def test_a_failing_request_is_decided_once_with_retries_configured(anyio_b
     branch = Branch(tools=[charge, note])
     branch.gate(lambda call: asked.append(call.function) is None)
     requests = [{"function": "note", "arguments": {"text": "a"}}, {"function": "charge", "arguments": {"amount": 5}}]
-    param = ActionParam(action_call_params=AlcallParams(retry_attempts=2), strategy=strategy, suppress_errors=False)
+    param = ActionParam(action_call_params=AlcallParams(retry_attempts=attempts), strategy=strategy,
+                        suppress_errors=False)
     with pytest.raises(RuntimeError, match="card declined"):
         await act(branch, requests, param)
     assert called == [5]
