@@ -255,6 +255,14 @@ class Branch:
         """Whether ``point`` has handlers (payload summaries are built only for them)."""
         return bool(self._hooks[point])
 
+    def _gated(self) -> bool:
+        """Whether authorization has anything to ask: a gate is registered, or
+        ``_authorize`` is not Branch's own (a subclass's, or one set on the
+        branch). Without either, :meth:`_authorize` allows every invocation,
+        so ``act()`` records the request as allowed without building the
+        invocation it would be asked about."""
+        return bool(self._gates) or type(self)._authorize is not _AUTHORIZE or "_authorize" in self.__dict__
+
     def on(self, point: HookPoint | str, handler: HookHandler) -> HookHandler:
         """Register a tool hook (sync or async) for ``HookPoint.TOOL_PRE``,
         ``TOOL_POST`` or ``TOOL_ERROR``; it receives the payload dict.
@@ -477,3 +485,4 @@ class Branch:
 
 #: Branch's own ``operate_traced``: ``operate()`` runs the operation itself while it is the one in use.
 _OPERATE_TRACED = Branch.operate_traced
+_AUTHORIZE = Branch._authorize

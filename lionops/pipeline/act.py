@@ -344,13 +344,16 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
     except ValueError as exc:
         return _failed(batch, req, raw, "rejected", exc)
 
-    # 3. governance, on exactly what the tool will receive: fail closed.
-    invocation = ToolInvocation(function, shown, tool, branch.id, index, batch.offered, shown_raw, call_id)
-    try:
-        verdict, reason = await branch._authorize(invocation)
-    except BaseException as exc:
-        _interrupted(batch, req, raw, exc, "gate", arguments=kwargs, started=None, invoked=False)
-        raise
+    # 3. governance, on exactly what the tool will receive: fail closed. With
+    # no gate to ask (and Branch's own _authorize) every invocation is allowed.
+    verdict: str = "allowed"
+    if branch._gated():
+        invocation = ToolInvocation(function, shown, tool, branch.id, index, batch.offered, shown_raw, call_id)
+        try:
+            verdict, reason = await branch._authorize(invocation)
+        except BaseException as exc:
+            _interrupted(batch, req, raw, exc, "gate", arguments=kwargs, started=None, invoked=False)
+            raise
     if verdict != "allowed":
         output: dict[str, Any] = {"error": DENIAL_ERROR, "function": function}
         if verdict == "timed_out":

@@ -116,3 +116,83 @@ async def test_forks_run_concurrently_without_seeing_each_other():
     assert [m.content for m in extra.messages] == [m.content for m in a.messages]
     extra.messages.add("user", "only in the copy")
     assert len(extra.messages) == len(a.messages) + 1
+
+
+# ---------------------------------------------------------------- who is asked when no gate is registered
+
+
+async def _act_twice(branch: Branch) -> list[str]:
+    from lionops import act
+    from lionops.params import ActionParam
+
+    requests = [{"function": "first", "arguments": {"x": 1}}, {"function": "second", "arguments": {"x": 2}}]
+    out = await act(branch, requests, ActionParam(strategy="sequential"))
+    return [r.decision for r in out]
+
+
+def _two_tools(ran: list[str], on_first=None) -> list:
+    def first(x: int) -> int:
+        """First."""
+        ran.append("first")
+        if on_first is not None:
+            on_first()
+        return x
+
+    def second(x: int) -> int:
+        """Second."""
+        ran.append("second")
+        return x
+
+    return [first, second]
+
+
+async def test_a_gate_added_by_an_earlier_request_is_asked_for_the_later_ones():
+    """D4: authorization is decided per request: a gate registered while a
+    sequential batch runs (here by its first tool) is asked for every later
+    request of the batch, though none was registered when the batch began."""
+    ran: list[str] = []
+    asked: list[str] = []
+    branch = Branch()
+
+    def deny(inv) -> bool:
+        asked.append(inv.function)
+        return False
+
+    branch.register_tools(_two_tools(ran, on_first=lambda: branch.gate(deny)))
+    assert await _act_twice(branch) == ["allowed", "denied"]
+    assert ran == ["first"] and asked == ["second"]
+
+
+async def test_an_authorize_of_a_subclass_or_of_the_branch_is_asked_without_any_gate():
+    """D4: with no gate registered, a Branch subclass's own _authorize (or one set
+    on the branch) still decides every request."""
+    ran: list[str] = []
+
+    class Audited(Branch):
+        async def _authorize(self, invocation):
+            return ("denied", "audited") if invocation.function == "second" else ("allowed", None)
+
+    branch = Audited(tools=_two_tools(ran))
+    assert await _act_twice(branch) == ["allowed", "denied"] and ran == ["first"]
+
+    async def deny_all(invocation):
+        return "denied", f"no {invocation.function}"
+
+    plain = Branch(tools=_two_tools(ran))
+    plain._authorize = deny_all
+    assert await _act_twice(plain) == ["denied", "denied"] and ran == ["first"]
+
+
+async def test_no_gate_records_what_an_allowing_gate_records():
+    """D4: a branch without gates records, logs and writes the same as one whose
+    gate allows everything (apart from ids and times)."""
+    def shape(branch: Branch) -> tuple:
+        return ([(e.kind, {k: v for k, v in e.content.items() if k not in ("branch", "duration_s")})
+                 for e in branch.logs],
+                [(m.role, m.content, {k: v for k, v in m.metadata.items()}) for m in branch.messages])
+
+    ran: list[str] = []
+    bare, gated = Branch(tools=_two_tools(ran)), Branch(tools=_two_tools(ran))
+    gated.gate(lambda inv: True)
+    assert await _act_twice(bare) == await _act_twice(gated) == ["allowed", "allowed"]
+    assert shape(bare) == shape(gated) and ran == ["first", "second"] * 2
