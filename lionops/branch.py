@@ -261,7 +261,7 @@ class Branch:
         branch). Without either, :meth:`_authorize` allows every invocation,
         so ``act()`` records the request as allowed without building the
         invocation it would be asked about."""
-        return bool(self._gates) or type(self)._authorize is not _AUTHORIZE or "_authorize" in self.__dict__
+        return bool(self._gates) or getattr(self._authorize, "__func__", None) is not _AUTHORIZE
 
     def on(self, point: HookPoint | str, handler: HookHandler) -> HookHandler:
         """Register a tool hook (sync or async) for ``HookPoint.TOOL_PRE``,
@@ -360,7 +360,9 @@ class Branch:
         # The operation runs here (what ``operate_traced(**kw).result`` gives)
         # unless ``operate_traced`` is not Branch's own: a subclass's, or one
         # set on the class or on this branch later, is what runs.
-        if type(self).operate_traced is not _OPERATE_TRACED or "operate_traced" in self.__dict__:
+        # (Read through the bound method: the instance's __dict__ is never
+        # touched, which would give up its compact attribute storage.)
+        if getattr(self.operate_traced, "__func__", None) is not _OPERATE_TRACED:
             return (await self.operate_traced(**kw)).result
         kwargs: dict[str, Any] = kw  # type: ignore[assignment] # as operate_traced does
         engine = kwargs.pop("engine", None)
