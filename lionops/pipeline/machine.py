@@ -96,14 +96,9 @@ def resolve_engine(engine: Engine | str | None, default: Engine | str | None = N
 
 
 def begin_operation(ctx: OperationContext, engine: Engine | str | None = None) -> tuple[Engine, Trace, ClockLike]:
-    """The engine (``engine``, else the branch's: what ``resolve_engine(engine,
-    ctx.branch.engine)`` gives), the trace and the current clock of an
-    operation on ``ctx`` starting now."""
-    chosen = ctx.branch.engine if engine is None else engine
-    if chosen is None:
-        chosen = get_engine()
-    elif isinstance(chosen, str):
-        chosen = get_engine(chosen)
+    """The engine (``engine``, else the branch's, see :func:`resolve_engine`),
+    the trace and the current clock of an operation on ``ctx`` starting now."""
+    chosen = resolve_engine(engine, ctx.branch.engine)
     clock = current_clock()  # read once for the trace's start and its timings
     definition = chosen.definition
     # the same list as ctx.actions: act() appends its records to it
