@@ -222,7 +222,7 @@ async def paired_cases(cases: dict[str, tuple[Any, Any]], seconds: float, quick:
                        block_s: float) -> dict[str, Any]:
     """The paired method: ``cases`` maps a scenario to (floor case, lionops
     case), both in this process. Each pass times, per scenario, one block of
-    each, the order alternating from pass to pass; a pair's ratio is
+    each (both of the floor's block size), the order alternating from pass to pass; a pair's ratio is
     lionops' per-call time over the floor's in that pass. Into the result, per
     scenario: ``ratios`` (``CLOCK``), ``wall_ratios``, and the per-call samples
     ``base``/``main`` (µs), or ``error``."""
@@ -243,7 +243,10 @@ async def paired_cases(cases: dict[str, tuple[Any, Any]], seconds: float, quick:
             cpu, wall = [0.0, 0.0], [0.0, 0.0]
             for side in ((0, 1) if k % 2 == 0 else (1, 0)):
                 new_branch, call = pair[side]
-                branch, n = new_branch(), blocks[name, side]
+                # Both sides run the floor's block size: each block starts cold
+                # (a fresh branch, just after gc.collect()), and a side running
+                # fewer calls per block would carry more of that start per call.
+                branch, n = new_branch(), blocks[name, 0]
                 gc.collect()
                 w0, t0 = time.perf_counter_ns(), CLOCK()
                 for _ in range(n):
