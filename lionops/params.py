@@ -9,7 +9,7 @@ import dataclasses
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, get_args
 
 from ._generated import install_init
 from .alcall import AlcallParams
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HandleValidation",
     "ActionStrategy",
+    "ACTION_STRATEGIES",
     "MorphParam",
     "ChatParam",
     "RunParam",
@@ -32,6 +33,8 @@ __all__ = [
 
 HandleValidation: TypeAlias = Literal["raise", "return_value", "return_none"]
 ActionStrategy: TypeAlias = Literal["sequential", "concurrent"]
+#: the strategies ``act()`` runs (ADR-0022 D4), those of :data:`ActionStrategy`
+ACTION_STRATEGIES: tuple[str, ...] = get_args(ActionStrategy)
 
 #: RunParam.persist_dir default; overridden only by an explicit non-None value.
 DEFAULT_PERSIST_DIR = ".lionops/streams"

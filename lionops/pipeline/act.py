@@ -63,7 +63,7 @@ from ..models import (
     decode_arguments,
     normalize_request_keys,
 )
-from ..params import ActionParam
+from ..params import ACTION_STRATEGIES, ActionParam
 from ..runtime import current_runtime
 from ..text import VERBOSE_ARGS_LIMIT, safe_str, summarize
 from ..tools import FrozenArguments, Tool, ToolArgumentsError, ToolInvocation, ToolNotOfferedError, UnknownToolError
@@ -463,7 +463,7 @@ async def act(
     if check is not None:
         check([(r.index, r.function, r.arguments, r.invalid) for r in requests])
     strategy = action_param.strategy
-    if strategy not in ("sequential", "concurrent"):
+    if strategy not in ACTION_STRATEGIES:
         raise ConfigurationError(
             f"Invalid action strategy {strategy!r}. Choose 'concurrent' or 'sequential'."
         )

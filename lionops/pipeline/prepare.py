@@ -16,7 +16,7 @@ from ..errors import ConfigurationError, MisspelledKeywordError, RemovedKeywordE
 from ..fields import to_fields_dict
 from ..models import Instruct
 from ..operative import field_clashes
-from ..params import ActionParam, ChatParam, FuzzyMatchKeysParams, ParseParam, RunParam
+from ..params import ACTION_STRATEGIES, ActionParam, ChatParam, FuzzyMatchKeysParams, ParseParam, RunParam
 from .context import BranchLike, OperationContext
 from .validate import HANDLE_VALIDATION_VALUES
 
@@ -108,8 +108,6 @@ _FUZZY_DEFAULT = FuzzyMatchKeysParams()
 _FLAG_NAMES = ("invoke_actions", "skip_validation", "actions", "reason", "verbose_action",
                "include_token_usage_to_model", "clear_messages", "stream_persist")
 _BOOL = {bool}
-#: the strategies act() runs (ADR-0022 D4)
-ACTION_STRATEGIES = ("sequential", "concurrent")
 #: values an Instruct keeps as they are in instruction, guidance and context
 _PLAIN = frozenset({str, type(None)})
 
