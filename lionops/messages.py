@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -156,36 +156,58 @@ class MessageLog:
         :meth:`add_action_response` append); the request gets a copy of ``metadata``.
         A subclass with its own :meth:`add`, :meth:`add_action_request` or
         :meth:`add_action_response` gets both through them."""
-        cls = type(self)
-        if (cls.add is not MessageLog.add or cls.add_action_request is not MessageLog.add_action_request
-                or cls.add_action_response is not MessageLog.add_action_response):
+        if self._writers_overridden():
             return (self.add_action_request(function, arguments, sender=sender, recipient=recipient,
                                             metadata=dict(metadata)),
                     self.add_action_response(function, arguments, output, sender=recipient, recipient=sender,
                                              metadata=metadata))
-        request_content = {"function": function, "arguments": arguments}
-        response_content = {"function": function, "arguments": arguments, "output": output}
+        return self._append_exchanges(sender, ((function, arguments, output, recipient, metadata),))[0]
+
+    def add_action_exchanges(self, exchanges: Iterable[tuple[Any, Any, Any, str | None, dict[str, Any]]], *,
+                             sender: str | None) -> list[tuple[Message, Message]]:
+        """:meth:`add_action_exchange` for each ``(function, arguments, output,
+        recipient, metadata)`` in order, all from ``sender`` (what ``act()``
+        writes for a batch). A subclass with its own :meth:`add_action_exchange`
+        (or any of the writers it uses) gets each exchange through it."""
+        if type(self).add_action_exchange is not MessageLog.add_action_exchange or self._writers_overridden():
+            return [self.add_action_exchange(function, arguments, output, sender=sender, recipient=recipient,
+                                             metadata=metadata)
+                    for function, arguments, output, recipient, metadata in exchanges]
+        return self._append_exchanges(sender, exchanges)
+
+    def _writers_overridden(self) -> bool:
+        cls = type(self)
+        return (cls.add is not MessageLog.add or cls.add_action_request is not MessageLog.add_action_request
+                or cls.add_action_response is not MessageLog.add_action_response)
+
+    def _append_exchanges(self, sender: str | None, exchanges: Iterable[tuple[Any, Any, Any, str | None,
+                                                                               dict[str, Any]]]
+                          ) -> list[tuple[Message, Message]]:
         # Each message is filled as Message's own __init__ fills it (its seven
         # fields, the next id, the time now), without the call's keyword and
-        # default-factory handling: two per request.
-        request = _new_message(Message)
-        request.role = "action_request"
-        request.content = request_content
-        request.sender = sender
-        request.recipient = recipient
-        request.metadata = dict(metadata)
-        request.id = _next_id()
-        request.timestamp = _now()
-        response = _new_message(Message)
-        response.role = "action_response"
-        response.content = response_content
-        response.sender = recipient
-        response.recipient = sender
-        response.metadata = metadata
-        response.id = _next_id()
-        response.timestamp = _now()
-        self._items += (request, response)
-        return request, response
+        # default-factory handling: two per exchange, appended as a pair.
+        written: list[tuple[Message, Message]] = []
+        items = self._items
+        for function, arguments, output, recipient, metadata in exchanges:
+            request = _new_message(Message)
+            request.role = "action_request"
+            request.content = {"function": function, "arguments": arguments}
+            request.sender = sender
+            request.recipient = recipient
+            request.metadata = dict(metadata)
+            request.id = _next_id()
+            request.timestamp = _now()
+            response = _new_message(Message)
+            response.role = "action_response"
+            response.content = {"function": function, "arguments": arguments, "output": output}
+            response.sender = recipient
+            response.recipient = sender
+            response.metadata = metadata
+            response.id = _next_id()
+            response.timestamp = _now()
+            items += (request, response)
+            written.append((request, response))
+        return written
 
     def clear(self, keep_system: bool = True) -> None:
         """Remove messages; the system message stays unless ``keep_system`` is false."""

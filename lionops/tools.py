@@ -353,6 +353,11 @@ class Tool:
     is_async: bool = field(init=False, repr=False)
     #: the positional-only parameters, passed positionally in this order
     positional: tuple[str, ...] = field(init=False, repr=False, default=())
+    #: what :attr:`offered_schema` last returned, with the argument model, name
+    #: and description it was made for (read again only while all three are the same)
+    _offered: tuple[Any, ...] | None = field(init=False, repr=False, compare=False, default=None)
+    #: the argument model :meth:`validate_arguments` last read, with its field -> parameter renames
+    _renames: tuple[Any, dict[str, str] | None] = field(init=False, repr=False, compare=False, default=(None, None))
 
     def __post_init__(self) -> None:
         if not callable(self.func):
@@ -384,13 +389,18 @@ class Tool:
     def offered_schema(self) -> ToolSchema:
         """:attr:`schema` as offered in a call: read-only and shared, made once
         per argument model, name and description, with its JSON text."""
-        per_model = _OFFERED.get(self.arguments_model)
+        model, name, description = self.arguments_model, self.name, self.description
+        last = self._offered
+        if last is not None and last[0] is model and last[1] is name and last[2] is description:
+            return last[3]  # type: ignore[no-any-return]
+        per_model = _OFFERED.get(model)
         if per_model is None:
-            per_model = _OFFERED[self.arguments_model] = {}
-        key = (self.name, self.description)
+            per_model = _OFFERED[model] = {}
+        key = (name, description)
         offered = per_model.get(key)
         if offered is None:
             offered = per_model[key] = ToolSchema(freeze(self.schema))
+        self._offered = (model, name, description, offered)
         return offered
 
     def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -401,8 +411,9 @@ class Tool:
         Raises:
             ToolArgumentsError: missing, unknown or ill-typed arguments.
         """
+        arguments_model = self.arguments_model
         try:
-            model = self.arguments_model.model_validate(arguments)
+            model = arguments_model.model_validate(arguments)
         except ValidationError as exc:
             raise ToolArgumentsError(self.name, exc) from None
         except PydanticUserError as exc:  # an annotation still names a type its module does not define
@@ -412,7 +423,10 @@ class Tool:
                 f"tool {self.name!r}: its arguments cannot be validated: {summarize(exc, 300)}") from None
         # the field values, in field order (pydantic keeps them, and only them, in
         # __dict__), under the parameters' own names
-        names = _KEYWORDS.get(self.arguments_model)
+        last, names = self._renames
+        if last is not arguments_model:
+            names = _KEYWORDS.get(arguments_model)
+            self._renames = (arguments_model, names)
         data = {names.get(k, k): v for k, v in model.__dict__.items()} if names else dict(model.__dict__)
         if model.__pydantic_extra__:  # model_extra, read without its property
             data.update(model.__pydantic_extra__)

@@ -147,21 +147,33 @@ _all_str = frozenset({str}).issuperset
 _all_atomic = _ATOMIC.issuperset
 
 
+def _flat(value: Any) -> bool:
+    """Whether ``value`` is a plain dict of str keys and immutable scalar
+    values: its deep copy is a new dict (what ``copy.deepcopy`` gives for it,
+    without its memo and dispatch)."""
+    return type(value) is dict and _all_str(map(type, value)) and _all_atomic(map(type, value.values()))
+
+
 def _copies(function: str, kwargs: dict[str, Any], raw: Any) -> tuple[FrozenArguments, Any, dict[str, Any]]:
     """The gate's read-only view of the validated arguments, its copy of the
     raw ones, and the tool's own copy of the validated arguments: each a deep
-    copy of its own (``ToolArgumentsError`` for arguments that have none).
-
-    A plain dict of str keys and immutable scalar values (flat) is copied as
-    a new dict: what ``copy.deepcopy`` gives for it, without its memo and
-    dispatch."""
-    flat = type(kwargs) is dict and _all_str(map(type, kwargs)) and _all_atomic(map(type, kwargs.values()))
+    copy of its own (``ToolArgumentsError`` for arguments that have none)."""
+    flat = _flat(kwargs)
     shown = FrozenArguments(kwargs if flat else _copied(function, kwargs))
-    if type(raw) is dict and _all_str(map(type, raw)) and _all_atomic(map(type, raw.values())):
-        shown_raw = dict(raw)
-    else:
-        shown_raw = _copied(function, raw)
+    shown_raw = dict(raw) if _flat(raw) else _copied(function, raw)
     return shown, shown_raw, dict(kwargs) if flat else _copied(function, kwargs)
+
+
+def _tool_copy(function: str, kwargs: dict[str, Any], raw: Any) -> dict[str, Any]:
+    """The tool's own copy of the validated arguments when no gate is asked
+    (the gate's two are never made), under the rule of :func:`_copies`: raw
+    arguments that have no deep copy are refused all the same."""
+    if not _flat(raw):
+        _copied(function, raw)
+    if _flat(kwargs):
+        return dict(kwargs)
+    given: dict[str, Any] = _copied(function, kwargs)
+    return given
 
 
 def _copied(function: str, value: Any) -> Any:
@@ -255,14 +267,15 @@ class _Batch:
         """Write the request/response messages of every record, in request order."""
         branch = self.branch
         ordered = sorted(self.records.values(), key=_index_of)
-        add, sender = branch.messages.add_action_exchange, branch.id
+        exchanges = []
         for rec in ordered:
             function = rec.function
             meta: dict[str, Any] = {"index": rec.index, "decision": rec.decision}
             if rec.call_id is not None:
                 meta["call_id"] = rec.call_id
-            add(function, rec.raw_arguments, rec.output, sender=sender,
-                recipient=function if isinstance(function, str) else str(function), metadata=meta)
+            exchanges.append((function, rec.raw_arguments, rec.output,
+                              function if isinstance(function, str) else str(function), meta))
+        branch.messages.add_action_exchanges(exchanges, sender=branch.id)
         return ordered
 
 
@@ -335,19 +348,23 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         return _failed(batch, req, raw, "not_offered", ToolNotOfferedError(function, batch.offered))
     if batch.tools[function] is not tool:  # replaced since it was offered: never shown to the model
         return _failed(batch, req, raw, "not_offered", ToolNotOfferedError(function, batch.offered, replaced=True))
+    gated = branch._gated()
     try:
         kwargs = tool.validate_arguments(raw)
         # Nested values (lists, dicts, models) may be shared with ``raw`` and are
         # mutable: the gate and the tool each get their own deep copy, so neither
         # can change what the tool receives or what is recorded.
-        shown, shown_raw, given = _copies(function, kwargs, raw)
+        if gated:
+            shown, shown_raw, given = _copies(function, kwargs, raw)
+        else:
+            given = _tool_copy(function, kwargs, raw)
     except ValueError as exc:
         return _failed(batch, req, raw, "rejected", exc)
 
     # 3. governance, on exactly what the tool will receive: fail closed. With
     # no gate to ask (and Branch's own _authorize) every invocation is allowed.
     verdict: str = "allowed"
-    if branch._gated():
+    if gated:
         invocation = ToolInvocation(function, shown, tool, branch.id, index, batch.offered, shown_raw, call_id)
         try:
             verdict, reason = await branch._authorize(invocation)
@@ -469,11 +486,14 @@ async def act(
         )
     if offered is None:
         offered = branch.acts.select(action_param.tools)
+    elif not isinstance(offered, (list, tuple)):
+        offered = tuple(offered)  # read twice below
     # Names are bound to their Tools now: a tool registered anew under an
     # offered name later in the call (by a Middle, gate, hook or tool) is not
     # the tool that was offered, and does not run.
     bound: dict[str, Tool | None] = {t.name: t for t in offered if isinstance(t, Tool)}
-    bound |= {t: branch.acts.get(t) for t in offered if isinstance(t, str)}
+    if len(bound) < len(offered):  # names among them (or Tools that share a name)
+        bound |= {t: branch.acts.get(t) for t in offered if isinstance(t, str)}
     batch = _Batch(branch, action_param, bound)
     cap = branch.max_requests
     results: list[ActionRecord | None] = []
