@@ -89,7 +89,17 @@ def _check_output(function: str, output: Any) -> None:
     """Raise ToolOutputError unless ``output`` serializes to JSON (pydantic's
     rules: models, dataclasses, datetimes, sets... are fine; opaque objects
     and cycles are not). ``_act_one`` calls it only for an output that is not
-    ``None`` or a plain scalar (those always serialize)."""
+    ``None`` or a plain scalar (those always serialize).
+
+    A one-shot iterator (a generator, ``iter(...)``, ``map(...)``, an async
+    generator) is refused before anything reads it: serializing it would use
+    it up, and the record would keep an exhausted iterator instead of what
+    the model was shown."""
+    kind = type(output)
+    if hasattr(kind, "__next__") or hasattr(kind, "__anext__"):
+        raise ToolOutputError(
+            f"output of {function!r} is a one-shot iterator ({kind.__name__}): it cannot be both recorded"
+            " and shown to the model; return a list (for example list(...)) instead")
     try:
         pydantic_core.to_json(output)
     except Exception as exc:  # noqa: BLE001 - serialization errors, cycles, recursion

@@ -178,6 +178,73 @@ async def test_without_a_gate_validated_arguments_that_cannot_be_copied_are_reje
     assert out.output["error"] == "invalid arguments for 'take': arguments cannot be copied (RuntimeError)"
 
 
+# ---------------------------------------------------------------- one-shot iterators
+
+
+def numbers(n: int) -> Any:
+    """Yield numbers."""
+    yield from range(n)
+
+
+def listed(n: int) -> Any:
+    """An iterator over a list."""
+    return iter(list(range(n)))
+
+
+def mapped(n: int) -> Any:
+    """A map object."""
+    return map(str, range(n))
+
+
+async def counted(n: int) -> Any:
+    """An async generator."""
+    for i in range(n):
+        yield i
+
+
+def ranged(n: int) -> Any:
+    """A range: iterable, not an iterator."""
+    return range(n)
+
+
+@pytest.mark.parametrize(("tool", "kind"), [(numbers, "generator"), (listed, "list_iterator"), (mapped, "map"),
+                                            (counted, "async_generator")])
+async def test_a_one_shot_iterator_output_is_refused_unread(tool: Any, kind: str) -> None:
+    branch = Branch(tools=[tool])
+    name = tool.__name__
+    (out,) = await act(branch, [{"function": name, "arguments": {"n": 3}}], SUPPRESS)
+    assert out.record.decision == "error" and out.record.invoked is True
+    assert out.output["type"] == "ToolOutputError"
+    assert out.output["error"] == (
+        f"output of {name!r} is a one-shot iterator ({kind}): it cannot be both recorded"
+        " and shown to the model; return a list (for example list(...)) instead")
+    assert [e.kind for e in branch.logs] == ["action_error"]
+    assert [m.role for m in branch.messages] == ["action_request", "action_response"]
+    with pytest.raises(TypeError, match="one-shot iterator"):
+        await act(branch, [{"function": name, "arguments": {"n": 3}}], ActionParam(suppress_errors=False))
+
+
+async def test_an_iterable_that_is_not_an_iterator_is_judged_as_any_output() -> None:
+    branch = Branch(tools=[ranged])
+    (out,) = await act(branch, [{"function": "ranged", "arguments": {"n": 3}}], SUPPRESS)
+    assert out.record.decision == "error" and "not JSON-serializable (range)" in out.output["error"]
+
+
+async def test_a_generator_output_is_left_unread() -> None:
+    made: list[Any] = []
+
+    def lazy(n: int) -> Any:
+        """A generator the test can inspect afterwards."""
+        gen = (i for i in range(n))
+        made.append(gen)
+        return gen
+
+    branch = Branch(tools=[lazy])
+    (out,) = await act(branch, [{"function": "lazy", "arguments": {"n": 3}}], SUPPRESS)
+    assert out.record.decision == "error"
+    assert list(made[0]) == [0, 1, 2]
+
+
 # ---------------------------------------------------------------- a Tool's fields changed
 
 
