@@ -7,10 +7,10 @@ it, and a Tool's schema and renames read again after its fields change."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, BeforeValidator
 
 from lionops import Branch, Tool, act
 from lionops.messages import Message, MessageLog
@@ -282,3 +282,44 @@ def test_validate_arguments_reads_the_renames_of_the_model_it_validates_with() -
     assert tool.validate_arguments({}) == {"schema_": "x"}
     tool.arguments_model = Tool(tally).arguments_model
     assert tool.validate_arguments({"schema": "t"}) == {"schema": "t", "copy": 0}
+
+
+# ---------------------------------------------------------------- copies that fail name the tool
+
+
+def _lock_of(value: Any) -> Any:
+    import threading
+
+    return threading.Lock()
+
+
+def hold(value: Annotated[Any, BeforeValidator(_lock_of)]) -> int:
+    """Validation turns any value into an object that has no copy."""
+    return 1
+
+
+@pytest.mark.parametrize("gated", [False, True])
+async def test_validated_arguments_with_no_copy_from_flat_raw_ones_are_rejected_under_the_tool_name(
+        gated: bool) -> None:
+    branch = Branch(tools=[hold])
+    asked: list[str] = []
+    if gated:
+        branch.gate(lambda inv: asked.append(inv.function) or True)
+    (out,) = await act(branch, [{"function": "hold", "arguments": {"value": 1}}], SUPPRESS)
+    assert out.record.decision == "rejected" and asked == []
+    assert out.output["error"] == "invalid arguments for 'hold': arguments cannot be copied (TypeError)"
+
+
+async def test_with_a_gate_raw_arguments_with_no_copy_are_rejected_under_the_tool_name() -> None:
+    ran: list[int] = []
+
+    def bump(x: int) -> int:
+        """Add one."""
+        ran.append(x)
+        return x + 1
+
+    branch = Branch(tools=[bump])
+    branch.gate(lambda inv: True)
+    (out,) = await act(branch, [{"function": "bump", "arguments": {"x": _NoCopy(3.0)}}], SUPPRESS)
+    assert ran == [] and out.record.decision == "rejected"
+    assert out.output["error"] == "invalid arguments for 'bump': arguments cannot be copied (RuntimeError)"
