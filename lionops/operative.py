@@ -8,7 +8,11 @@ given, so a response instance passes the caller's outer instance check.
 
 Generated *types* are cached per distinct configuration for the life of the
 process; an Operative itself is cheap and per call, so per-call state never
-lives on a shared object.
+lives on a shared object. A type pydantic cannot complete (an annotation of
+the base or of a field's model names a type not defined yet) is refused with
+a :class:`~lionops.errors.ConfigurationError` and never cached: once the name
+is defined and the model rebuilt (``Model.model_rebuild()``), the next call
+builds it anew.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import threading
 import weakref
 from typing import Any, Literal
 
-from pydantic import BaseModel, create_model
+from pydantic import BaseModel, PydanticUndefinedAnnotation, create_model
 
 from .errors import ConfigurationError
 from .fields import Spec, default_field, to_fields_dict
@@ -83,7 +87,9 @@ def field_clashes(
     generated model passed back in) replaces nothing.
 
     Returns one sentence per clash, empty when there is none (a pure check;
-    without ``fields`` worked out once per model class and flags).
+    without ``fields`` worked out once per model class and flags, for a
+    model class pydantic has completed: the fields of one that is not
+    complete yet may change when it is rebuilt).
     """
     if fields or not isinstance(base_type, type):
         return _field_clashes(base_type, reason, actions, fields)
@@ -91,6 +97,8 @@ def field_clashes(
     try:
         entry = _CLASHES.get(base_type)
         if entry is None or entry[0] is not model_fields:
+            if not getattr(base_type, "__pydantic_complete__", False):  # checked only before an entry is made
+                return _field_clashes(base_type, reason, actions, None)
             entry = _CLASHES[base_type] = (model_fields, {})
     except TypeError:  # a class that cannot be weakly referenced
         return _field_clashes(base_type, reason, actions, fields)
@@ -155,11 +163,47 @@ def _materialize(
         response_cls = create_model(  # type: ignore[call-overload]
             f"{name}Response", __base__=request_cls, **resp_defs
         )
+        if not response_cls.__pydantic_complete__:  # never cached: built anew once the names are defined
+            _refuse_incomplete(response_cls, name, base_type, fields)
         setattr(response_cls, _REQUEST_TYPE_ATTR, request_cls)
         setattr(response_cls, _REQUEST_EXCLUDE_ATTR, request_exclude)
         setattr(request_cls, _REQUEST_EXCLUDE_ATTR, request_exclude)
         _TYPE_CACHE[key] = (request_cls, response_cls)
         return request_cls, response_cls
+
+
+def _refuse_incomplete(
+    response_cls: type[BaseModel], name: str, base_type: type[BaseModel] | None, fields: tuple[Spec, ...]
+) -> None:
+    """Raise :class:`ConfigurationError` for a generated type pydantic could
+    not complete, naming the caller's model that is not fully defined (the
+    base, else a field's model; else a model one of them uses, which the
+    generated type cannot complete from the namespaces it is built in) and
+    the name it lacks.
+
+    Rebuilding the generated type (in the namespaces it was built in, and no
+    other) tells which name is not defined; should it succeed (the name was
+    defined meanwhile), the type is complete and nothing is raised.
+    """
+    try:
+        response_cls.model_rebuild(raise_errors=True, _types_namespace={})
+    except PydanticUndefinedAnnotation as exc:
+        missing = exc.name
+        owners = [t for t in (base_type, *(s.base_type for s in fields))
+                  if not getattr(t, "__pydantic_complete__", True)]
+        if owners:
+            owner = owners[0].__name__
+            raise ConfigurationError(
+                f"{owner} is not fully defined: it names {missing!r}, which is not defined where it is named, "
+                f"so the response model of {name} cannot be built; define {missing}, then call "
+                f"{owner}.model_rebuild()"
+            ) from None
+        # a model the base or a field uses (complete itself), or a field typed by a name
+        raise ConfigurationError(
+            f"the response model of {name} cannot be built: {missing!r} is named by a model it uses, or by a "
+            f"field typed by a name, and is not defined where it is named; define {missing} in the module that "
+            f"names it, or call model_rebuild() on the model that names it where {missing} is defined"
+        ) from None
 
 
 class Operative:
@@ -336,7 +380,13 @@ class Step:
         operative: Operative, additional_fields: dict[str, Spec] | None = None
     ) -> Operative:
         """Materialize the response model; with ``additional_fields``, a new
-        Operative carrying them too."""
+        Operative carrying them too.
+
+        Raises:
+            ConfigurationError: the base type or a field's model is not fully
+                defined (an annotation names a type not defined yet); define
+                it, call ``model_rebuild()`` on that model, and call again.
+        """
         if additional_fields:
             specs = dict(operative.fields)
             for key, spec in additional_fields.items():
