@@ -53,6 +53,25 @@ def _first_paragraph(doc: str | None) -> str:
     return inspect.cleandoc(doc).partition("\n\n")[0].replace("\n", " ").strip()
 
 
+def _unwrapped(func: Any) -> Any:
+    """The function a ``functools.partial`` wraps, however deep partials nest;
+    any other callable as it is."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    return func
+
+
+def _doc_of(func: Any) -> str | None:
+    """The docstring that describes ``func`` to the model: a partial's
+    function's (never ``functools.partial``'s own), a function's or class's
+    own, a callable object's class's, else its ``__call__``'s."""
+    func = _unwrapped(func)
+    doc = getattr(func, "__doc__", None)
+    if not doc and not inspect.isroutine(func) and not inspect.isclass(func):
+        doc = getattr(type(func).__call__, "__doc__", None)
+    return doc if isinstance(doc, str) else None
+
+
 def _param_docs(doc: str | None) -> dict[str, str]:
     """Parameter descriptions from a docstring in Google, NumPy, Sphinx (reST) or
     Epydoc style (read by docstring_parser), each on one line."""
@@ -164,7 +183,7 @@ def _arguments_model(func: Callable[..., Any], name: str) -> tuple[type[BaseMode
         sig = inspect.signature(func)
     except (TypeError, ValueError) as exc:  # a builtin or C type without a readable signature
         raise ConfigurationError(f"tool {name!r}: its signature cannot be read: {exc}") from None
-    docs = _param_docs(func.__doc__)
+    docs = _param_docs(_doc_of(func))
     namespace, module = _home(func)
     taken = set(sig.parameters)
     defs: dict[str, Any] = {}
@@ -279,7 +298,7 @@ def _derive(func: Any, name: str) -> tuple[Any, str, bool, tuple[str, ...]]:
         model, positional = _arguments_model(func, name)
         derived = entry[1][name] = (
             model,
-            _first_paragraph(func.__doc__),
+            _first_paragraph(_doc_of(func)),
             # a callable object's own __call__ method, when it is a coroutine function
             inspect.iscoroutinefunction(func) or (
                 not inspect.isclass(func) and inspect.iscoroutinefunction(func.__call__)),
@@ -362,7 +381,7 @@ class Tool:
     def __post_init__(self) -> None:
         if not callable(self.func):
             raise TypeError(f"Tool needs a callable, got {type(self.func).__name__}")
-        self.name = self.name or getattr(self.func, "__name__", "")
+        self.name = self.name or getattr(_unwrapped(self.func), "__name__", "")
         if not self.name or not self.name.isidentifier():
             raise ValueError(f"tool name must be an identifier, got {self.name!r}")
         self.arguments_model, description, self.is_async, self.positional = _derive(self.func, self.name)
