@@ -156,12 +156,15 @@ def _materialize(
         if cached is not None:
             return cached
         req_defs = {s.name: s.field_definition() for s in fields if s.name not in request_exclude}
+        # Made in the caller's model's module, so a name its annotations leave
+        # to be resolved later is looked up there, never among lionops' own.
+        module = base_type.__module__ if base_type is not None else __name__
         request_cls = create_model(  # type: ignore[call-overload,arg-type]
-            f"{name}Request", __base__=base_type or BaseModel, **req_defs
+            f"{name}Request", __base__=base_type or BaseModel, __module__=module, **req_defs
         )
         resp_defs = {s.name: s.field_definition() for s in fields if s.name in request_exclude}
         response_cls = create_model(  # type: ignore[call-overload]
-            f"{name}Response", __base__=request_cls, **resp_defs
+            f"{name}Response", __base__=request_cls, __module__=module, **resp_defs
         )
         if not response_cls.__pydantic_complete__:  # never cached: built anew once the names are defined
             _refuse_incomplete(response_cls, name, base_type, fields)

@@ -257,6 +257,32 @@ async def test_a_name_only_the_library_knows_does_not_complete_a_model():
     assert_refused_before_the_middle(branch, mid, info.value, refused("Odd", "base_type"))
 
 
+@pytest.mark.parametrize("missing", ["Operative", "create_model", "default_field", "request_type_of"])
+async def test_a_name_the_library_s_module_defines_does_not_complete_a_model(missing):
+    # The response type is made in the caller's model's module, so an
+    # undefined name is looked up there: one lionops' own module happens to
+    # define never stands in for it.
+    Named = type(BaseModel)(f"Named{missing}", (BaseModel,), {"__module__": __name__, "__annotations__": {
+        "me": missing}})
+
+    branch = Branch()
+    mid = ScriptedMiddle(as_response({"me": {}}))
+    with pytest.raises(ConfigurationError) as info:
+        await branch.operate(instruction="q", response_format=Named, middle=mid, reason=True)
+    assert_refused_before_the_middle(branch, mid, info.value, refused(f"Named{missing}", missing))
+
+
+async def test_a_generated_response_type_lives_in_the_caller_s_module():
+    class Plain(BaseModel):
+        city: str
+
+    branch = Branch()
+    mid = ScriptedMiddle(as_response({"city": "Lisbon"}))
+    result = await branch.operate(instruction="q", response_format=Plain, middle=mid, reason=True)
+    assert type(result).__module__ == __name__ and isinstance(result, Plain)
+    assert result.city == "Lisbon"
+
+
 def test_the_operative_factories_refuse_a_model_not_fully_defined():
     class Direct(BaseModel):
         inner: DirectInner  # defined below
