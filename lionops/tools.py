@@ -66,9 +66,9 @@ def _doc_of(func: Any) -> str | None:
     function's (never ``functools.partial``'s own), a function's or class's
     own, a callable object's class's, else its ``__call__``'s."""
     func = _unwrapped(func)
-    doc = getattr(func, "__doc__", None)
+    doc = func.__doc__  # every object has one (None when its class has no docstring)
     if not doc and not inspect.isroutine(func) and not inspect.isclass(func):
-        doc = getattr(type(func).__call__, "__doc__", None)
+        doc = type(func).__call__.__doc__
     return doc if isinstance(doc, str) else None
 
 
