@@ -95,10 +95,11 @@ def _check_output(function: str, output: Any) -> None:
     generator) is refused before anything reads it: serializing it would use
     it up, and the record would keep an exhausted iterator instead of what
     the model was shown."""
-    kind = type(output)
-    if hasattr(kind, "__next__") or hasattr(kind, "__anext__"):
+    kind = _one_shot(output)
+    if kind is not None:
+        where = "" if kind is type(output) else f" inside its {type(output).__name__}"
         raise ToolOutputError(
-            f"output of {function!r} is a one-shot iterator ({kind.__name__}): it cannot be both recorded"
+            f"output of {function!r} is a one-shot iterator ({kind.__name__}){where}: it cannot be both recorded"
             " and shown to the model; return a list (for example list(...)) instead")
     try:
         pydantic_core.to_json(output)
@@ -106,6 +107,39 @@ def _check_output(function: str, output: Any) -> None:
         raise ToolOutputError(
             f"output of {function!r} is not JSON-serializable ({type(output).__name__}): {safe_str(exc)}"
         ) from exc
+
+
+def _one_shot(value: Any) -> type | None:
+    """The type of the first one-shot iterator in ``value``: ``value`` itself,
+    or one held in the dicts, lists, tuples, sets, models and dataclasses it
+    is made of (serializing would use up a nested one as well), else ``None``.
+    Nothing is read from an iterator; a part met twice (a cycle) is walked once."""
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind in _ATOMIC:
+            continue
+        if hasattr(kind, "__next__") or hasattr(kind, "__anext__"):
+            return kind
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, dict):
+            if not _all_atomic(map(type, item.values())):  # a flat one (the usual row) holds no iterator
+                stack.extend(item.values())
+            if not _all_atomic(map(type, item)):
+                stack.extend(item)
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            if not _all_atomic(map(type, item)):
+                stack.extend(item)
+        elif isinstance(item, BaseModel):
+            stack.extend(item.__dict__.values())
+            stack.extend((item.__pydantic_extra__ or {}).values())
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            stack.extend(getattr(item, f.name, None) for f in dataclasses.fields(item))
+    return None
 
 
 class _Request(NamedTuple):
@@ -273,10 +307,9 @@ class _Batch:
         branch.logs.log("action", content, record=rec)
         return rec
 
-    def write_messages(self) -> list[ActionRecord]:
-        """Write the request/response messages of every record, in request order."""
+    def write_messages(self, ordered: list[ActionRecord]) -> None:
+        """Write the request/response messages of every record (``ordered``: in request order)."""
         branch = self.branch
-        ordered = sorted(self.records.values(), key=_index_of)
         exchanges = []
         for rec in ordered:
             function = rec.function
@@ -286,7 +319,6 @@ class _Batch:
             exchanges.append((function, rec.raw_arguments, rec.output,
                               function if isinstance(function, str) else str(function), meta))
         branch.messages.add_action_exchanges(exchanges, sender=branch.id)
-        return ordered
 
 
 def _record(req: _Request, raw: Any, decision: Decision, *, arguments: dict[str, Any] | None = None,
@@ -438,6 +470,27 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
     return rec
 
 
+def _finish(batch: _Batch, records: list[ActionRecord] | None, raising: BaseException | None) -> None:
+    """Hand out the records of ``batch`` and write its messages, in request order.
+
+    The records come first, so a message writer that raises loses none of
+    them. While ``raising`` (a tool's exception, a cancellation) propagates,
+    a writer's failure does not replace it: it is logged as
+    ``message_error`` and noted on ``raising``."""
+    ordered = sorted(batch.records.values(), key=_index_of)
+    if records is not None:
+        records.extend(ordered)
+    if raising is None:
+        batch.write_messages(ordered)
+        return
+    try:
+        batch.write_messages(ordered)
+    except Exception as exc:  # noqa: BLE001 - the exception already propagating stays the one raised
+        text = safe_str(exc)
+        batch.branch.logs.log("message_error", {"error": text, "type": type(exc).__name__, "branch": batch.branch.id})
+        raising.add_note(f"writing the messages of the batch failed too: {type(exc).__name__}: {text}")
+
+
 async def act(
     branch: BranchLike,
     action_request: Any,
@@ -537,10 +590,10 @@ async def act(
                 return observe.tool_call(branch, req, _act_one(batch, req, timeout))
 
             results = await outer(requests, run)
-    finally:
-        ordered = batch.write_messages()
-        if records is not None:
-            records.extend(ordered)
+    except BaseException as exc:
+        _finish(batch, records, exc)
+        raise
+    _finish(batch, records, None)
     # What the strategy returned, in its order (an AlcallParams may drop or
     # blank results: the ADR drops None responses), then the over-cap ones.
     return [rec.response() if rec is not None else None for rec in [*results, *over]]
