@@ -15,7 +15,7 @@ import operator
 import sys
 import types
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -562,17 +562,23 @@ class ActionManager:
         """The registered tools a ``tools=`` selector names (ADR-0022 D2).
 
         ``tools``: ``True``/``None`` for all; a name, Tool or callable; or a
-        list of those. Raises ``ValueError`` for a name that is not registered.
+        list, tuple, set or any other iterable of those (a str is one name).
+        Raises ``ValueError`` for a name that is not registered.
         """
         if tools is True or tools is None:
             return list(self._tools.values())
-        items = tools if isinstance(tools, (list, tuple)) else [tools]
+        if isinstance(tools, (list, tuple)):
+            items = tools
+        elif isinstance(tools, (str, Tool)) or callable(tools) or not isinstance(tools, Iterable):
+            items = [tools]
+        else:  # a set, dict keys, a generator...
+            items = list(tools)
         selected = []
         for item in items:
             name = item if isinstance(item, str) else getattr(item, "name", None) or getattr(item, "__name__", None)
             tool = self._tools.get(name) if isinstance(name, str) else None
             if tool is None:
-                raise ValueError(f"tool {name!r} is not registered")
+                raise ValueError(f"tool {item if name is None else name!r} is not registered")
             selected.append(tool)
         return selected
 

@@ -510,8 +510,9 @@ async def act(
             ``name``/``parameters``/``args``/``input`` are normalized).
         action_param: strategy, suppression, AlcallParams and the ``tools``
             selector.
-        offered: the tools offered in this call (Tools, or names resolved
-            when ``act()`` starts); only these can run, and a name only as
+        offered: the tools offered in this call (any iterable of Tools, or
+            of names resolved when ``act()`` starts; one Tool or name alone
+            is that one); only these can run, and a name only as
             the Tool it was offered as (one registered anew under it since
             is ``not_offered``). Default: the tools ``action_param.tools``
             selects (all registered when it is ``None``). ``operate()``
@@ -549,6 +550,8 @@ async def act(
         )
     if offered is None:
         offered = branch.acts.select(action_param.tools)
+    elif isinstance(offered, (str, Tool)):
+        offered = (offered,)  # one name or Tool, never a name's characters
     elif not isinstance(offered, (list, tuple)):
         offered = tuple(offered)  # read twice below
     # Names are bound to their Tools now: a tool registered anew under an

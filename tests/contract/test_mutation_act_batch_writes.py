@@ -323,3 +323,43 @@ async def test_with_a_gate_raw_arguments_with_no_copy_are_rejected_under_the_too
     (out,) = await act(branch, [{"function": "bump", "arguments": {"x": _NoCopy(3.0)}}], SUPPRESS)
     assert ran == [] and out.record.decision == "rejected"
     assert out.output["error"] == "invalid arguments for 'bump': arguments cannot be copied (RuntimeError)"
+
+
+# ---------------------------------------------------------------- selectors and offered tools of any shape
+
+
+@pytest.mark.parametrize("make", [lambda: {"shout"}, lambda: frozenset({"shout"}), lambda: {"shout": 1}.keys(),
+                                  lambda: (n for n in ["shout"]), lambda: iter(["shout"])],
+                         ids=["set", "frozenset", "dict-keys", "generator", "iterator"])
+async def test_a_tools_selector_may_be_any_iterable_of_names(make: Any) -> None:
+    branch = Branch(tools=[add, shout])
+    assert [t.name for t in branch.acts.select(make())] == ["shout"]
+    requests = [{"function": "add", "arguments": {"x": 2}}, {"function": "shout", "arguments": {"text": "hi"}}]
+    out = await branch.act(requests, tools=make())
+    assert [r.record.decision for r in out] == ["not_offered", "allowed"]
+
+
+def test_a_selector_of_one_tool_a_callable_or_a_name_selects_that_one() -> None:
+    branch = Branch(tools=[add, shout])
+    tool = branch.acts.get("add")
+    assert branch.acts.select(tool) == [tool]
+    assert branch.acts.select(add) == [tool]
+    assert branch.acts.select("add") == [tool]
+    with pytest.raises(ValueError, match=r"^tool 'a' is not registered$"):
+        branch.acts.select(["a", "d"])
+    with pytest.raises(ValueError, match=r"^tool 7 is not registered$"):
+        branch.acts.select({7})
+
+
+def f(text: str) -> str:
+    """A tool whose name is one character of another tool's name."""
+    return text
+
+
+async def test_one_name_offered_alone_is_that_name_not_its_characters() -> None:
+    branch = Branch(tools=[f, shout])
+    requests = [{"function": "f", "arguments": {"text": "a"}}, {"function": "shout", "arguments": {"text": "b"}}]
+    out = await act(branch, requests, SUPPRESS, offered="shout")
+    assert [r.record.decision for r in out] == ["not_offered", "allowed"]
+    one = await act(branch, requests, SUPPRESS, offered=branch.acts.get("f"))
+    assert [r.record.decision for r in one] == ["allowed", "not_offered"]

@@ -491,7 +491,7 @@ def test_only_the_selected_schema_is_given():
 
 @pytest.mark.parametrize(("selector", "message"), [
     ("gamma", "tool 'gamma' is not registered"),
-    (7, "tool None is not registered"),
+    (7, "tool 7 is not registered"),
     (Named(["alpha"]), "tool ['alpha'] is not registered"),
     (Named(3), "tool 3 is not registered"),
 ], ids=["unknown-name", "nameless", "unhashable-name", "non-string-name"])
