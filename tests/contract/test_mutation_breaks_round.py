@@ -15,7 +15,7 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from lionops import Branch, act
+from lionops import Branch, Tool, act
 from lionops.errors import ConfigurationError, ToolOutputError
 from lionops.messages import MessageLog
 from lionops.params import ActionParam
@@ -224,3 +224,78 @@ async def test_a_missing_name_lionops_defines_is_refused_before_the_middle(missi
     result = await branch.operate(instruction="x?", response_format=outer, middle=middle)
     assert isinstance(result, outer) and result.x == 3
     assert asked[0].model_fields["x"].annotation is int
+
+
+# ---------------------------------------------------------------- the walk over an output, exactly
+
+
+async def _refused(output: Any) -> dict[str, Any]:
+    """The error payload of a tool that returned ``output`` (decision ``error``)."""
+
+    def give() -> Any:
+        """Return what the test built."""
+        return output
+
+    branch = Branch(tools=[give])
+    (out,) = await act(branch, [{"function": "give", "arguments": {}}], ActionParam(suppress_errors=True))
+    assert out.record.decision == "error" and out.output["type"] == "ToolOutputError"
+    payload: dict[str, Any] = out.output
+    return payload
+
+
+@pytest.mark.parametrize(("make", "kind", "inside"), [
+    (lambda: {"rows": iter([1])}, "list_iterator", "dict"),
+    (lambda: [iter([1]), 1], "list_iterator", "list"),
+    (lambda: (map(str, [1]),), "map", "tuple"),
+    (lambda: {(x for x in [1]): 1}, "generator", "dict"),
+], ids=["dict-value", "list-iterator-first", "tuple", "dict-key"])
+async def test_the_refusal_names_the_iterator_and_the_container_it_is_in(make: Any, kind: str, inside: str) -> None:
+    payload = await _refused(make())
+    assert payload["error"] == (
+        f"output of 'give' is a one-shot iterator ({kind}) inside its {inside}: it cannot be both recorded"
+        " and shown to the model; return a list (for example list(...)) instead")
+
+
+async def test_a_part_met_twice_is_walked_once_and_the_walk_goes_on() -> None:
+    shared = {"a": [1, 2]}
+    payload = await _refused([iter([1]), shared, shared])
+    assert "one-shot iterator (list_iterator) inside its list" in payload["error"]
+
+
+async def test_a_cyclic_output_is_walked_to_its_end_and_refused_as_not_serializable() -> None:
+    loop: dict[str, Any] = {}
+    loop["self"] = loop  # walked again and again without a memory of what was seen
+    payload = await _refused(loop)
+    assert "is not JSON-serializable (dict)" in payload["error"]
+
+
+@dataclasses.dataclass
+class Unset:
+    later: int = dataclasses.field(init=False)
+
+
+async def test_a_dataclass_with_an_unset_field_is_refused_as_not_serializable() -> None:
+    payload = await _refused(Unset())
+    assert "is not JSON-serializable (Unset)" in payload["error"]
+
+
+class CallableAndIterable:
+    """A callable object that is also iterable, selected by the name it carries."""
+
+    name = "both"
+
+    def __call__(self, x: int) -> int:
+        return x
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["other"])
+
+
+def test_a_callable_selector_is_one_selector_even_when_it_is_iterable() -> None:
+    def other(x: int) -> int:
+        """Other."""
+        return x
+
+    obj = CallableAndIterable()
+    branch = Branch(tools=[other, Tool(obj, name="both")])
+    assert [t.name for t in branch.acts.select(obj)] == ["both"]
