@@ -491,6 +491,9 @@ class OpenTelemetryObserver:
         tool = branch.acts.get(function) if isinstance(function, str) and hasattr(branch, "acts") else None
         if tool is not None and getattr(tool, "description", None):
             attributes["gen_ai.tool.description"] = scrub.text(str(tool.description))
+        extra = getattr(tool, "span_attributes", None)  # an MCP tool's (lionops.mcp): mcp.method.name, ...
+        if isinstance(extra, dict):
+            attributes.update(extra)
         call_id = _take_call_id(op, function, getattr(request, "arguments", None)) if op is not None else None
         _set(attributes, "gen_ai.tool.call.id", call_id)
         span = self.tracer.start_span(f"execute_tool {attributes['gen_ai.tool.name']}", kind=SpanKind.INTERNAL,
