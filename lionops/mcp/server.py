@@ -209,7 +209,7 @@ class MCPServer:
             self._stderr = stack.enter_context(tempfile.TemporaryFile(mode="w+", encoding="utf-8",
                                                                      errors="replace"))
             params = StdioServerParameters(command=self.command[0], args=self.command[1:], env=self.env,
-                                           cwd=self.cwd)
+                                           cwd=None if self.cwd is None else os.fspath(self.cwd))
             streams = await stack.enter_async_context(stdio_client(params, errlog=self._stderr))
         else:
             assert self.url is not None

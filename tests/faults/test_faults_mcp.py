@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from lionops import Branch
+from lionops.errors import ConfigurationError, LionopsError
 from lionops.mcp import (
     MCPDefinitionChangedError,
     MCPError,
@@ -20,7 +21,6 @@ from lionops.mcp import (
     ToolPins,
     definition_hash,
 )
-from lionops.errors import ConfigurationError, LionopsError
 from tests.mcp_support import RAW
 
 pytestmark = pytest.mark.anyio
