@@ -25,7 +25,8 @@ def mcp_tool(**definition: object) -> MCPTool:
 
 
 def test_importing_lionops_imports_nothing_of_the_sdk():
-    code = "import sys, lionops; print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith(('mcp.', 'lionops.mcp'))))"
+    code = ("import sys, lionops; "
+            "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith(('mcp.', 'lionops.mcp'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
