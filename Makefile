@@ -161,6 +161,7 @@ $(BENCH_STAMP): $(STAMP)
 bench: setup $(BENCH_STAMP)
 	$(PY) bench/run.py
 	$(PY) bench/profile.py > /dev/null
+	$(PY) bench/mcp_call.py
 	@echo "profiles: out/bench/profile-S1.txt out/bench/profile-S2.txt out/bench/profile-H2.txt"
 
 # A failed peer install does not stop the run: the table reports it.

@@ -388,17 +388,31 @@ class MCPServer:
         return self._output(tool, result)
 
     def _output(self, tool: MCPTool, result: mt.CallToolResult) -> Any:
-        data = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-        size = len(json.dumps(data, ensure_ascii=False).encode())
+        texts: list[str] | None = []
+        for block in result.content:
+            if texts is not None and type(block) is mt.TextContent:
+                texts.append(block.text)
+            else:
+                texts = None
+        structured = result.structured_content
+        if texts is not None and structured is None and not result.is_error:  # the common case, measured cheaply
+            size = sum(len(t) for t in texts)
+            if size * 4 > self.max_result_bytes:  # up to 4 bytes a character: measure exactly
+                size = sum(len(t.encode()) for t in texts)
+        else:
+            size = len(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True),
+                                  ensure_ascii=False).encode())
         if size > self.max_result_bytes:
             raise self._error(f"tools/call {tool.remote_name!r}: the result has {size} bytes, more than "
                               f"max_result_bytes={self.max_result_bytes}", MCPResultTooLargeError)
+        if texts is not None and structured is None and not result.is_error:
+            return "\n".join(texts)
         parts = [_part(block) for block in result.content]
         if result.is_error:
             text = " ".join(p["text"] for p in parts if p.get("type") == "text") or summarize(parts, 300)
             raise MCPToolError(self.name, tool.remote_name, self._scrub(summarize(text, 2000)))
-        if result.structured_content is not None:
-            return data["structuredContent"]
+        if structured is not None:
+            return json.loads(json.dumps(structured))  # plain JSON, a copy of its own
         if all(p.get("type") == "text" for p in parts):
             return "\n".join(p["text"] for p in parts)
         return parts

@@ -138,6 +138,8 @@ class MCPTool(Tool):
         """
         if not isinstance(arguments, dict):
             raise ToolArgumentsError(self.name, f"arguments must be an object, got {type(arguments).__name__}")
+        if self._validator.is_valid(arguments):
+            return dict(arguments)
         errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path)))
         if errors:
             detail = "; ".join(
