@@ -61,7 +61,7 @@ def answer(request: dict) -> dict | None:
 
 def main() -> None:
     if sys.argv[1:] == ["exit"]:
-        sys.stderr.write("raw-faults: cannot start: no configuration\n")
+        sys.stderr.write(f"raw-faults: cannot start: no configuration (token {os.environ.get('RAW_TOKEN')})\n")
         sys.exit(3)
     if os.environ.get("RAW_PID"):
         with open(os.environ["RAW_PID"], "w") as f:

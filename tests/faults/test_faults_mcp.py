@@ -72,6 +72,16 @@ async def test_a_server_that_cannot_start_is_a_typed_error(command):
         assert "raw-faults: cannot start: no configuration" in str(info.value)  # its stderr, named
 
 
+async def test_env_values_never_reach_an_error_message():
+    secret = "tok-9f8e7d6c5b4a"
+    with pytest.raises(MCPServerError) as info:
+        async with MCPServer([*RAW, "exit"], env={"RAW_TOKEN": secret}, name="leaky"):
+            pass
+    text = str(info.value)
+    assert "cannot start: no configuration (token [REDACTED])" in text and secret not in text
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
 async def test_a_cancelled_call_leaves_the_server_usable(tmp_path):
     async with MCPServer(RAW, call_timeout=30) as server:
         branch = Branch(tools=await server.tools())
