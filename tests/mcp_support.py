@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,10 +46,22 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass
+class HttpProcess(HttpApp):
+    process: subprocess.Popen[bytes]
+
+
 @pytest.fixture(scope="module")
 def http_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpApp]:
     """``tests/mcp_app.py`` over streamable HTTP on loopback, shared by a module's tests."""
-    log = tmp_path_factory.mktemp("mcp") / "calls.log"
+    with serve_http(tmp_path_factory.mktemp("mcp")) as app:
+        yield app
+
+
+@contextmanager
+def serve_http(folder: Path) -> Iterator[HttpProcess]:
+    """``tests/mcp_app.py`` over streamable HTTP on a free loopback port, stopped on exit."""
+    log = folder / "calls.log"
     port = _free_port()
     env = {**os.environ, "MCP_APP_LOG": str(log)}
     proc = subprocess.Popen([*APP, "http", str(port)], cwd=ROOT, env=env,
@@ -63,7 +76,7 @@ def http_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpApp]:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"tests.mcp_app did not listen on {port} (exit {proc.poll()})") from None
                 time.sleep(0.1)
-        yield HttpApp(f"http://127.0.0.1:{port}/mcp", log)
+        yield HttpProcess(f"http://127.0.0.1:{port}/mcp", log, proc)
     finally:
         proc.terminate()
         try:

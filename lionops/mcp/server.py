@@ -13,6 +13,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
+import anyio.abc
 import httpx2
 import mcp.types as mt
 from mcp.client.session import ClientRequestContext, ClientSession
@@ -123,7 +124,8 @@ class MCPServer:
         self.max_result_bytes = max_result_bytes
         self.pins = pins if pins is not None else ToolPins()
         self._callbacks = (sampling, elicitation, list_roots)
-        self._stack: AsyncExitStack | None = None
+        self._group: anyio.abc.TaskGroup | None = None
+        self._stop: anyio.Event | None = None  # made on entry, in the caller's event loop
         self._session: ClientSession | None = None
         self._stderr: Any = None
         self._fault: BaseException | None = None
@@ -178,36 +180,66 @@ class MCPServer:
     # --------------------------------------------------------------- lifecycle
 
     async def __aenter__(self) -> MCPServer:
-        if self._stack is not None:
+        if self._group is not None:
             raise ConfigurationError(f"MCP server {self.name!r} is already started")
-        stack = AsyncExitStack()
         self._fault = None
+        self._stop = anyio.Event()
+        if self.command is not None:
+            self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        group = anyio.create_task_group()
+        await group.__aenter__()
         try:
-            await self._start(stack)
-        except BaseException as exc:
-            error: MCPServerError | None = None
-            if isinstance(exc, Exception):
-                leaf = _flat(exc)
-                if isinstance(leaf, MCPServerError):
-                    error = leaf
-                elif isinstance(leaf, TimeoutError):
-                    error = self._error(f"did not start within {self.start_timeout}s", MCPTimeoutError)
-                else:
-                    detail = "the server exited" if isinstance(leaf, SDKError) else type(leaf).__name__
-                    error = self._error(f"could not start: {detail}: {summarize(str(leaf), 300)}")
-                await anyio.sleep(0.05)  # the child's last stderr lines
-                error.args = (error.args[0] + self._stderr_tail(),)
-            await self._close(stack)  # the transports shield their own shutdown
-            if error is not None:
-                raise error from None
+            failure = await group.start(self._serve)
+        except BaseException:
+            group.cancel_scope.cancel()
+            await group.__aexit__(None, None, None)
+            self._close_stderr()
             raise
-        self._stack = stack
+        if failure is not None:
+            await group.__aexit__(None, None, None)
+            self._close_stderr()
+            raise failure from None
+        self._group = group
         return self
+
+    async def _serve(self, *, task_status: anyio.abc.TaskStatus[MCPServerError | None]) -> None:
+        """Own the transport and the session in a task of their own, so a transport
+        that fails cancels only this task, never the caller's; its failure is
+        kept (``_fault``) and ends every call in flight."""
+        started = False
+        try:
+            async with AsyncExitStack() as stack:
+                await self._start(stack)
+                started = True
+                task_status.started(None)
+                assert self._stop is not None
+                await self._stop.wait()
+        except Exception as exc:  # noqa: BLE001 - every failure of the server is its typed error
+            self._session = None
+            if not started:
+                task_status.started(await self._start_failure(exc))
+                return
+            self._fault = exc
+            for scope in list(self._calls):
+                scope.cancel()
+            logger.debug("MCP server %r: the connection failed: %s", self.name, _flat(exc))
+        finally:
+            self._session = None
+
+    async def _start_failure(self, exc: Exception) -> MCPServerError:
+        leaf = _flat(exc)
+        if isinstance(leaf, MCPServerError):
+            return leaf
+        if isinstance(leaf, TimeoutError):
+            error = self._error(f"did not start within {self.start_timeout}s", MCPTimeoutError)
+        else:
+            detail = "the server exited" if isinstance(leaf, SDKError) else type(leaf).__name__
+            error = self._error(f"could not start: {detail}: {summarize(str(leaf), 300)}")
+        error.args = (error.args[0] + self._stderr_tail(),)
+        return error
 
     async def _start(self, stack: AsyncExitStack) -> None:
         if self.command is not None:
-            self._stderr = stack.enter_context(tempfile.TemporaryFile(mode="w+", encoding="utf-8",
-                                                                     errors="replace"))
             params = StdioServerParameters(command=self.command[0], args=self.command[1:], env=self.env,
                                            cwd=None if self.cwd is None else os.fspath(self.cwd))
             streams = await stack.enter_async_context(stdio_client(params, errlog=self._stderr))
@@ -215,7 +247,9 @@ class MCPServer:
             assert self.url is not None
             client = create_mcp_http_client(
                 headers=self._headers,
-                timeout=httpx2.Timeout(self.start_timeout, read=self.call_timeout or None))
+                # no read timeout: the SDK keeps a stream open for the server's messages, and each
+                # call is bounded by call_timeout
+                timeout=httpx2.Timeout(self.start_timeout, read=None))
             await stack.enter_async_context(client)
             streams = await stack.enter_async_context(streamable_http_client(
                 self.url, http_client=client, max_sse_event_size=self.max_result_bytes))
@@ -235,18 +269,23 @@ class MCPServer:
         self._session = session
 
     async def __aexit__(self, *exc: object) -> None:
-        stack, self._stack = self._stack, None
-        if stack is not None:
-            await self._close(stack)  # the transports shield their own shutdown
-
-    async def _close(self, stack: AsyncExitStack) -> None:
+        group, self._group = self._group, None
+        if group is None:
+            return
         self._session = None
         for scope in list(self._calls):
             scope.cancel()
+        if self._stop is not None:
+            self._stop.set()
         try:
-            await stack.aclose()
-        except Exception as exc:  # noqa: BLE001 - a server that fails while stopping: logged, not raised
-            logger.debug("MCP server %r: closing failed: %s", self.name, _flat(exc))
+            await group.__aexit__(None, None, None)  # the transport stops the child (shielded in the SDK)
+        finally:
+            self._close_stderr()
+
+    def _close_stderr(self) -> None:
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
 
     # -------------------------------------------------- the server's requests
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 
 import anyio
 import pytest
@@ -21,7 +22,7 @@ from lionops.mcp import (
     ToolPins,
     definition_hash,
 )
-from tests.mcp_support import RAW
+from tests.mcp_support import RAW, serve_http
 
 pytestmark = pytest.mark.anyio
 
@@ -70,6 +71,31 @@ async def test_a_server_that_cannot_start_is_a_typed_error(command):
     assert info.value.server == "broken"
     if command[-1] == "exit":
         assert "raw-faults: cannot start: no configuration" in str(info.value)  # its stderr, named
+
+
+async def test_an_http_endpoint_that_is_not_there_is_a_typed_error_without_its_headers():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again when the block ends: nothing listens there
+    token = "Bearer tok-abcdef123456"
+    with pytest.raises(MCPServerError, match="could not start") as info:
+        async with MCPServer(url=f"http://127.0.0.1:{port}/mcp", headers={"Authorization": token},
+                             name="remote", start_timeout=10):
+            pass
+    assert info.value.server == "remote" and token not in str(info.value)
+
+
+async def test_an_http_server_that_dies_mid_session_is_a_tool_error_in_the_record(tmp_path):
+    with serve_http(tmp_path) as app:
+        async with MCPServer(url=app.url, name="remote") as server:
+            branch = Branch(tools=await server.tools())
+            app.process.kill()
+            app.process.wait()
+            (echo,) = await branch.act([{"function": "echo", "arguments": {"text": "x"}}])
+            with pytest.raises(MCPServerError) as info:
+                await branch.act([{"function": "echo", "arguments": {"text": "x"}}], suppress_errors=False)
+    assert echo.record.decision == "error" and echo.record.error_type == "MCPServerError"
+    assert "MCP server 'remote'" in echo.output["error"] and info.value.server == "remote"
 
 
 async def test_env_values_never_reach_an_error_message():
