@@ -6,7 +6,8 @@ starts at once) whose tools misbehave on purpose, for lionops.mcp's fault tests.
 Tools: ``ok`` (answers "fine"), ``crash`` (the process exits mid-call),
 ``garbage`` (a line that is not JSON), ``malformed`` (a result whose
 ``content`` is not a list), ``huge`` (one frame of 2 MB), ``hang`` (never
-answers). ``exit``: writes to stderr and exits before reading anything.
+answers), ``sample`` (asks the client to sample a message and answers with
+what it said). ``exit``: writes to stderr and exits before reading anything.
 ``RAW_VARIANT=2`` changes ``ok``'s description; ``RAW_PID`` names a file
 it writes its process id to.
 """
@@ -19,7 +20,7 @@ import sys
 
 TOOLS = [
     {"name": name, "description": f"The {name} fault.", "inputSchema": {"type": "object", "properties": {}}}
-    for name in ("ok", "crash", "garbage", "malformed", "huge", "hang")
+    for name in ("ok", "crash", "garbage", "malformed", "huge", "hang", "sample")
 ]
 TOOLS[0]["annotations"] = {"readOnlyHint": True}
 if os.environ.get("RAW_VARIANT") == "2":  # a changed definition of "ok"
@@ -53,6 +54,12 @@ def answer(request: dict) -> dict | None:
             return {"content": [{"type": "text", "text": "x" * 2_000_000}]}
         if name == "hang":
             return None
+        if name == "sample":  # ask the client to sample, and answer with what it said
+            send({"jsonrpc": "2.0", "id": "sampling-1", "method": "sampling/createMessage", "params": {
+                "messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}], "maxTokens": 5}})
+            reply = json.loads(sys.stdin.readline())
+            said = reply["result"]["content"]["text"] if "result" in reply else f"refused: {reply['error']['message']}"
+            return {"content": [{"type": "text", "text": said}]}
         return {"content": [{"type": "text", "text": "fine"}]}
     if rid is not None:
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"no method {method}"}})

@@ -17,7 +17,7 @@ from lionops.mcp import (
     ToolAnnotations,
     deny_destructive,
 )
-from tests.mcp_support import APP, ROOT, http_app, reference_server  # noqa: F401
+from tests.mcp_support import APP, RAW, ROOT, http_app, reference_server  # noqa: F401
 
 pytestmark = pytest.mark.anyio
 
@@ -102,12 +102,14 @@ async def test_server_requests_are_refused_unless_opted_in_over_stdio():
         from mcp.types import CreateMessageResult, TextContent
         return CreateMessageResult(role="assistant", content=TextContent(text="yes"), model="local")
 
-    async with MCPServer(APP, cwd=ROOT, name="app") as refusing:
+    async with MCPServer(APP, cwd=ROOT, name="app") as refusing:  # the SDK-built server
         (refused,) = await Branch(tools=await refusing.tools()).act([request("sample")])
-    async with MCPServer(APP, cwd=ROOT, sampling=sampling) as allowing:
+    async with MCPServer(RAW, name="raw") as raw_refusing, MCPServer(RAW, sampling=sampling) as allowing:
+        (raw_refused,) = await Branch(tools=await raw_refusing.tools()).act([request("sample")])
         (allowed,) = await Branch(tools=await allowing.tools()).act([request("sample")])
     assert "lionops refuses sampling for MCP server 'app'" in refused.output["result"]
-    assert allowed.output == {"result": "sampled: yes"}
+    assert raw_refused.output.startswith("refused: lionops refuses sampling for MCP server 'raw'")
+    assert allowed.output == "yes"
 
 
 async def test_reference_filesystem_server_write_denied_read_allowed(tmp_path):
