@@ -255,8 +255,10 @@ class MCPServer:
                 self.url, http_client=client, max_sse_event_size=self.max_result_bytes))
         read, write = streams[0], streams[1]
         sampling, elicitation, list_roots = self._callbacks
-        session = ClientSession(
-            read, write,
+        refused = frozenset(kind for kind, callback in zip(("sampling", "elicitation", "roots"), self._callbacks,
+                                                           strict=True) if callback is None)
+        session = _Session(
+            refused, read, write,
             sampling_callback=sampling or self._refuse("sampling (sampling=...)"),
             elicitation_callback=elicitation or self._refuse("elicitation (elicitation=...)"),
             list_roots_callback=list_roots or self._refuse_roots(),
@@ -455,6 +457,19 @@ class MCPServer:
         if all(p.get("type") == "text" for p in parts):
             return "\n".join(p["text"] for p in parts)
         return parts
+
+
+class _Session(ClientSession):
+    """The SDK's session, advertising none of the capabilities whose requests are
+    refused (a refusing callback would otherwise advertise them)."""
+
+    def __init__(self, refused: frozenset[str], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._refused = refused
+
+    def _build_capabilities(self, version: str) -> mt.ClientCapabilities:
+        capabilities = super()._build_capabilities(version)
+        return capabilities.model_copy(update=dict.fromkeys(self._refused))
 
 
 def _part(block: Any) -> dict[str, Any]:

@@ -3,12 +3,9 @@ HTTP (one process for the module) and stdio, the reference servers from npm."""
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from lionops import Branch
-from lionops.errors import ToolArgumentsError
 from lionops.mcp import (
     MCPResultTooLargeError,
     MCPServer,
@@ -131,7 +128,8 @@ async def test_reference_filesystem_server_write_denied_read_allowed(tmp_path):
 
 async def test_reference_everything_server_echo_image_and_invalid_arguments():
     async with MCPServer([reference_server("everything")], prefix="ev_") as ev:
-        branch = Branch(tools=await ev.tools())
+        tools = await ev.tools()
+        branch = Branch(tools=tools)
         echo, tiny, sums, bad = await branch.act([
             request("ev_echo", message="hello"), request("ev_get_tiny_image"),
             request("ev_get_sum", a=2, b=40), request("ev_get_sum", a="2"),
@@ -140,5 +138,16 @@ async def test_reference_everything_server_echo_image_and_invalid_arguments():
     assert any(isinstance(p, dict) and p.get("type") == "image" for p in tiny.output)
     assert "42" in str(sums.output)
     assert bad.record.decision == "rejected" and isinstance(bad.record.reason, str)
-    assert sys.modules.get("lionops.mcp") is not None
-    _ = ToolArgumentsError
+    # sampling, elicitation and roots are not advertised: the server offers no tool that needs them
+    assert not {"ev_trigger_sampling_request", "ev_trigger_elicitation_request", "ev_get_roots_list"} & {
+        t.name for t in tools}
+
+
+async def test_reference_everything_server_samples_through_an_opted_in_callback():
+    async def sampling(context, params):
+        from mcp.types import CreateMessageResult, TextContent
+        return CreateMessageResult(role="assistant", content=TextContent(text="sampled-yes"), model="local")
+
+    async with MCPServer([reference_server("everything")], sampling=sampling) as ev:
+        (sampled,) = await Branch(tools=await ev.tools()).act([request("trigger_sampling_request", prompt="hi")])
+    assert sampled.record.decision == "allowed" and "sampled-yes" in str(sampled.output)
