@@ -128,7 +128,8 @@ class MCPServer:
         self._stop: anyio.Event | None = None  # made on entry, in the caller's event loop
         self._session: ClientSession | None = None
         self._stderr: Any = None
-        self._fault: BaseException | None = None
+        self._fault: BaseException | None = None  # a frame the transport could not read
+        self._broken: Exception | None = None  # the transport's own failure
         self._calls: set[anyio.CancelScope] = set()
         self.server_info: mt.Implementation | None = None
 
@@ -182,7 +183,7 @@ class MCPServer:
     async def __aenter__(self) -> MCPServer:
         if self._group is not None:
             raise ConfigurationError(f"MCP server {self.name!r} is already started")
-        self._fault = None
+        self._fault = self._broken = None
         self._stop = anyio.Event()
         if self.command is not None:
             self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
@@ -205,7 +206,7 @@ class MCPServer:
     async def _serve(self, *, task_status: anyio.abc.TaskStatus[MCPServerError | None]) -> None:
         """Own the transport and the session in a task of their own, so a transport
         that fails cancels only this task, never the caller's; its failure is
-        kept (``_fault``) and ends every call in flight."""
+        kept (``_broken``) and ends every call in flight."""
         started = False
         try:
             async with AsyncExitStack() as stack:
@@ -219,7 +220,7 @@ class MCPServer:
             if not started:
                 task_status.started(await self._start_failure(exc))
                 return
-            self._fault = exc
+            self._broken = exc
             for scope in list(self._calls):
                 scope.cancel()
             logger.debug("MCP server %r: the connection failed: %s", self.name, _flat(exc))
@@ -374,6 +375,9 @@ class MCPServer:
 
     def _running(self) -> ClientSession:
         if self._session is None:
+            failed = self._fault or self._broken
+            if failed is not None and self._group is not None:  # the transport failed earlier
+                raise self._failure(failed, "the connection")
             raise self._error("is not running (enter it with `async with` first)")
         return self._session
 
@@ -423,8 +427,9 @@ class MCPServer:
         finally:
             self._calls.discard(scope)
         if result is None:  # cancelled by a fault of the transport, or by the server's close
-            if self._fault is not None:
-                raise self._failure(self._fault, what)
+            failed = self._fault or self._broken
+            if failed is not None:
+                raise self._failure(failed, what)
             raise self._error(f"{what}: the server was stopped during the call")
         return self._output(tool, result)
 
