@@ -29,7 +29,6 @@ from ._defaults import (
 )
 from ._files import atomic_write_text
 from .alcall import AlcallParams
-from .engine.driver import drive
 from .errors import ConfigurationError
 from .hooks import HookPoint
 from .messages import EventLog, MessageLog, to_jsonable
@@ -37,7 +36,7 @@ from .models import ActionResponseModel
 from .params import ActionParam
 from .pipeline.act import act as act_fn
 from .pipeline.context import OperationContext
-from .pipeline.machine import begin_operation, run_operation
+from .pipeline.machine import run_operation
 from .pipeline.prepare import OperateKwargs, check_flags
 from .text import safe_str
 from .tools import ActionManager, Tool, ToolInvocation
@@ -357,29 +356,7 @@ class Branch:
             ConfigurationError: bad strategy or no endpoint.
             Exception: adapter errors and unsuppressed tool errors, unchanged.
         """
-        # The operation runs here (what ``operate_traced(**kw).result`` gives)
-        # unless ``operate_traced`` is not Branch's own: a subclass's, or one
-        # set on the class or on this branch later, is what runs.
-        # (Read through the bound method: the instance's __dict__ is never
-        # touched, which would give up its compact attribute storage.)
-        if getattr(self.operate_traced, "__func__", None) is not _OPERATE_TRACED:
-            return (await self.operate_traced(**kw)).result
-        kwargs: dict[str, Any] = kw  # type: ignore[assignment] # as operate_traced does
-        engine = kwargs.pop("engine", None)
-        kwargs.setdefault("action_strategy", "concurrent")
-        # what run_operation(ctx, engine) does, in this coroutine
-        ctx = OperationContext(branch=self, call_kwargs=kwargs)
-        chosen, trace, clock = begin_operation(ctx, engine)
-        run = getattr(chosen, "whole_run", None)
-        try:
-            try:
-                if run is None or observe.observers:
-                    return await drive(ctx, chosen, trace, clock=clock)
-                return await run(ctx, trace, clock)
-            finally:
-                self.traces.append(trace)
-        finally:
-            self.trim_history()
+        return (await self.operate_traced(**kw)).result
 
     async def act(
         self,
@@ -485,6 +462,4 @@ class Branch:
         )
 
 
-#: Branch's own ``operate_traced``: ``operate()`` runs the operation itself while it is the one in use.
-_OPERATE_TRACED = Branch.operate_traced
 _AUTHORIZE = Branch._authorize

@@ -12,7 +12,6 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .. import observe
 from ..clock import current_clock
 from ..engine import engines
 from ..engine.definition import MachineDefinition, default_definition
@@ -110,20 +109,14 @@ async def run_operation(ctx: OperationContext, engine: Engine | str | None = Non
     """Drive ``ctx`` to a terminal state on ``engine`` (default: the branch's).
 
     The trace is appended to ``ctx.branch.traces`` and the branch's history
-    limits are applied in every case, also when this raises.
-
-    With nothing observing, an engine's ``whole_run`` (the compiled one's) is
-    awaited directly: it is what :func:`~lionops.engine.driver.drive` runs.
+    limits are applied in every case, also when this raises. Every
+    operation runs here, through :func:`~lionops.engine.driver.drive`.
     """
     chosen, trace, clock = begin_operation(ctx, engine)
-    run = getattr(chosen, "whole_run", None)
     branch = ctx.branch
     try:
         try:
-            if run is None or observe.observers:
-                result = await drive(ctx, chosen, trace, clock=clock)
-            else:
-                result = await run(ctx, trace, clock)
+            result = await drive(ctx, chosen, trace, clock=clock)
         finally:
             branch.traces.append(trace)
     finally:
