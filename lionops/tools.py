@@ -36,7 +36,6 @@ from pydantic_core import SchemaError
 
 from ._frozen import FrozenDict, freeze, thaw
 from .errors import ConfigurationError, ToolArgumentsError, ToolNotOfferedError, UnknownToolError
-from .models import slot_init
 from .runtime import current_runtime
 from .text import summarize
 
@@ -492,7 +491,6 @@ class FrozenArguments(FrozenDict):
     _refusal = "the arguments of a ToolInvocation are read-only"
 
 
-@slot_init
 @dataclass(frozen=True, slots=True)
 class ToolInvocation:
     """What ``branch.authorize`` is asked about before any invocation (ADR-0022 D4).
