@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
@@ -99,7 +99,6 @@ class FuzzyMatchKeysParams:
     ``"ignore"``, ``"remove"``, ``"raise"``.
     """
 
-    similarity_algo: Literal["jaro_winkler"] = "jaro_winkler"
     similarity_threshold: float = 0.85
     fuzzy_match: bool = True
     handle_unmatched: Literal["ignore", "remove", "raise"] = "remove"
@@ -125,7 +124,6 @@ class ChatParam(MorphParam):
     tool_schemas: list[dict[str, Any]] | None = None
     images: list[Any] | None = None
     image_detail: Literal["low", "high", "auto"] | None = None
-    plain_content: str | None = None
     include_token_usage_to_model: bool = False
     imodel: iModel | None = None
     imodel_kw: Mapping[str, Any] = field(default_factory=dict)
@@ -180,8 +178,3 @@ class ActionParam(MorphParam):
     suppress_errors: bool = True
     verbose_action: bool = False
 
-
-# A Middle and a ToolRef are described in their own modules; the alias is
-# re-exported here for the ADR's parameter vocabulary.
-ToolRef: TypeAlias = Any
-MiddleFn: TypeAlias = Callable[..., Any]

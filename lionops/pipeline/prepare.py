@@ -340,7 +340,6 @@ def _prepared(
         tool_schemas=tool_schemas,
         images=images,
         image_detail=image_detail,
-        plain_content=None,
         include_token_usage_to_model=include_token_usage_to_model,
         imodel=chat_model,
         imodel_kw=dict(kwargs),

@@ -39,7 +39,7 @@ def test_the_chat_param_carries_the_callers_values():
     assert (cp.sender, cp.recipient, cp.progression) == ("alice", "tutor", ["m1", "m2"])
     assert cp.images == ["data:image/png;base64,AAAA"]
     assert cp.image_detail == "low" and cp.include_token_usage_to_model is True
-    assert cp.plain_content is None
+    assert not hasattr(cp, "plain_content")
 
 
 @pytest.mark.parametrize(("sender", "user", "expected"), [
@@ -58,8 +58,7 @@ def test_the_recipient_is_the_callers_then_the_branch():
 def test_the_parse_param_matches_keys_fuzzily_and_takes_no_request_options():
     pp = prepare_operate_kw(Branch(), instruction="x", response_format=Answer, temperature=0.3)["parse_param"]
     fm = pp.fuzzy_match_params
-    assert (fm.similarity_algo, fm.similarity_threshold, fm.fuzzy_match, fm.handle_unmatched) == (
-        "jaro_winkler", 0.85, True, "remove")
+    assert (fm.similarity_threshold, fm.fuzzy_match, fm.handle_unmatched) == (0.85, True, "remove")
     assert dict(pp.imodel_kw) == {} and pp.imodel_kw is not None
 
 
