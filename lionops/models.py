@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from ._marks import invalid_reason
+from ._invalid_mark import invalid_reason
 from .messages import to_jsonable
 from .text import safe_str, summarize
 

@@ -51,7 +51,7 @@ from pydantic import BaseModel
 
 from .. import observe
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS
-from .._marks import invalid_reason
+from .._invalid_mark import invalid_reason
 from ..alcall import AlcallParams, in_own_context, is_cancellation
 from ..errors import ConfigurationError, InvalidActionRequest, RequestLimitError, ToolOutputError
 from ..hooks import HookPoint

@@ -1,6 +1,6 @@
-"""Behaviours the per-call fast paths must keep: a MessageLog subclass's own
-request and response writers, a parameter copy's derived values, and one
-governed decision per action request whatever the AlcallParams."""
+"""Behaviours every call keeps: a MessageLog subclass's own request and
+response writers, a parameter copy's derived values, and one governed
+decision per action request whatever the AlcallParams."""
 
 from __future__ import annotations
 
