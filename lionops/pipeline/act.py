@@ -539,10 +539,13 @@ async def act(
     items = action_request if isinstance(action_request, list) else [action_request]
     requests = [_normalize(i, item) for i, item in enumerate(items)]
     # The runtime's before_dispatch check (replay compares the requests with
-    # its recording): what it raises ends act() with nothing dispatched.
+    # its recording): what it raises ends act() with nothing dispatched; the
+    # requests it holds back are answered as invalid, never dispatched.
     check = current_runtime().before_dispatch
     if check is not None:
-        check([(r.index, r.function, r.arguments, r.invalid) for r in requests])
+        held = check([(r.index, r.function, r.arguments, r.invalid) for r in requests])
+        if held:
+            requests = [r._replace(invalid=held[r.index]) if r.index in held else r for r in requests]
     strategy = action_param.strategy
     if strategy not in ACTION_STRATEGIES:
         raise ConfigurationError(
