@@ -15,7 +15,7 @@ import math
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, Self, Unpack
 
 import anyio
 import anyio.to_thread
@@ -35,7 +35,7 @@ from .messages import EventLog, MessageLog, to_jsonable
 from .models import ActionResponseModel
 from .params import ActionParam
 from .pipeline.act import act as act_fn
-from .pipeline.context import OperationContext
+from .pipeline.context import Authorization, OperationContext
 from .pipeline.machine import run_operation
 from .pipeline.prepare import OperateKwargs, check_flags
 from .text import safe_str
@@ -207,60 +207,82 @@ class Branch:
         return check
 
     async def authorize(self, invocation: ToolInvocation) -> bool:
-        """Ask every gate about ``invocation`` (ADR-0022 D4; safety invariant 2).
+        """Whether ``invocation`` may run: the one authorization hook
+        (ADR-0022 D4; safety invariant 2). ``act()`` asks it about every
+        request that can run, through :meth:`authorization`.
 
-        Fails closed: a check that raises, returns anything but a bool, or
-        does not answer within ``gate_timeout`` seconds denies (logged as
-        ``gate_error`` / ``gate_timeout``); so does an answer that comes
-        late from a gate that could not be interrupted. Both are deliberate differences
-        from the shipped code, which let the exception escape and waited
-        forever.
+        Branch's own asks every gate in registration order. Fails closed: a
+        check that raises, returns anything but a bool, or does not answer
+        within ``gate_timeout`` seconds denies (logged as ``gate_error`` /
+        ``gate_timeout``); so does an answer that comes late from a gate that
+        could not be interrupted. Both are deliberate differences from the
+        shipped code, which let the exception escape and waited forever.
+
+        A subclass may override it, or a callable may be set on the branch
+        (``branch.authorize = check``): that one is asked instead, with no gate
+        registered too, under the same fail-closed rules, and :meth:`fork` keeps it.
         """
-        return (await self._authorize(invocation))[0] == "allowed"
+        return (await self._ask_gates(invocation)).decision == "allowed"
 
-    async def _authorize(self, invocation: ToolInvocation) -> tuple[str, str | None]:
-        """``(decision, reason)``: ``"allowed"``, ``"denied"`` or ``"timed_out"``."""
+    async def authorization(self, invocation: ToolInvocation) -> Authorization:
+        """The decision ``act()`` records for ``invocation``: :meth:`authorize`
+        asked, with the reason of a denial. While :meth:`authorize` is Branch's
+        own, the gates' reasons (which gate denied, timed out or failed) are
+        kept; an overridden one (or one set on the branch) is awaited within
+        ``gate_timeout`` and fails closed as a gate does."""
+        if getattr(self.authorize, "__func__", None) is _AUTHORIZE:
+            return await self._ask_gates(invocation)
+        return await self._ask(self.authorize, "authorize", invocation)
+
+    def needs_authorization(self) -> bool:
+        """Whether :meth:`authorization` has anything to ask: a gate is
+        registered, or :meth:`authorize` (or :meth:`authorization`) is not
+        Branch's own. Without either every invocation is allowed, so ``act()``
+        records the request as allowed without building the invocation."""
+        return (bool(self._gates) or getattr(self.authorize, "__func__", None) is not _AUTHORIZE
+                or getattr(self.authorization, "__func__", None) is not _AUTHORIZATION)
+
+    async def _ask(self, check: Callable[[ToolInvocation], Any], name: str,
+                   invocation: ToolInvocation) -> Authorization:
+        """One check asked within ``gate_timeout``, failing closed."""
+        with anyio.move_on_after(_bound(self.gate_timeout)) as scope:
+            try:
+                verdict = check(invocation)
+                if inspect.isawaitable(verdict):
+                    verdict = await verdict
+            except Exception as exc:  # noqa: BLE001 - fail closed
+                self.logs.log("gate_error", {
+                    "function": invocation.function, "error": safe_str(exc), "type": type(exc).__name__,
+                })
+                return Authorization("denied", f"gate {name} raised {type(exc).__name__}")
+        # A gate that cannot be interrupted (sync code that blocks, an async
+        # one that shields itself) still answers late: a late answer denies.
+        if scope.cancelled_caught or anyio.current_time() >= scope.deadline:
+            self.logs.log("gate_timeout", {
+                "function": invocation.function, "gate": name, "timeout_s": self.gate_timeout,
+            })
+            return Authorization("timed_out", f"gate {name} did not answer within {self.gate_timeout}s")
+        if not isinstance(verdict, bool):
+            self.logs.log("gate_error", {
+                "function": invocation.function,
+                "error": f"gate returned {type(verdict).__name__}, not bool",
+                "type": "TypeError",
+            })
+            return Authorization("denied", f"gate {name} returned {type(verdict).__name__}, not bool")
+        return Authorization("allowed" if verdict else "denied", None if verdict else f"denied by gate {name}")
+
+    async def _ask_gates(self, invocation: ToolInvocation) -> Authorization:
+        """Every gate in registration order; the first that does not allow decides."""
         for check in list(self._gates):
             name = getattr(check, "__qualname__", None) or type(check).__name__
-            with anyio.move_on_after(_bound(self.gate_timeout)) as scope:
-                try:
-                    verdict = check(invocation)
-                    if inspect.isawaitable(verdict):
-                        verdict = await verdict
-                except Exception as exc:  # noqa: BLE001 - fail closed
-                    self.logs.log("gate_error", {
-                        "function": invocation.function, "error": safe_str(exc), "type": type(exc).__name__,
-                    })
-                    return "denied", f"gate {name} raised {type(exc).__name__}"
-            # A gate that cannot be interrupted (sync code that blocks, an async
-            # one that shields itself) still answers late: a late answer denies.
-            if scope.cancelled_caught or anyio.current_time() >= scope.deadline:
-                self.logs.log("gate_timeout", {
-                    "function": invocation.function, "gate": name, "timeout_s": self.gate_timeout,
-                })
-                return "timed_out", f"gate {name} did not answer within {self.gate_timeout}s"
-            if not isinstance(verdict, bool):
-                self.logs.log("gate_error", {
-                    "function": invocation.function,
-                    "error": f"gate returned {type(verdict).__name__}, not bool",
-                    "type": "TypeError",
-                })
-                return "denied", f"gate {name} returned {type(verdict).__name__}, not bool"
-            if not verdict:
-                return "denied", f"denied by gate {name}"
-        return "allowed", None
+            answer = await self._ask(check, name, invocation)
+            if answer.decision != "allowed":
+                return answer
+        return _ALLOWED
 
-    def _hooked(self, point: HookPoint) -> bool:
+    def has_hooks(self, point: HookPoint) -> bool:
         """Whether ``point`` has handlers (payload summaries are built only for them)."""
         return bool(self._hooks[point])
-
-    def _gated(self) -> bool:
-        """Whether authorization has anything to ask: a gate is registered, or
-        ``_authorize`` is not Branch's own (a subclass's, or one set on the
-        branch). Without either, :meth:`_authorize` allows every invocation,
-        so ``act()`` records the request as allowed without building the
-        invocation it would be asked about."""
-        return bool(self._gates) or getattr(self._authorize, "__func__", None) is not _AUTHORIZE
 
     def on(self, point: HookPoint | str, handler: HookHandler) -> HookHandler:
         """Register a tool hook (sync or async) for ``HookPoint.TOOL_PRE``,
@@ -412,22 +434,29 @@ class Branch:
         if self.max_traces is not None and len(self.traces) > self.max_traces:
             del self.traces[: len(self.traces) - self.max_traces]
 
-    def fork(self, *, messages: bool = False, name: str | None = None) -> Branch:
-        """A new branch with this one's models, tools, gates, hooks, context
-        providers, limits and system message, and its own empty logs and
-        traces: calls on forks never see each other's turns.
+    def fork(self, *, messages: bool = False, name: str | None = None) -> Self:
+        """A new branch of this one's class with its models, tools, gates,
+        hooks, context providers, limits, engine, system message and every
+        other policy it holds (an ``authorize`` set on the branch, a
+        subclass's attributes), and its own id and empty logs and traces:
+        calls on forks never see each other's turns. ``__init__`` is not run
+        again, so a subclass whose constructor takes other arguments forks too.
 
         ``messages=True`` copies the current history too (copies of the
         messages: later changes on either side stay apart). Tools, gates,
         hooks and providers are the same objects, registered anew, so
         registering one later on either branch does not change the other.
+        Other attributes are the same objects (a shallow copy).
         """
-        new = Branch(
-            chat_model=self.chat_model, parse_model=self.parse_model, user=self.user,
-            name=self.name if name is None else name, engine=self.engine,
-            gate_timeout=self.gate_timeout, observer_timeout=self.observer_timeout,
-            max_requests=self.max_requests, max_messages=self.max_messages, max_traces=self.max_traces,
-        )
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.id = _new_id()
+        if name is not None:
+            new.name = name
+        new.messages = MessageLog()
+        new.logs = EventLog()
+        new.traces = []
+        new.acts = ActionManager()
         for msg in self.messages:
             if messages or msg.role == "system":
                 new.messages.add(msg.role, copy.deepcopy(msg.content), sender=msg.sender,
@@ -462,4 +491,6 @@ class Branch:
         )
 
 
-_AUTHORIZE = Branch._authorize
+_AUTHORIZE = Branch.authorize
+_AUTHORIZATION = Branch.authorization
+_ALLOWED = Authorization("allowed", None)

@@ -280,7 +280,13 @@ class EndpointTimeoutError(EndpointConnectionError, TimeoutError):
             whole call, retries and waits included, would outlast the
             endpoint's ``deadline``).
         seconds: that bound, in seconds.
+        earlier_attempts: when the deadline ended a call that had already
+            retried, each earlier attempt and its outcome, in order
+            (``"attempt 1: EndpointStatusError (HTTP 500)"``); also named in
+            the message. Empty otherwise.
     """
+
+    earlier_attempts: list[str] = []  # noqa: RUF012 - replaced per instance, never mutated
 
     def __init__(self, message: str, *, limit: str = "timeout", seconds: float | None = None,
                  provider: str | None = None, url: str | None = None) -> None:

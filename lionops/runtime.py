@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # httpx itself is imported by the API transport, when one is first used
@@ -42,8 +42,10 @@ class ClockLike(Protocol):
 ToolRunner = Callable[[Any, dict[str, Any]], Awaitable[Any]]
 #: ``await transport(endpoint, argv, stdin, stdout)``: one CLI agent run.
 CLITransport = Callable[[Any, list[str], str, Any], Awaitable[Any]]
-#: ``check(requests)``: sees one call's checked requests before any dispatch.
-DispatchCheck = Callable[[list[tuple[int, Any, Any, "str | None"]]], None]
+#: ``check(requests)``: sees one call's checked requests before any dispatch;
+#: it may return the indices that must never be dispatched, each with the
+#: reason they are answered as invalid requests.
+DispatchCheck = Callable[[list[tuple[int, Any, Any, "str | None"]]], "Mapping[int, str] | None"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -57,7 +59,9 @@ class Runtime:
         tool_runner: invokes tools instead of calling their functions.
         clock: the clock for every sleep, deadline and trace timing.
         before_dispatch: called with one call's requests once each shape is
-            checked; what it raises ends ``act()`` with nothing dispatched.
+            checked; what it raises ends ``act()`` with nothing dispatched,
+            and the indices it returns are answered as invalid requests
+            (never authorized, hooked or invoked).
         trace_meta: the ``meta`` dict of the trace being recorded.
     """
 

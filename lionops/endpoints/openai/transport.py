@@ -483,6 +483,8 @@ class ChatCompletionsEndpoint:
                 data = await self._attempt(client, body, number, ends_at, deadline)
             except EndpointError as exc:
                 statuses.append(getattr(exc, "status", None))
+                if getattr(exc, "limit", None) != "deadline":
+                    earlier.append(f"attempt {number}: {type(exc).__name__} ({self._status_text(exc)})")
                 raise
             statuses.append(200)
             return data
@@ -490,6 +492,7 @@ class ChatCompletionsEndpoint:
         started = time.perf_counter()
         attempts = 1
         failure: EndpointError | None = None
+        earlier: list[str] = []  # each failed attempt's outcome, named by a deadline error
         try:
             try:
                 # The first request runs outside the retry loop, so an answered
@@ -528,6 +531,9 @@ class ChatCompletionsEndpoint:
                 f"the retry after {type(failure).__name__} ({self._status_text(failure)}) "
                 f"would wait {stopped_by_deadline[-1]:g} s",
             )
+        if getattr(failure, "limit", None) == "deadline" and earlier:
+            failure.earlier_attempts = list(earlier)  # type: ignore[attr-defined]
+            failure.args = (f"{failure.args[0]}; earlier: {'; '.join(earlier)}", *failure.args[1:])
         raise self._settled(failure, attempts, retries)
 
     async def _attempt(self, client: httpx.AsyncClient, body: dict[str, Any], attempt: int,
