@@ -73,6 +73,26 @@ def test_without_any_strategy_actions_run_concurrently():
     assert ap.strategy == "concurrent"
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("kw", [
+    {"instruction": "x"},
+    {"instruction": "x", "response_format": Answer, "actions": True, "reason": True, "clear_messages": True,
+     "handle_validation": "raise", "field_models": [Spec(int, name="count")], "stream_persist": True},
+    {"instruct": {"instruction": "y", "actions": True}, "invoke_actions": False, "skip_validation": True},
+])
+async def test_the_prepare_phase_sets_on_the_context_what_prepare_operate_kw_hands_on(kw):
+    from lionops.pipeline import prepare
+    from lionops.pipeline.context import OperationContext
+
+    branch = Branch()
+    ctx = OperationContext(branch=branch, call_kwargs=dict(kw))
+    await prepare.phase(ctx)
+    handed = prepare_operate_kw(branch, **kw)
+    assert set(handed) == set(prepare.Prepared._fields)
+    handed["reason"] = bool(handed["reason"])  # the context keeps a bool
+    assert {name: getattr(ctx, name) for name in handed} == handed
+
+
 # ---------------------------------------------------------------- through operate()
 
 @pytest.mark.anyio
