@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 from ._files import atomic_write_text
+from .errors import ArgumentTypeError, ConfigurationError, did_you_mean
 from .text import safe_str
 
 if TYPE_CHECKING:
@@ -136,7 +137,8 @@ class MessageLog:
     def add(self, role: Role, content: Any, **kw: Any) -> Message:
         """Append a message and return it. ``role`` must be one of the five roles."""
         if role not in ROLES:
-            raise ValueError(f"unknown message role {role!r}; expected one of {sorted(ROLES)}")
+            raise ConfigurationError(
+                f"unknown message role {role!r}{did_you_mean(role, ROLES)}; expected one of {sorted(ROLES)}")
         msg = Message(role=role, content=content, **kw)
         self._items.append(msg)
         return msg
@@ -297,7 +299,7 @@ class EventLog:
         Raises ``TypeError`` for an async function: ``log()`` is synchronous.
         """
         if inspect.iscoroutinefunction(sink):
-            raise TypeError("a log sink must be a sync callable; forward to async code with send_nowait")
+            raise ArgumentTypeError("a log sink must be a sync callable; forward to async code with send_nowait")
         self._sinks.append(sink)
 
         def unsubscribe() -> None:

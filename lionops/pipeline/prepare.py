@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS, DEFAULT_PARSE_CALL_PARAMS
 from .._names import near_miss
 from ..alcall import AlcallParams
-from ..errors import ConfigurationError, MisspelledKeywordError, RemovedKeywordError
+from ..errors import ArgumentTypeError, ConfigurationError, MisspelledKeywordError, RemovedKeywordError
 from ..fields import to_fields_dict
 from ..models import Instruct
 from ..operative import field_clashes
@@ -59,7 +59,7 @@ def check_flags(flags: dict[str, Any]) -> None:
     code, which tested truthiness."""
     for name, value in flags.items():
         if not isinstance(value, bool):
-            raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+            raise ArgumentTypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
 
 
 class OperateKwargs(TypedDict, total=False):
@@ -217,7 +217,7 @@ def _prepared(
                 raise RemovedKeywordError(name, replacement)
         if "suppress_errors" in kwargs:
             # Not a provider option: sent on, it would read as a switch it is not.
-            raise TypeError(
+            raise ArgumentTypeError(
                 "suppress_errors is not an operate() keyword: operate() always turns a tool failure into an"
                 " error payload (ADR-0022 D1); use branch.act(..., suppress_errors=False) to have it raise"
             )
@@ -256,7 +256,7 @@ def _prepared(
         elif isinstance(instruct, Instruct):
             instruct = instruct.model_copy()
         elif instruct is not None:
-            raise TypeError(f"instruct must be an Instruct or a mapping, got {type(instruct).__name__}")
+            raise ArgumentTypeError(f"instruct must be an Instruct or a mapping, got {type(instruct).__name__}")
         if instruct is not None:  # an Instruct built or changed without validation
             check_flags({f"Instruct.{name}": getattr(instruct, name) for name in ("reason", "actions")
                           if getattr(instruct, name) is not None})
