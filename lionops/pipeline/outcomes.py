@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from ..errors import MismatchError, RefusalError, TruncatedOutputError
+from ..formats import caller_value
 from .context import OperationContext
 
 __all__ = ["OUTCOMES", "mismatch_error"]
@@ -34,7 +35,8 @@ def mismatch_error(ctx: OperationContext) -> MismatchError:
 
 
 def return_result(ctx: OperationContext) -> Any:
-    return ctx.result
+    """The result; one of a dataclass or ``TypedDict`` format in the caller's type."""
+    return caller_value(ctx.result)
 
 
 def return_none(ctx: OperationContext) -> None:

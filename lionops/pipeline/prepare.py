@@ -14,6 +14,7 @@ from .._names import near_miss
 from ..alcall import AlcallParams
 from ..errors import ArgumentTypeError, ConfigurationError, MisspelledKeywordError, RemovedKeywordError
 from ..fields import to_fields_dict
+from ..formats import check_response_format
 from ..models import Instruct
 from ..operative import field_clashes
 from ..params import ACTION_STRATEGIES, ActionParam, ChatParam, FuzzyMatchKeysParams, ParseParam, RunParam
@@ -210,6 +211,9 @@ def _prepared(
             ``"sequential"`` nor ``"concurrent"``: refused here, before the
             model is asked, rather than by ``act()`` after the model call.
         pydantic.ValidationError: ``instruct`` is a mapping that is not a valid Instruct.
+        ArgumentTypeError (a TypeError): ``response_format`` is none of a
+            model class or instance, a dataclass, a ``TypedDict`` or a JSON
+            schema dict (see :mod:`lionops.formats`).
     """
     if kwargs:  # request options, or a removed or misspelled keyword
         for name, replacement in REMOVED_KEYWORDS.items():
@@ -234,6 +238,8 @@ def _prepared(
         raise ConfigurationError(
             f"handle_validation must be one of {HANDLE_VALIDATION_VALUES}, got {handle_validation!r}"
         )
+    # A dataclass or TypedDict becomes its model; any other non-model value is refused.
+    response_format = check_response_format(response_format)
     # field_models entries are checked here so a bad entry fails in prepare.
     fields_dict = to_fields_dict(field_models) if field_models else None
     flags = (invoke_actions, skip_validation, actions, reason, verbose_action,
