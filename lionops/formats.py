@@ -26,13 +26,13 @@ import typing
 import weakref
 from typing import Any
 
-from pydantic import BaseModel, PydanticUserError, TypeAdapter, create_model
+from pydantic import BaseModel, PydanticUserError, TypeAdapter, create_model, model_validator
 from pydantic.fields import FieldInfo
 from typing_extensions import is_typeddict
 
 from .errors import ArgumentTypeError
 
-__all__ = ["check_response_format", "model_of_format", "caller_value", "format_of"]
+__all__ = ["check_response_format", "model_stands_for", "model_of_format", "caller_value", "format_of"]
 
 #: Attribute of a generated model: the dataclass or TypedDict it stands for.
 _FORMAT_ATTR = "__lionops_format__"
@@ -93,6 +93,12 @@ def _is_schema(value: dict[Any, Any]) -> bool:
     return True
 
 
+def model_stands_for(value: Any) -> bool:
+    """Whether ``value`` is a dataclass (class or instance) or a ``TypedDict``,
+    which :func:`check_response_format` turns into a generated model."""
+    return dataclasses.is_dataclass(value) or is_typeddict(value)
+
+
 def model_of_format(fmt: type) -> type[BaseModel]:
     """The pydantic model of a dataclass or ``TypedDict`` (made once per class):
     the same field names, annotations and defaults, so it validates as
@@ -128,7 +134,20 @@ def _build(fmt: type) -> type[BaseModel]:
                 needed = typing.get_origin(hint) is typing.Required
                 hint = typing.get_args(hint)[0]
             fields[name] = (hint, FieldInfo() if needed else FieldInfo(default=None))
-    model: type[BaseModel] = create_model(fmt.__name__, __doc__=fmt.__doc__, __module__=fmt.__module__, **fields)
+    names = tuple(fields)
+
+    def as_format(self: BaseModel) -> BaseModel:
+        """The caller's own checks (a dataclass's ``__post_init__``) run too: a
+        value they refuse does not validate, so it is a mismatch like any other."""
+        adapter = _adapter(fmt)
+        if adapter is not None:
+            adapter.validate_python({n: getattr(self, n) for n in names if n in self.model_fields_set
+                                     or not is_typeddict(fmt)})
+        return self
+
+    validators: dict[str, Any] = {"lionops_as_format": model_validator(mode="after")(as_format)}
+    model: type[BaseModel] = create_model(fmt.__name__, __doc__=fmt.__doc__, __module__=fmt.__module__,
+                                          __validators__=validators, **fields)
     setattr(model, _FORMAT_ATTR, fmt)
     return model
 

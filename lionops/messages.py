@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
 import itertools
 import json
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from ._files import atomic_write_text
 from .errors import ArgumentTypeError, ConfigurationError, did_you_mean
@@ -53,6 +55,11 @@ def to_jsonable(value: Any) -> Any:
     return _jsonable(value, set(), 0)
 
 
+@functools.lru_cache(maxsize=256)
+def _adapter(cls: type) -> TypeAdapter[Any]:
+    return TypeAdapter(cls)
+
+
 def _jsonable(value: Any, active: set[int], depth: int) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
@@ -63,6 +70,11 @@ def _jsonable(value: Any, active: set[int], depth: int) -> Any:
     if isinstance(value, BaseModel):
         try:
             return value.model_dump(mode="json")
+        except Exception:  # noqa: BLE001
+            return _repr(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # as pydantic dumps it
+        try:
+            return _jsonable(_adapter(type(value)).dump_python(value, mode="json"), active, depth)
         except Exception:  # noqa: BLE001
             return _repr(value)
     if not isinstance(value, (dict, list, tuple, set, frozenset)):

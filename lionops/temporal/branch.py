@@ -38,7 +38,7 @@ from ..pipeline.adapter import select_middle
 from ..pipeline.context import OperationContext
 from ..pipeline.machine import PHASES
 from ..runtime import current_runtime, use_runtime
-from ..tools import ActionManager, Tool, ToolArgumentsError, ToolInvocation
+from ..tools import ActionManager, Tool, ToolArgumentsError, ToolInvocation, UnknownToolError
 from ..trace import Traced
 from ._codec import WORKER_OWNED, decode_kwargs, decode_result, encode_kwargs, encode_result, restore_messages
 from .approval import (
@@ -352,6 +352,10 @@ class DurableBranch:
                 raise DurableArgumentError(f"a gate is a callable check or a HumanApproval, got {type(g).__name__}")
             if not isinstance(g, HumanApproval):
                 check_one_argument(g, "gate", "check(invocation) -> bool")
+            else:  # a misspelled name would never be held for approval: refused
+                for function in sorted(g.functions or ()):
+                    if function not in manager:
+                        raise UnknownToolError(function, manager.names, selector=True)
         self.gates: list[Any] = gates
         self.hooks: dict[HookPoint, list[Any]] = {}
         for point, handlers in (hooks or {}).items():

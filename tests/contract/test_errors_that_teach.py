@@ -203,3 +203,19 @@ async def test_a_raising_gate_puts_its_message_in_the_reason_scrubbed_and_bounde
     assert len(reason) < 400
     logged = [e for e in branch.logs if e.kind == "gate_error"]
     assert logged and "pk-live" not in str(logged[-1].content) and "abcdefghijklmnop" not in str(logged[-1].content)
+
+
+def test_a_durable_branch_refuses_a_misspelled_approval_name_and_a_wrong_gate_signature():
+    pytest.importorskip("temporalio", reason="temporalio is not installed: pip install 'lionops[temporal]'")
+    from lionops import iModel
+    from lionops.temporal import DurableBranch, HumanApproval
+
+    model = iModel(provider="ollama", model="llama3.2")
+    # A misspelled name would never be held for approval: refused with the closest tool.
+    with pytest.raises(UnknownToolError, match=r"tool 'refnd' is not registered \(did you mean 'refund'\?\)"):
+        DurableBranch("shop", chat_model=model, tools=[refund, lookup],
+                      gate=HumanApproval(timeout=60, functions={"refnd"}))
+    with pytest.raises(GateSignatureError, match=r"check\(invocation\) -> bool"):
+        DurableBranch("shop", chat_model=model, tools=[refund], gate=_no_argument)
+    ok = DurableBranch("shop", chat_model=model, tools=[refund], gate=[HumanApproval(timeout=60, functions={"refund"})])
+    assert ok.gates

@@ -30,6 +30,12 @@ class Trip:
     stops: list[str] = dataclasses.field(default_factory=list)
 
 
+@dataclasses.dataclass
+class Stay:
+    city: str
+    days: int = 2
+
+
 class TripDict(TypedDict):
     """A planned trip."""
 
@@ -133,3 +139,39 @@ async def test_a_json_schema_dict_is_still_passed_to_the_adapter(anyio_backend):
     result, branch, body = await _operate({"city": "Faro"}, response_format=schema)
     assert result == {"city": "Faro"} or result == '{"city": "Faro"}'
     assert body["response_format"]["json_schema"]["schema"]["properties"] == schema["properties"]
+
+
+async def test_a_dataclass_call_records_and_replays_also_from_the_cassette_alone(tmp_path, anyio_backend):
+    from lionops import iModel
+    from lionops.replay import record, replay
+
+    path = tmp_path / "trip.json"
+    with OpenAIServer([completion(json.dumps({"city": "Lisbon", "days": 3}))]) as server:
+        model = make_model(server)
+        try:
+            recorded = await record(path, Branch(chat_model=model), instruction="Plan", response_format=Stay)
+        finally:
+            await model.aclose()
+    assert recorded.result == Stay(city="Lisbon", days=3)
+    offline = iModel(provider="openai", model="gpt-4o-mini", base_url="http://127.0.0.1:9/v1", api_key="k")
+    again = await replay(path, Branch(chat_model=offline), instruction="Plan", response_format=Stay)
+    assert again.result == Stay(city="Lisbon", days=3)
+    rebuilt = await replay(path)  # the response model is rebuilt from the recorded schema
+    assert rebuilt.result.model_dump() == {"city": "Lisbon", "days": 3}
+
+
+@dataclasses.dataclass
+class Booking:
+    nights: int
+
+    def __post_init__(self) -> None:
+        if self.nights < 1:
+            raise ValueError("a booking is at least one night")
+
+
+@pytest.mark.parametrize(("answer", "exit"), [
+    ({"nights": 2}, "no_action_param"), ({"nights": 0}, "mismatch_return_value")])
+async def test_the_dataclasses_own_checks_decide_too(answer, exit, anyio_backend):
+    result, branch, _ = await _operate(answer, response_format=Booking)
+    assert branch.traces[-1].exit == exit
+    assert result == (Booking(nights=2) if exit == "no_action_param" else answer)
