@@ -532,8 +532,9 @@ class ActionManager:
         """Register a callable, a Tool, or a list of them.
 
         Raises:
-            ValueError: a tool of that name exists and ``update`` is false.
-            TypeError: an entry is neither callable nor a Tool.
+            ConfigurationError (a ValueError): a tool of that name exists and
+                ``update`` is false.
+            ArgumentTypeError (a TypeError): an entry is neither callable nor a Tool.
         """
         items = tools if isinstance(tools, (list, tuple)) else [tools]
         added: list[Tool] = []
@@ -563,7 +564,8 @@ class ActionManager:
 
         ``tools``: ``True``/``None`` for all; a name, Tool or callable; or a
         list, tuple, set or any other iterable of those (a str is one name).
-        Raises ``ValueError`` for a name that is not registered.
+        Raises :class:`~lionops.errors.UnknownToolError` (a ``ValueError``) for a
+        name that is not registered, naming the closest registered tools.
         """
         if tools is True or tools is None:
             return list(self._tools.values())

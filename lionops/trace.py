@@ -221,7 +221,7 @@ class Trace:
         machine (``definition``, default: the shipped ``operate`` machine).
 
         Raises:
-            ValueError: not an object, an unsupported format, a missing or
+            TraceFormatError (a ValueError): not an object, an unsupported format, a missing or
                 mistyped field, an unknown machine, state or trigger, a step
                 that is not a declared edge or does not start where the
                 previous one ended, guards other than those the step's source
@@ -243,7 +243,7 @@ class Trace:
         """Parse the output of :meth:`to_json` (checked as :meth:`from_dict` says).
 
         Raises:
-            ValueError: not JSON (or nested too deep to read), or not a trace
+            TraceFormatError (a ValueError): not JSON (or nested too deep to read), or not a trace
                 of the machine (see :meth:`from_dict`).
         """
         try:
