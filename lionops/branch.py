@@ -229,8 +229,9 @@ class Branch:
         check_one_argument(check, "gate", "check(invocation) -> bool")
         if blocking and (inspect.iscoroutinefunction(check)
                          or inspect.iscoroutinefunction(type(check).__call__)):
-            raise ArgumentTypeError(f"gate {getattr(check, '__qualname__', type(check).__name__)} is async: "
-                            "blocking=True is for sync code (an async check is awaited and its timeout cancels it)")
+            raise ArgumentTypeError(
+                f"gate {getattr(check, '__qualname__', type(check).__name__)} is async: "
+                "blocking=True is for sync code (an async check is awaited and its timeout cancels it)")
         self._gates.append(_InThread(check) if blocking else check)
         return check
 
@@ -256,10 +257,11 @@ class Branch:
                     if inspect.isawaitable(verdict):
                         verdict = await verdict
                 except Exception as exc:  # noqa: BLE001 - fail closed
+                    message = _message(exc)
                     self.logs.log("gate_error", {
-                        "function": invocation.function, "error": _message(exc), "type": type(exc).__name__,
+                        "function": invocation.function, "error": message, "type": type(exc).__name__,
                     })
-                    return "denied", f"gate {name} raised {type(exc).__name__}: {_message(exc)}"
+                    return "denied", f"gate {name} raised {type(exc).__name__}: {message}"
             # A gate that cannot be interrupted (sync code that blocks, an async
             # one that shields itself) still answers late: a late answer denies.
             if scope.cancelled_caught or anyio.current_time() >= scope.deadline:
