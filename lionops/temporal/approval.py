@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
 
+from ..errors import ConfigurationError
 from ..trace import current_meta
 from .errors import ApprovalError
 
@@ -81,7 +82,7 @@ class HumanApproval:
     def __post_init__(self) -> None:
         seconds = self.timeout.total_seconds() if isinstance(self.timeout, timedelta) else float(self.timeout)
         if not seconds > 0:
-            raise ValueError(f"HumanApproval timeout must be positive, got {self.timeout!r}")
+            raise ConfigurationError(f"HumanApproval timeout must be positive, got {self.timeout!r}")
         if self.functions is not None:
             object.__setattr__(self, "functions", frozenset(self.functions))
 

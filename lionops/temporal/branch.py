@@ -31,14 +31,14 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from ..branch import Branch, OperateKwargs
 from ..clock import Clock
 from ..errors import ConfigurationError, EndpointAuthError, EndpointStatusError, RemovedKeywordError
-from ..hooks import HookPoint, safe_str
+from ..hooks import HookPoint, check_one_argument, safe_str
 from ..messages import EventLog, LogEntry, MessageLog, to_jsonable
 from ..models import ActionRecord
 from ..pipeline.adapter import select_middle
 from ..pipeline.context import OperationContext
 from ..pipeline.machine import PHASES
 from ..runtime import current_runtime, use_runtime
-from ..tools import ActionManager, Tool, ToolArgumentsError, ToolInvocation
+from ..tools import ActionManager, Tool, ToolArgumentsError, ToolInvocation, UnknownToolError
 from ..trace import Traced
 from ._codec import WORKER_OWNED, decode_kwargs, decode_result, encode_kwargs, encode_result, restore_messages
 from .approval import (
@@ -333,7 +333,7 @@ class DurableBranch:
         tool_activity: ActivityConfig = TOOL_ACTIVITY,
     ) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
-            raise ValueError(f"a durable branch name is letters, digits, '_', '.', '-', got {name!r}")
+            raise ConfigurationError(f"a durable branch name is letters, digits, '_', '.', '-', got {name!r}")
         if chat_model is None and middle is None:
             raise ConfigurationError(f"DurableBranch {name!r} needs chat_model= or middle=")
         self.name = name
@@ -349,7 +349,13 @@ class DurableBranch:
         gates = [] if gate is None else (list(gate) if isinstance(gate, (list, tuple)) else [gate])
         for g in gates:
             if not (isinstance(g, HumanApproval) or callable(g)):
-                raise TypeError(f"a gate is a callable check or a HumanApproval, got {type(g).__name__}")
+                raise DurableArgumentError(f"a gate is a callable check or a HumanApproval, got {type(g).__name__}")
+            if not isinstance(g, HumanApproval):
+                check_one_argument(g, "gate", "check(invocation) -> bool")
+            else:  # a misspelled name would never be held for approval: refused
+                for function in sorted(g.functions or ()):
+                    if function not in manager:
+                        raise UnknownToolError(function, manager.names, selector=True)
         self.gates: list[Any] = gates
         self.hooks: dict[HookPoint, list[Any]] = {}
         for point, handlers in (hooks or {}).items():
@@ -358,7 +364,7 @@ class DurableBranch:
         self.context_providers = list(context_providers)
         for p in self.context_providers:
             if not callable(getattr(p, "writeback", None)):
-                raise TypeError("a context provider needs a callable writeback(response) method")
+                raise DurableArgumentError("a context provider needs a callable writeback(response) method")
         self._activities: list[Callable[..., Any]] | None = None
 
     # ------------------------------------------------------------ names

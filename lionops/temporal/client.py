@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from ..errors import ConfigurationError
 from ..trace import Trace, Traced
 from ._codec import WORKER_OWNED, decode_kwargs, encode_kwargs
 from .branch import DurableBranch
@@ -58,7 +59,7 @@ async def run_operations(
             raise DurableArgumentError(f"operation {i}: {bad[0]}= is worker-side in a durable branch")
         encoded.append(encode_kwargs(dict(kw)))
     if max_starts_in_flight < 1:
-        raise ValueError(f"max_starts_in_flight must be at least 1, got {max_starts_in_flight}")
+        raise ConfigurationError(f"max_starts_in_flight must be at least 1, got {max_starts_in_flight}")
     prefix = id_prefix or f"lionops-{name}-{uuid.uuid4().hex[:12]}"
     starts = asyncio.Semaphore(max_starts_in_flight)
 

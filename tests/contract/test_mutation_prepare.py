@@ -15,7 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from lionops import Branch, ConfigurationError, Instruct, Spec, prepare_operate_kw
-from lionops.errors import MisspelledKeywordError
+from lionops.errors import ArgumentTypeError, MisspelledKeywordError
 from lionops.testing import completion
 from tests.helpers import Answer, ScriptedMiddle, ToolBox, as_response
 from tests.openai_server import make_model, sent, server  # noqa: F401 - fixtures
@@ -166,7 +166,7 @@ SUPPRESS = ("suppress_errors is not an operate() keyword: operate() always turns
 def test_suppress_errors_is_refused_with_the_way_to_have_tool_failures_raise():
     with pytest.raises(TypeError) as info:
         prepare_operate_kw(Branch(), instruction="x", actions=True, suppress_errors=False)
-    assert type(info.value) is TypeError and str(info.value) == SUPPRESS
+    assert type(info.value) is ArgumentTypeError and str(info.value) == SUPPRESS
 
 
 def test_a_misspelled_instruct_key_names_the_key_the_suggestion_and_instruct():
