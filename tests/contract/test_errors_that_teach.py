@@ -137,7 +137,7 @@ def test_a_gate_with_the_wrong_signature_is_refused_when_registered(check):
     with pytest.raises(GateSignatureError):
         branch.gate(check, blocking=True)
     assert isinstance(GateSignatureError("x"), TypeError)
-    assert not branch._gated()
+    assert not branch.needs_authorization()
 
 
 @pytest.mark.parametrize("check", [
