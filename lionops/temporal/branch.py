@@ -30,6 +30,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
+from .. import observe
 from ..branch import Branch, OperateKwargs
 from ..clock import Clock
 from ..errors import ConfigurationError, EndpointAuthError, EndpointStatusError, RemovedKeywordError
@@ -182,6 +183,19 @@ class _RunState:
 
 def _in_workflow() -> bool:
     return workflow.in_workflow()
+
+
+def _quiet(exc: BaseException | None) -> bool:
+    """Whether observers are told nothing now (``lionops.observe.quiet``):
+    while the workflow replays its history (what ran was reported when it
+    ran), and for the end of a seam that an eviction of the workflow from
+    the worker's cache cancelled (the run goes on elsewhere; it did not fail)."""
+    if workflow.unsafe.is_replaying():
+        return True
+    if exc is None:
+        return False
+    runtime = workflow._Runtime.maybe_current()  # the workflow instance: is it being evicted?
+    return bool(getattr(runtime, "_deleting", False))
 
 
 def _run_state() -> _RunState:
@@ -476,10 +490,12 @@ class DurableBranch:
         op = state.operations[self.name] = state.operations.get(self.name, 0) + 1
         first_message = len(branch.messages)
         token = _OPERATION.set(op)
+        hush = observe.quiet.set(_quiet)
         try:
             with use_runtime(tool_runner=self._run_tool, clock=WorkflowClock()):
                 return await branch.operate_traced(**kw, middle=_ActivityMiddle(self, payload))  # type: ignore[misc]
         finally:
+            observe.quiet.reset(hush)
             _OPERATION.reset(token)
             prefix = f"{self.name}-{op}-"
             _mark_approvals(branch, first_message, [r for r in state.records if r.call_id.startswith(prefix)])
