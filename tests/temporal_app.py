@@ -182,6 +182,10 @@ twice = DurableBranch(
           HumanApproval(timeout=timedelta(seconds=20), functions={"charge", "ship"})],
     model_activity=FAST_MODEL, tool_activity=FAST_TOOLS,
 )
+#: An approval that waits long enough for a worker to be killed and replaced.
+patient = DurableBranch("patient", chat_model=chat_model, tools=TOOLS, system=SYSTEM, response_models=MODELS,
+                        gate=HumanApproval(timeout=timedelta(minutes=5)),
+                        model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
 #: A gate that never answers, bounded by gate_timeout (a durable timer).
 stalled = DurableBranch("stalled", chat_model=chat_model, tools=TOOLS, system=SYSTEM, gate=never_answers,
                         gate_timeout=1.0, model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
@@ -201,7 +205,7 @@ gated = {
                         model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
     for name, fns in GATE_LISTS.items()
 }
-PLUGIN = LionopsPlugin(shop, approvals, bulk, observed, twice, stalled, payments, *gated.values())
+PLUGIN = LionopsPlugin(shop, approvals, bulk, observed, twice, patient, stalled, payments, *gated.values())
 
 # ------------------------------------------------------------ exit-trigger cases
 

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lionops.testing import OpenAIServer
 
@@ -198,7 +200,7 @@ def test_a_fresh_worker_process_carries_on_a_waiting_approval(env):
 
         async def start() -> None:
             client = await env.client()
-            h = await client.start_workflow(BranchWorkflow.run, args=["approvals", "one_tool"], id=wid,
+            h = await client.start_workflow(BranchWorkflow.run, args=["patient", "one_tool"], id=wid,
                                             task_queue=queue)
             await until(h, lambda p: len(p) == 1)
 
@@ -351,12 +353,12 @@ def test_run_operations_again_returns_results_and_attaches_to_open_runs(env):
         # an open run: the client gives up waiting, then calls again and attaches
         open_prefix = f"{prefix}-open"
         gated = [{"instruction": "case:one_tool", "response_format": app.Answer, "actions": True}]
-        task = asyncio.ensure_future(run_operations(client, app.approvals, gated, task_queue=env.queue,
+        task = asyncio.ensure_future(run_operations(client, app.patient, gated, task_queue=env.queue,
                                                     id_prefix=open_prefix))
         h = client.get_workflow_handle(f"{open_prefix}-0")
         [call] = await until(h, lambda p: len(p) == 1)
         task.cancel()
-        retry = asyncio.ensure_future(run_operations(client, app.approvals, gated, task_queue=env.queue,
+        retry = asyncio.ensure_future(run_operations(client, app.patient, gated, task_queue=env.queue,
                                                      id_prefix=open_prefix))
         await asyncio.sleep(0.2)
         await approve(h, call["call_id"], by="alice")
@@ -368,4 +370,71 @@ def test_run_operations_again_returns_results_and_attaches_to_open_runs(env):
     ran = env.ran(prefix)
     assert Counter(e["kind"] for e in ran) == {"lookup": 3}  # two operations and the attached one, once each
     keys = sorted(e["key"] for e in ran)
-    assert keys == [f"{prefix}-0/shop/1/1", f"{prefix}-1/shop/1/1", f"{prefix}-open-0/approvals/1/1"]
+    assert keys == [f"{prefix}-0/shop/1/1", f"{prefix}-1/shop/1/1", f"{prefix}-open-0/patient/1/1"]
+
+
+# ------------------------------------------------------------ property: random gate lists and decisions
+
+_DECISIONS = ("approve", "deny", "timeout")
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gates=st.sampled_from(sorted(app.GATE_LISTS)),
+       plan=st.dictionaries(st.tuples(st.sampled_from(["lookup", "charge", "ship"]), st.integers(0, 2)),
+                            st.sampled_from(_DECISIONS), min_size=9, max_size=9))
+def test_no_tool_runs_without_every_decision_it_needs_and_none_twice(env, gates, plan):
+    """Random approve/deny/timeout orders over random gate lists (three
+    concurrent calls, each behind the gates that cover it)."""
+    from temporalio.client import WorkflowUpdateFailedError
+
+    from lionops.temporal import approve, deny, pending_approvals
+    from tests.temporal_workflows import BranchWorkflow
+
+    wid = f"{env.queue}-prop-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> tuple[dict[str, Any], dict[str, str]]:
+        client = await env.client()
+        h = await client.start_workflow(BranchWorkflow.run, args=[f"gated_{gates}", "approve_three"], id=wid,
+                                        task_queue=env.queue)
+        sent: dict[str, str] = {}
+        task = asyncio.ensure_future(h.result())
+        while not task.done():
+            try:
+                pending = await pending_approvals(h)
+            except Exception:  # noqa: BLE001 - not started yet, or just completed
+                pending = []
+            for call in pending:
+                if call["call_id"] in sent:
+                    continue
+                choice = plan[(call["function"], call["gate"])]
+                sent[call["call_id"]] = choice
+                try:
+                    if choice == "approve":
+                        await approve(h, call["call_id"], by=f"p{call['gate']}")
+                    elif choice == "deny":
+                        await deny(h, call["call_id"], by=f"p{call['gate']}")
+                except WorkflowUpdateFailedError:  # it timed out first: the record says so
+                    sent[call["call_id"]] = "late"
+            await asyncio.sleep(0.05)
+        return await task, sent
+
+    record, sent = asyncio.run(main())
+    covers = app.GATE_LISTS[gates]
+    records = record["trace"]["meta"]["approvals"]
+    ran = Counter(e["kind"] for e in env.ran(wid))
+    for function in ("lookup", "charge", "ship"):
+        needed = [g for g, fns in enumerate(covers) if fns is None or function in fns]
+        mine = {r["gate"]: r for r in records if r["function"] == function}
+        approved = all(g in mine and mine[g]["approved"] for g in needed)
+        runs = ran["charge" if function == "charge" else function]
+        assert runs == (1 if approved else 0), (function, needed, mine, ran)
+        for r in mine.values():  # each record is what was sent, or a timeout
+            want = sent.get(r["call_id"], "timeout")
+            expected = {"approve": "approved", "deny": "denied"}.get(want, "timed_out")
+            assert r["decision"] == expected, (r, want)
+            assert r["by"] == (None if expected == "timed_out" else f"p{r['gate']}")
+        # gates after a denial or timeout are never asked
+        asked = sorted(mine)
+        assert asked == needed[:len(asked)]
+        if not approved:
+            assert not mine[asked[-1]]["approved"]
