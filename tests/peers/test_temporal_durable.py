@@ -341,10 +341,11 @@ def test_marker_keys_in_context_stay_data_and_import_nothing(env):
 
 
 def test_run_operations_again_returns_results_and_attaches_to_open_runs(env):
-    from lionops.temporal import approve, run_operations
+    from lionops.temporal import DurableOperationError, approve, run_operations
 
     prefix = f"{env.queue}-again"
     ops = [{"instruction": f"case:one_tool n={i}", "response_format": app.Answer, "actions": True} for i in range(2)]
+    ops.append({"instruction": "case:failed", "response_format": app.Answer})  # a closed, failed operation
 
     async def main() -> tuple[list[Any], list[Any], list[Any]]:
         client = await env.client()
@@ -364,9 +365,14 @@ def test_run_operations_again_returns_results_and_attaches_to_open_runs(env):
         await approve(h, call["call_id"], by="alice")
         return first, again, await retry
 
+    calls_before = len(env.server.chat_requests)
     first, again, attached = asyncio.run(main())
-    assert [r.result for r in again] == [r.result for r in first]
-    assert all(isinstance(r.result, app.Answer) for r in first + attached)
+    assert [r.result for r in again[:2]] == [r.result for r in first[:2]]
+    assert all(isinstance(r.result, app.Answer) for r in first[:2] + attached)
+    failed = [r.result for r in (first[2], again[2])]
+    assert all(isinstance(f, DurableOperationError) and f.workflow_id == f"{prefix}-2" for f in failed), failed
+    assert failed[0].error_type == failed[1].error_type
+    assert len(env.server.chat_requests) - calls_before == 4  # each operation called the model once
     ran = env.ran(prefix)
     assert Counter(e["kind"] for e in ran) == {"lookup": 3}  # two operations and the attached one, once each
     keys = sorted(e["key"] for e in ran)
