@@ -47,9 +47,10 @@ _TYPES: dict[str, type[BaseModel]] = {}
 def register_type(cls: type[BaseModel]) -> str:
     """Allow ``cls`` to be rebuilt from its reference in this process; its reference.
 
-    Raises DurableArgumentError for a class that is not a pydantic model, one
-    defined inside a function (its name is not unique), or a different class
-    already registered under the same ``module:qualname``.
+    Raises DurableArgumentError for a class that is not a pydantic model or
+    one defined inside a function (its name is not unique). A class defined
+    again under the same ``module:qualname`` (a module reloaded) replaces the
+    one registered before.
     """
     if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
         raise DurableArgumentError(f"only pydantic model classes cross to a Temporal activity, got {cls!r}")
@@ -59,9 +60,7 @@ def register_type(cls: type[BaseModel]) -> str:
             f"{cls.__qualname__} is defined inside a function: a class that crosses to a Temporal "
             "activity must be defined at module level of an importable module"
         )
-    known = _TYPES.setdefault(ref, cls)
-    if known is not cls:
-        raise DurableArgumentError(f"two different classes are named {ref!r}; a class that crosses needs a unique name")
+    _TYPES[ref] = cls
     return ref
 
 
