@@ -444,3 +444,34 @@ def test_no_tool_runs_without_every_decision_it_needs_and_none_twice(env, gates,
         assert asked == needed[:len(asked)]
         if not approved:
             assert not mine[asked[-1]]["approved"]
+
+
+def test_the_idempotency_key_is_the_same_in_a_reset_run(env):
+    """A reset starts a new run of the same workflow id from its first task:
+    the tools run again (a new run) with the keys of the first run."""
+    from temporalio.api.common.v1 import WorkflowExecution
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
+
+    from tests.temporal_workflows import BranchWorkflow
+
+    wid = f"{env.queue}-reset"
+
+    async def main() -> None:
+        client = await env.client()
+        h = await client.start_workflow(BranchWorkflow.run, args=["shop", "three_tools", "sequential"], id=wid,
+                                        task_queue=env.queue)
+        await h.result()
+        history = await h.fetch_history()
+        first_task = next(e.event_id for e in history.events
+                          if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+        reset = await client.workflow_service.reset_workflow_execution(ResetWorkflowExecutionRequest(
+            namespace=client.namespace, workflow_execution=WorkflowExecution(workflow_id=wid),
+            reason="test", workflow_task_finish_event_id=first_task, request_id=uuid.uuid4().hex))
+        await client.get_workflow_handle(wid, run_id=reset.run_id).result()
+
+    asyncio.run(main())
+    ran = env.ran(wid)
+    assert [e["kind"] for e in ran] == ["lookup", "charge_start", "charge", "ship"] * 2  # two runs
+    keys = [e["key"] for e in ran if e["kind"] != "charge_start"]
+    assert keys[:3] == keys[3:] == [f"{wid}/shop/1/1", f"{wid}/shop/1/2", f"{wid}/shop/1/3"]

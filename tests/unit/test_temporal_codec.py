@@ -5,9 +5,10 @@ on asyncio and on trio (only Temporal's client and workers need asyncio)."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Annotated
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer
 
 pytest.importorskip("temporalio", reason="temporalio is not installed: pip install 'lionops[temporal]'")
 
@@ -251,3 +252,26 @@ def test_values_that_would_change_on_the_way_are_refused_at_the_call():
     for value in ({1, 2}, (1, 2), b"x", object(), {1: "a"}, [1, (2,)], 1.0 + 2j):
         with pytest.raises(DurableArgumentError, match="tool 'tool'"):
             _crossed(tool, {"value": value})
+
+
+def test_a_masking_serializer_or_an_alias_does_not_change_what_the_tool_receives():
+    from lionops import Tool
+    from lionops.temporal import DurableBranch
+    from lionops.temporal.branch import _crossed
+
+    def send(token: Annotated[str, PlainSerializer(lambda v: "***")], cents: Annotated[
+            int, BeforeValidator(lambda v: round(float(v) * 100) if isinstance(v, str) else v * 100)],
+            note: Annotated[str, Field(alias="Note")] = "") -> None:
+        """Send.
+
+        Args:
+            token: a token.
+            cents: dollars in, cents out.
+            note: a note.
+        """
+
+    DurableBranch("masked", chat_model=app.chat_model, tools=[send])
+    tool = Tool(send)
+    kwargs = tool.validate_arguments({"token": "abc", "cents": "15.00", "Note": "n"})
+    assert kwargs == {"token": "abc", "cents": 1500, "note": "n"}
+    assert _crossed(tool, kwargs) == {"token": "abc", "cents": 1500, "note": "n"}
