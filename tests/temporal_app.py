@@ -186,6 +186,11 @@ twice = DurableBranch(
 patient = DurableBranch("patient", chat_model=chat_model, tools=TOOLS, system=SYSTEM, response_models=MODELS,
                         gate=HumanApproval(timeout=timedelta(minutes=5)),
                         model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
+#: Approvals a busy machine cannot miss (lookup, charge) and one that times out soon (ship).
+mixed = DurableBranch("mixed", chat_model=chat_model, tools=TOOLS, system=SYSTEM,
+                      gate=[HumanApproval(timeout=timedelta(minutes=5), functions={"lookup", "charge"}),
+                            HumanApproval(timeout=timedelta(seconds=1), functions={"ship"})],
+                      model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
 #: A gate that never answers, bounded by gate_timeout (a durable timer).
 stalled = DurableBranch("stalled", chat_model=chat_model, tools=TOOLS, system=SYSTEM, gate=never_answers,
                         gate_timeout=1.0, model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
@@ -205,7 +210,7 @@ gated = {
                         model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
     for name, fns in GATE_LISTS.items()
 }
-PLUGIN = LionopsPlugin(shop, approvals, bulk, observed, twice, patient, stalled, payments, *gated.values())
+PLUGIN = LionopsPlugin(shop, approvals, bulk, observed, twice, patient, mixed, stalled, payments, *gated.values())
 
 # ------------------------------------------------------------ exit-trigger cases
 
