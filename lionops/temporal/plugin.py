@@ -15,6 +15,11 @@ import dataclasses
 import json
 from typing import Any
 
+# anyio picks its backend module by name at first use (importlib, which the
+# workflow sandbox does not pass through): imported here, outside the sandbox,
+# a replay on a fresh worker finds it loaded instead of importing it in the
+# sandbox (where its thread classes are restricted).
+import anyio._backends._asyncio  # noqa: F401
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticPayloadConverter
