@@ -382,30 +382,7 @@ class DurableBranch:
         self.response_models = tuple(response_models)
         for cls in self.response_models:
             register_type(cls)
-        gates = [] if gate is None else (list(gate) if isinstance(gate, (list, tuple)) else [gate])
-        for g in gates:
-            if not (isinstance(g, HumanApproval) or callable(g)):
-                raise DurableArgumentError(f"a gate is a callable check or a HumanApproval, got {type(g).__name__}")
-            if not isinstance(g, HumanApproval):
-                check_one_argument(g, "gate", "check(invocation) -> bool")
-            else:  # a misspelled name would never be held for approval: refused
-                for function in sorted(g.functions or ()):
-                    if function not in manager:
-                        raise UnknownToolError(function, manager.names, selector=True)
-        if len({id(g) for g in gates}) != len(gates):
-            raise ConfigurationError(
-                f"DurableBranch {name!r}: the same gate object is listed twice in gate=; "
-                "list it once (a second approval is a second HumanApproval(...))"
-            )
-        if gate_timeout is not None:
-            if not gate_timeout > 0:
-                raise ConfigurationError(f"gate_timeout must be positive seconds or None, got {gate_timeout!r}")
-            for g in gates:
-                if isinstance(g, HumanApproval) and g.timeout_s > gate_timeout:
-                    raise ConfigurationError(
-                        f"DurableBranch {name!r}: gate_timeout={gate_timeout:g}s would cut the "
-                        f"HumanApproval timeout of {g.timeout_s:g}s; raise gate_timeout or leave it None"
-                    )
+        gates = _checked_gates(name, gate, manager, gate_timeout)
         self.gate_timeout = gate_timeout
         self.gates: list[Any] = gates
         self.hooks: dict[HookPoint, list[Any]] = {}
@@ -749,3 +726,34 @@ def _crossed(tool: Tool, kwargs: dict[str, Any]) -> dict[str, Any]:
             "(a value JSON does not hold as it is); not run"
         )
     return kwargs
+
+
+def _checked_gates(name: str, gate: Any, manager: ActionManager, gate_timeout: float | None) -> list[Any]:
+    """``gate=`` as a list, each entry checked: a callable check taking one
+    argument or a ``HumanApproval`` naming only registered tools, no object
+    listed twice, and a ``gate_timeout`` that cuts no approval's own timeout."""
+    gates = [] if gate is None else (list(gate) if isinstance(gate, (list, tuple)) else [gate])
+    for g in gates:
+        if not (isinstance(g, HumanApproval) or callable(g)):
+            raise DurableArgumentError(f"a gate is a callable check or a HumanApproval, got {type(g).__name__}")
+        if not isinstance(g, HumanApproval):
+            check_one_argument(g, "gate", "check(invocation) -> bool")
+        else:  # a misspelled name would never be held for approval: refused
+            for function in sorted(g.functions or ()):
+                if function not in manager:
+                    raise UnknownToolError(function, manager.names, selector=True)
+    if len({id(g) for g in gates}) != len(gates):
+        raise ConfigurationError(
+            f"DurableBranch {name!r}: the same gate object is listed twice in gate=; "
+            "list it once (a second approval is a second HumanApproval(...))"
+        )
+    if gate_timeout is not None:
+        if not gate_timeout > 0:
+            raise ConfigurationError(f"gate_timeout must be positive seconds or None, got {gate_timeout!r}")
+        for g in gates:
+            if isinstance(g, HumanApproval) and g.timeout_s > gate_timeout:
+                raise ConfigurationError(
+                    f"DurableBranch {name!r}: gate_timeout={gate_timeout:g}s would cut the "
+                    f"HumanApproval timeout of {g.timeout_s:g}s; raise gate_timeout or leave it None"
+                )
+    return gates
