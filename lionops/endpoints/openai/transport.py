@@ -47,6 +47,7 @@ from ...errors import (
     EndpointStatusError,
     EndpointTimeoutError,
     MisspelledKeywordError,
+    did_you_mean,
 )
 from ...runtime import current_runtime
 from ...trace import current_meta
@@ -228,7 +229,7 @@ class ChatCompletionsEndpoint:
 
     is_cli = False
 
-    def __init__(
+    def __init__(  # noqa: C901 - its keywords group into policy objects with the provider contract, not here
         self,
         provider: str = "openai",
         model: str | None = None,
@@ -253,7 +254,9 @@ class ChatCompletionsEndpoint:
     ) -> None:
         defaults = PROVIDER_DEFAULTS.get(provider)
         if defaults is None:
-            raise ConfigurationError(f"unknown provider {provider!r}; known: {sorted(PROVIDER_DEFAULTS)}")
+            raise ConfigurationError(
+                f"unknown provider {provider!r}{did_you_mean(provider, PROVIDER_DEFAULTS)}; "
+                f"known: {sorted(PROVIDER_DEFAULTS)}")
         numbers = {"timeout": timeout, "max_retries": max_retries, "retry_after_cap": retry_after_cap,
                    "backoff_initial": backoff_initial, "backoff_factor": backoff_factor, "backoff_max": backoff_max,
                    "silence_timeout": silence_timeout, "max_response_bytes": max_response_bytes}
@@ -483,6 +486,8 @@ class ChatCompletionsEndpoint:
                 data = await self._attempt(client, body, number, ends_at, deadline)
             except EndpointError as exc:
                 statuses.append(getattr(exc, "status", None))
+                if getattr(exc, "limit", None) != "deadline":
+                    earlier.append(f"attempt {number}: {type(exc).__name__} ({self._status_text(exc)})")
                 raise
             statuses.append(200)
             return data
@@ -490,6 +495,7 @@ class ChatCompletionsEndpoint:
         started = time.perf_counter()
         attempts = 1
         failure: EndpointError | None = None
+        earlier: list[str] = []  # each failed attempt's outcome, named by a deadline error
         try:
             try:
                 # The first request runs outside the retry loop, so an answered
@@ -528,6 +534,9 @@ class ChatCompletionsEndpoint:
                 f"the retry after {type(failure).__name__} ({self._status_text(failure)}) "
                 f"would wait {stopped_by_deadline[-1]:g} s",
             )
+        if getattr(failure, "limit", None) == "deadline" and earlier:
+            failure.earlier_attempts = list(earlier)  # type: ignore[attr-defined]
+            failure.args = (f"{failure.args[0]}; earlier: {'; '.join(earlier)}", *failure.args[1:])
         raise self._settled(failure, attempts, retries)
 
     async def _attempt(self, client: httpx.AsyncClient, body: dict[str, Any], attempt: int,
