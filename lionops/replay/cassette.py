@@ -332,8 +332,9 @@ def _depth(data: Any) -> int:
     return deepest
 
 
-#: the cassette decision of each ``ActionRecord`` decision (an invoked tool is ``allowed``)
-_DECISIONS = {"allowed": "allowed", "denied": "denied", "timed_out": "denied", "invalid": "invalid",
+#: The cassette decision of each ``ActionRecord`` decision; an invoked tool is
+#: ``allowed`` whatever it decided (its error recorded when it did not return).
+CASSETTE_DECISIONS = {"allowed": "allowed", "denied": "denied", "timed_out": "denied", "invalid": "invalid",
               "rejected": "rejected", "not_offered": "rejected", "error": "rejected"}
 
 
@@ -350,7 +351,7 @@ def _contradiction(op: Operation) -> str | None:
                 f"{sorted(decided)[:10]}")
     for index, rec in decided.items():
         act = actions[index]
-        decision = "allowed" if act.invoked else _DECISIONS.get(act.decision, act.decision)
+        decision = "allowed" if act.invoked else CASSETTE_DECISIONS.get(act.decision, act.decision)
         if (rec.function != act.function or decision != rec.decision
                 or json.dumps(rec.arguments, sort_keys=True) != json.dumps(act.raw_arguments, sort_keys=True)):
             return f"request {index} is {rec.function}/{rec.decision} in tool_calls, " \

@@ -27,7 +27,16 @@ from ..runtime import use_runtime
 from ..text import summarize
 from ..tools import Tool
 from ..trace import Trace, Traced
-from .cassette import CallRecord, CliExchange, ErrorRecord, HttpExchange, Operation, OutcomeRecord, ToolCallRecord
+from .cassette import (
+    CASSETTE_DECISIONS,
+    CallRecord,
+    CliExchange,
+    ErrorRecord,
+    HttpExchange,
+    Operation,
+    OutcomeRecord,
+    ToolCallRecord,
+)
 from .cli import CliRecorder, CliReplay
 from .divergence import ReplayDivergence, compare_traces, first_difference, same_json
 from .redact import Redactor
@@ -134,11 +143,6 @@ def describe_call(branch: Branch, kw: dict[str, Any], redactor: Redactor) -> Cal
     }))
 
 
-#: cassette decision of each act() decision whose tool was not invoked
-#: (an invoked tool is ``allowed``, with its error when it did not return).
-_CASSETTE_DECISION = {"denied": "denied", "timed_out": "denied", "invalid": "invalid",
-                      "rejected": "rejected", "not_offered": "rejected", "error": "rejected"}
-
 
 def tool_calls_since(branch: Branch, start: int, redactor: Redactor) -> list[ToolCallRecord]:
     """What ``act()`` did with each action request: the typed
@@ -157,7 +161,7 @@ def tool_calls_since(branch: Branch, start: int, redactor: Redactor) -> list[Too
             fields.update(decision="allowed",
                           error={"type": rec.error_type or "Exception", "message": entry.content.get("error", "")})
         else:
-            fields.update(decision=_CASSETTE_DECISION[rec.decision])
+            fields.update(decision=CASSETTE_DECISIONS[rec.decision])
         out.append(ToolCallRecord.model_validate(redactor.value(fields)))
     out.sort(key=lambda r: r.index)
     return out
