@@ -35,7 +35,8 @@ library family::
     │   └── CLIResultError
     ├── CassetteError (ValueError)         record and replay
     │   └── CassetteNotFoundError (FileNotFoundError)
-    └── ReplayDivergence (AssertionError)
+    ├── ReplayDivergence (AssertionError)
+    └── JSONLimitError (ValueError)        foreign JSON past its depth or size bound
 
 The classes are also importable from the modules that raise them
 (``lionops.tools``, ``lionops.endpoints.cli``, ``lionops.replay``, ...).
