@@ -344,8 +344,8 @@ class RequestCheck:
     whatever the recorded trace or outcome says.
 
     A request the recording never reached (``not_reached``: the recorded
-    ``act()`` raised first) is held back: if the replay reaches it, it is
-    answered as an invalid request, never dispatched, and the run diverges.
+    ``act()`` raised first) is held back: if the replay reaches it, the run
+    diverges there, before anything sees it.
     """
 
     def __init__(self, calls: list[ToolCallRecord], redactor: Redactor,
@@ -355,6 +355,7 @@ class RequestCheck:
         self.on_divergence = on_divergence
         self.operation = operation
         self.log = RequestLog()
+        self.held: dict[int, ReplayDivergence] = {}
 
     def _arguments(self, arguments: Any) -> Any:
         return _decoded(arguments, self.redactor)
@@ -365,7 +366,7 @@ class RequestCheck:
         self.on_divergence(err)
         return err
 
-    def __call__(self, requests: list[tuple[int, Any, Any, str | None]]) -> dict[int, str] | None:
+    def __call__(self, requests: list[tuple[int, Any, Any, str | None]]) -> dict[int, BaseException] | None:
         self.log(requests)
         seen = set()
         for index, function, arguments, _ in requests:
@@ -386,9 +387,12 @@ class RequestCheck:
             expected = _call_line(self.calls[missing[0]])
             raise self._diverge(f"the recording has action request {expected}, the run has none at "
                                 f"index {missing[0]}; nothing was dispatched", missing[0], expected, None)
-        held = {i: "replay: the recording never reached this request" for i, c in self.calls.items()
-                if c.decision == "not_reached"}
-        return held or None
+        self.held = {
+            i: ReplayDivergence(f"action request {_call_line(c)}: the recording never reached it, the replay "
+                                "did; it was not dispatched", kind="tool_call", index=i, expected=_call_line(c),
+                                actual=_call_line(c), operation=self.operation)
+            for i, c in self.calls.items() if c.decision == "not_reached"}
+        return dict(self.held) or None
 
 
 def _call_line(rec: ToolCallRecord | None) -> str | None:
@@ -502,6 +506,7 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
     checks: list[Callable[[], ReplayDivergence | None]] = [
         lambda: first_seen("exchange"),
         lambda: blocked[0] if blocked else None,
+        lambda: next((e for e in requests.held.values() if e is error), None),
         lambda: compare_traces(op.trace_obj(), trace, operation=operation) if trace else None,
         lambda: compare_tool_calls(op.tool_calls, requests.log.complete(tool_calls_since(branch, start, redactor),
                                                                         redactor),
