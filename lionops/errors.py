@@ -42,7 +42,8 @@ library family::
     │   └── CLIResultError
     ├── CassetteError (ValueError)         record and replay
     │   └── CassetteNotFoundError (FileNotFoundError)
-    └── ReplayDivergence (AssertionError)
+    ├── ReplayDivergence (AssertionError)
+    └── JSONLimitError (ValueError)        foreign JSON past its depth or size bound
 
 The classes are also importable from the modules that raise them
 (``lionops.tools``, ``lionops.endpoints.cli``, ``lionops.replay``, ...).
@@ -585,3 +586,29 @@ class ReplayDivergence(LionopsError, AssertionError):
     def __repr__(self) -> str:
         return (f"ReplayDivergence(kind={self.kind!r}, operation={self.operation}, index={self.index}, "
                 f"expected={self.expected!r}, actual={self.actual!r})")
+
+
+# --------------------------------------------------------------------------
+# Foreign JSON (bodies, stream events, tool-call arguments, CLI events,
+# cassettes, payloads): one bounded loader, lionops._json.
+
+__all__ += ["JSONLimitError"]
+
+
+class JSONLimitError(LionopsError, ValueError):
+    """Foreign JSON past a bound: nested deeper than ``maximum`` levels
+    (``limit="depth"``) or longer than ``maximum`` characters
+    (``limit="size"``). Raised before it is decoded, never a ``RecursionError``.
+
+    Attributes:
+        limit: ``"depth"`` or ``"size"``.
+        found: the depth (or length) found; for depth, the first level past
+            the bound (the scan stops there).
+        maximum: the bound.
+    """
+
+    def __init__(self, message: str, *, limit: str, found: int, maximum: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.found = found
+        self.maximum = maximum

@@ -46,8 +46,8 @@ ToolRunner = Callable[[Any, dict[str, Any]], Awaitable[Any]]
 CLITransport = Callable[[Any, list[str], str, Any], Awaitable[Any]]
 #: ``check(requests)``: sees one call's checked requests before any dispatch;
 #: it may return the indices that must never be dispatched, each with the
-#: reason they are answered as invalid requests.
-DispatchCheck = Callable[[list[tuple[int, Any, Any, "str | None"]]], "Mapping[int, str] | None"]
+#: exception raised when ``act()`` reaches it.
+DispatchCheck = Callable[[list[tuple[int, Any, Any, "str | None"]]], "Mapping[int, BaseException] | None"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -62,8 +62,9 @@ class Runtime:
         clock: the clock for every sleep, deadline and trace timing.
         before_dispatch: called with one call's requests once each shape is
             checked; what it raises ends ``act()`` with nothing dispatched,
-            and the indices it returns are answered as invalid requests
-            (never authorized, hooked or invoked).
+            and reaching a request whose index it returns raises the
+            exception it gives for it (nothing authorized, hooked, invoked
+            or offered to a context provider).
         trace_meta: the ``meta`` dict of the trace being recorded.
     """
 

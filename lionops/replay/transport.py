@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from .._json import loads as bounded_json
 from .cassette import ErrorRecord, HttpExchange, HttpRequestRecord, HttpResponseRecord
 from .divergence import ReplayDivergence, same_json, unmatched_exchange
 from .redact import Redactor
@@ -41,8 +42,8 @@ def _decode(content: bytes) -> tuple[Any, str | None]:
         return None, None
     text = content.decode("utf-8", errors="replace")
     try:
-        return json.loads(text), None
-    except ValueError:
+        return bounded_json(text), None
+    except ValueError:  # not JSON, or past the bounds (JSONLimitError): kept as text
         return None, text
 
 

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import EndpointProviderError, EndpointResponseError
+from ..._json import loads as bounded_json
+from ...errors import EndpointProviderError, EndpointResponseError, JSONLimitError
 from ...text import summarize
 from .config import BODY_PREVIEW
 
@@ -112,9 +113,10 @@ class Answers:
 
     def decode_json(self, text: str, status: int, what: str) -> Any:
         try:
-            return json.loads(text)
-        except RecursionError:
-            raise self.response_error("JSON nested too deep to decode", status, text) from None
+            return bounded_json(text)
+        except JSONLimitError as exc:
+            raise self.response_error(f"JSON nested too deep to decode (more than {exc.maximum} levels)",
+                                      status, text) from None
         except ValueError:
             raise self.response_error(what, status, text) from None
 

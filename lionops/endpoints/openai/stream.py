@@ -8,10 +8,10 @@ judge a stream the way :class:`~.response.Answers` judges a body.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from ..._json import loads as bounded_json
 from .response import LEGACY_CALL, Answers, error_of, list_of, reasoning_of, refusals_of, text_of
 
 __all__ = ["StreamAccumulator", "EventFields", "LINE_BREAK", "fold_events", "fold_chunk", "stream_end",
@@ -181,8 +181,8 @@ def _whole_payload(data: str) -> bool:
     if data == "[DONE]":
         return True
     try:
-        json.loads(data)
-    except (ValueError, RecursionError):
+        bounded_json(data)
+    except ValueError:  # not JSON, or past the bounds (JSONLimitError)
         return False
     return True
 
@@ -276,8 +276,8 @@ def fold_events(acc: StreamAccumulator, payloads: list[tuple[str | None, str]], 
             return True
         if event == "error":
             try:
-                data: Any = json.loads(payload)
-            except (ValueError, RecursionError):
+                data: Any = bounded_json(payload)
+            except ValueError:  # not JSON, or past the bounds (JSONLimitError)
                 data = payload
             err = data.get("error") or data if isinstance(data, dict) else data
             raise answers.provider_error(err or "an error event", status, "a stream error event")

@@ -35,6 +35,7 @@ from tenacity.stop import stop_base
 
 from ... import clock
 from ..._frozen import FrozenDict, FrozenList
+from ..._json import loads as bounded_json
 from ..._names import near_miss
 from ..._secrets import replace_secrets, scrub_url, scrubbed_preview, url_query_secrets
 from ...errors import (
@@ -930,8 +931,8 @@ def _error_message(response: httpx.Response) -> str:
     """The ``error.message`` of an OpenAI-style error body, else the body, uncut
     (the caller removes secrets, then cuts)."""
     try:
-        data = response.json()
-    except ValueError:
+        data = bounded_json(response.text, what="the error body")
+    except ValueError:  # not JSON, or past the bounds (JSONLimitError)
         return response.text
     if isinstance(data, dict):
         err = data.get("error")
