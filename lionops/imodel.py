@@ -20,7 +20,10 @@ from types import ModuleType
 from typing import Any
 
 from .endpoints import cli as _cli_endpoints
+from .endpoints import anthropic as _anthropic_endpoints
+from .endpoints import google as _google_endpoints
 from .endpoints import openai as _openai_endpoints
+from .endpoints import openai_responses as _responses_endpoints
 from .errors import ConfigurationError
 
 __all__ = ["iModel", "PROVIDERS"]
@@ -36,6 +39,9 @@ PROVIDERS: dict[str, str] = {
     "claude_code": "lionops.endpoints.cli:ClaudeCodeEndpoint",
     "codex": "lionops.endpoints.cli:CodexEndpoint",
     "gemini": "lionops.endpoints.cli:GeminiEndpoint",
+    "openai_responses": "lionops.endpoints.openai_responses:ResponsesEndpoint",
+    "anthropic": "lionops.endpoints.anthropic:MessagesEndpoint",
+    "google": "lionops.endpoints.google:GenerateContentEndpoint",
 }
 
 
@@ -44,6 +50,9 @@ PROVIDERS: dict[str, str] = {
 _MODULES: dict[str, ModuleType] = {
     "lionops.endpoints.openai": _openai_endpoints,
     "lionops.endpoints.cli": _cli_endpoints,
+    "lionops.endpoints.openai_responses": _responses_endpoints,
+    "lionops.endpoints.anthropic": _anthropic_endpoints,
+    "lionops.endpoints.google": _google_endpoints,
 }
 
 

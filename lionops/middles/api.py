@@ -136,7 +136,7 @@ def _tool_call_entry(call: dict[str, Any]) -> dict[str, Any]:
     return {"id": call["id"], "type": "function", "function": {"name": call["function"], "arguments": text}}
 
 
-def provider_messages(branch: Any, progression: Any = None) -> list[dict[str, Any]]:
+def provider_messages(branch: Any, progression: Any = None, native: str | None = None) -> list[dict[str, Any]]:
     """The branch history as Chat Completions messages.
 
     ``system``, ``user`` and ``assistant`` map to their roles (a user message
@@ -154,7 +154,13 @@ def provider_messages(branch: Any, progression: Any = None) -> list[dict[str, An
     message ``Action results (from the runtime): [...]``, in the order the
     messages were recorded (request order). ``action_request`` messages are
     implied by their results.
+
+    With ``native`` (the protocol of an endpoint that sends a turn back as
+    the provider gave it), an assistant message recorded from that protocol
+    also carries its ``native`` content (thinking blocks with signatures,
+    reasoning items, thought parts) for the endpoint to send unchanged.
     """
+    native_protocol = native
     keep = None if progression is None else set(progression)
     history = [m for m in branch.messages if keep is None or m.id in keep]
     as_tool: set[int] = set()  # ids of action_response messages sent as tool messages
@@ -180,16 +186,18 @@ def provider_messages(branch: Any, progression: Any = None) -> list[dict[str, An
             # directly (servers reuse ids such as "call_0" across turns).
             answered = _answers_after(history, i)
             native = _native_calls(msg, answered)
+        own = msg.metadata.get("native") if native_protocol and msg.role == "assistant" else None
+        extra = {"native": own} if isinstance(own, dict) and own.get("protocol") == native_protocol else {}
         if native:
             out.append({"role": "assistant", "content": _text(msg.content) or None,
-                        "tool_calls": [_tool_call_entry(c) for c in native]})
+                        "tool_calls": [_tool_call_entry(c) for c in native], **extra})
             for call in native:
                 answer = answered[call["id"]]
                 output = answer.content.get("output") if isinstance(answer.content, dict) else answer.content
                 out.append({"role": "tool", "tool_call_id": call["id"], "content": json.dumps(to_jsonable(output))})
                 as_tool.add(answer.id)
         elif msg.role == "assistant":
-            out.append({"role": "assistant", "content": _assistant_text(msg)})
+            out.append({"role": "assistant", "content": _assistant_text(msg), **extra})
         elif msg.role == "user" and msg.metadata.get("images"):
             detail = msg.metadata.get("image_detail")
             parts = [{"type": "text", "text": _text(msg.content)}]
@@ -373,7 +381,7 @@ async def communicate(
     progression = getattr(chat_param, "progression", None)
     if progression is not None:
         progression = [*progression, user.id]
-    messages = provider_messages(branch, progression)
+    messages = provider_messages(branch, progression, getattr(endpoint, "native_protocol", None))
     call_options = {**invocation, **options}
     try:
         completion = await endpoint.chat(messages, **call_options)
@@ -401,6 +409,8 @@ async def communicate(
         metadata["refusal"] = completion.refusal
     if reasoning:
         metadata["reasoning"] = reasoning
+    if getattr(completion, "native", None):  # the provider's own turn, sent back as it came
+        metadata["native"] = completion.native
     fmt_option = options.get("response_format") or {}
     if "json_schema" in fmt_option:
         mode: str | None = "strict" if fmt_option["json_schema"].get("strict") else "json_schema"

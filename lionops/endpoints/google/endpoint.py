@@ -1,0 +1,101 @@
+"""The Gemini API endpoint: ``POST {base_url}/v1beta/models/{model}:generateContent``
+(``:streamGenerateContent?alt=sse`` when streaming).
+
+The key goes in ``x-goog-api-key`` (a ``?key=`` in ``base_url`` is kept
+secret too); bounds, retries, caps and redaction are the shared transport's
+(:mod:`lionops.endpoints._native`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import SecretStr
+
+from ...errors import ConfigurationError
+from ..openai.transport import _SHOWN_URLS
+from .._native import NativeAnswers, NativeEndpoint, ProviderFacts
+from .request import generate_body
+from .response import normalize
+from .stream import GenerateFolder
+
+__all__ = ["GenerateContentEndpoint"]
+
+#: The flag :meth:`GenerateContentEndpoint.request_body` leaves for the URL; never sent.
+_STREAM = "__lionops_stream__"
+
+
+class GenerateContentEndpoint(NativeEndpoint):
+    """``iModel(provider="google", model=..., api_key=..., base_url=...)``.
+
+    ``base_url`` is the API root (default
+    ``https://generativelanguage.googleapis.com``, or ``GOOGLE_GEMINI_BASE_URL``);
+    the key defaults to ``GEMINI_API_KEY`` (or ``GOOGLE_API_KEY``). A pydantic
+    ``response_format`` goes as ``responseJsonSchema`` with
+    ``responseMimeType: application/json``. Thought parts are kept as
+    reasoning; every part goes back unchanged (``thoughtSignature`` included)
+    with the function responses.
+    """
+
+    facts: ClassVar[ProviderFacts] = ProviderFacts(
+        "google", "https://generativelanguage.googleapis.com", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL")
+    native_protocol: ClassVar[str] = "google"
+
+    def __init__(self, provider: str | None = None, model: str | None = None, base_url: str | None = None,
+                 api_key: str | SecretStr | None = None, *args: Any, **kw: Any) -> None:
+        if api_key is None and not os.environ.get("GEMINI_API_KEY"):
+            api_key = os.environ.get("GOOGLE_API_KEY") or None
+        if isinstance(model, str):
+            model = model.removeprefix("models/")
+        super().__init__(provider, model, base_url, api_key, *args, **kw)
+        self._target = None  # the method (and alt=sse) follow the stream flag
+        if self.base_url != self._base_url.get_secret_value().rstrip("/"):  # the log shows the public form
+            _SHOWN_URLS[str(httpx.URL(self._request_url(True)))] = f"{self._root}{self._method(True)}"
+
+    def _method(self, stream: bool) -> str:
+        return f"/v1beta/models/{quote(str(self.model or ''), safe='')}:" + (
+            "streamGenerateContent" if stream else "generateContent")
+
+    @property
+    def url(self) -> str:
+        return f"{self._root}{self._method(getattr(self, 'stream', False))}"
+
+    def _request_url(self, stream: bool = False) -> str:
+        base, query = self._base_and_query()
+        query = "&".join(q for q in (query, "alt=sse" if stream else "") if q)
+        return f"{base}{self._method(stream)}" + (f"?{query}" if query else "")
+
+    def _target_for(self, body: dict[str, Any]) -> httpx.URL | str:
+        return self._request_url(bool(body.get(_STREAM)))
+
+    def _wire_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in body.items() if k != _STREAM}
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        headers.update({k: v.get_secret_value() for k, v in self._extra_headers.items()})
+        if self.has_api_key:
+            assert self._api_key is not None
+            headers["x-goog-api-key"] = self._api_key.get_secret_value()
+        return headers
+
+    def request_body(self, messages: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+        stream = options.pop("stream", None)
+        merged = {**self.default_options, **options}
+        merged.pop("model", None)
+        if not self.model:
+            raise ConfigurationError(f"{self.provider}: no model name; pass iModel(model=...)")
+        body = generate_body(messages, merged)
+        if self.stream if stream is None else stream:
+            body[_STREAM] = True
+        return body
+
+    def _folder(self, status: int) -> GenerateFolder:
+        return GenerateFolder(self._answers, status)
+
+    @staticmethod
+    def _normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
+        return normalize(data, answers)
