@@ -19,8 +19,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from .endpoints import cli as _cli_endpoints
 from .endpoints import anthropic as _anthropic_endpoints
+from .endpoints import cli as _cli_endpoints
 from .endpoints import google as _google_endpoints
 from .endpoints import openai as _openai_endpoints
 from .endpoints import openai_responses as _responses_endpoints

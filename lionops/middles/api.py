@@ -136,7 +136,7 @@ def _tool_call_entry(call: dict[str, Any]) -> dict[str, Any]:
     return {"id": call["id"], "type": "function", "function": {"name": call["function"], "arguments": text}}
 
 
-def provider_messages(branch: Any, progression: Any = None, native: str | None = None) -> list[dict[str, Any]]:
+def provider_messages(branch: Any, progression: Any = None, native_protocol: str | None = None) -> list[dict[str, Any]]:
     """The branch history as Chat Completions messages.
 
     ``system``, ``user`` and ``assistant`` map to their roles (a user message
@@ -155,12 +155,11 @@ def provider_messages(branch: Any, progression: Any = None, native: str | None =
     messages were recorded (request order). ``action_request`` messages are
     implied by their results.
 
-    With ``native`` (the protocol of an endpoint that sends a turn back as
+    With ``native_protocol`` (the protocol of an endpoint that sends a turn back as
     the provider gave it), an assistant message recorded from that protocol
     also carries its ``native`` content (thinking blocks with signatures,
     reasoning items, thought parts) for the endpoint to send unchanged.
     """
-    native_protocol = native
     keep = None if progression is None else set(progression)
     history = [m for m in branch.messages if keep is None or m.id in keep]
     as_tool: set[int] = set()  # ids of action_response messages sent as tool messages

@@ -64,7 +64,8 @@ def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     answered = {call_id for call_id, _, _ in calls}
     native = message.get("native")
     if isinstance(native, dict) and native.get("protocol") == "anthropic" and isinstance(native.get("content"), list):
-        by_id = {i: {"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in calls}
+        by_id: dict[Any, dict[str, Any]] = {i: {"type": "tool_use", "id": i, "name": n, "input": a}
+                                            for i, n, a in calls}
         kept = [by_id[b.get("id")] if b.get("type") == "tool_use" else b for b in native["content"]
                 if isinstance(b, dict) and (b.get("type") != "tool_use" or b.get("id") in answered)]
         sent = {b.get("id") for b in kept if b.get("type") == "tool_use"}

@@ -48,8 +48,9 @@ class MessagesFolder(Folder):
         elif kind == "content_block_stop":
             self._close(data.get("index"))
         elif kind == "message_delta" and self.message is not None:
-            delta = data.get("delta") if isinstance(data.get("delta"), dict) else {}
-            self.message.update({k: v for k, v in delta.items() if k in ("stop_reason", "stop_sequence")})
+            delta: Any = data.get("delta")
+            if isinstance(delta, dict):
+                self.message.update({k: v for k, v in delta.items() if k in ("stop_reason", "stop_sequence")})
             if isinstance(data.get("usage"), dict):
                 usage = dict(self.message.get("usage") or {})
                 usage.update({k: v for k, v in data["usage"].items() if v is not None})

@@ -1,4 +1,4 @@
-"""Gemini API (``iModel(provider="google")``): ``models/{model}:generateContent`` and ``:streamGenerateContent?alt=sse``.
+"""Gemini API (``iModel(provider="google")``): ``:generateContent`` and ``:streamGenerateContent?alt=sse``.
 
 :mod:`.request` (a body from Chat Completions-shaped messages, pure),
 :mod:`.response` (a ``GenerateContentResponse`` to a normalized completion, pure),

@@ -16,8 +16,8 @@ import httpx
 from pydantic import SecretStr
 
 from ...errors import ConfigurationError
-from ..openai.transport import _SHOWN_URLS
 from .._native import NativeAnswers, NativeEndpoint, ProviderFacts
+from ..openai.transport import _SHOWN_URLS
 from .request import generate_body
 from .response import normalize
 from .stream import GenerateFolder

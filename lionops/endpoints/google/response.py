@@ -53,19 +53,19 @@ def normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
     usage = usage_of(data.get("usageMetadata"))
     model = data.get("modelVersion")
     candidates = data.get("candidates")
-    feedback = data.get("promptFeedback") if isinstance(data.get("promptFeedback"), dict) else {}
+    feedback: dict[str, Any] = data["promptFeedback"] if isinstance(data.get("promptFeedback"), dict) else {}
     if not isinstance(candidates, list) or not candidates or not isinstance(candidates[0], dict):
         reason = feedback.get("blockReason")
         if reason:
-            refusal = f"the prompt was blocked (promptFeedback.blockReason {reason})"
+            refusal_text = f"the prompt was blocked (promptFeedback.blockReason {reason})"
             message = feedback.get("blockReasonMessage")
             if isinstance(message, str) and message:
-                refusal += f": {message}"
-            return {"text": None, "refusal": refusal, "tool_calls": [], "finish_reason": "content_filter",
+                refusal_text += f": {message}"
+            return {"text": None, "refusal": refusal_text, "tool_calls": [], "finish_reason": "content_filter",
                     "usage": usage, "model": model, "reasoning": None, "native": None, "stop_reason": str(reason)}
         raise answers.response_error("a body that is no Gemini answer (no candidates)", 200, json.dumps(data)[:300])
     candidate = candidates[0]
-    content = candidate.get("content") if isinstance(candidate.get("content"), dict) else {}
+    content: dict[str, Any] = candidate["content"] if isinstance(candidate.get("content"), dict) else {}
     parts = [p for p in content.get("parts") or () if isinstance(p, dict)]
     texts: list[str] = []
     thoughts: list[str] = []
@@ -84,7 +84,7 @@ def normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
         elif isinstance(part.get("text"), str):
             (thoughts if part.get("thought") else texts).append(part["text"])
     reason = candidate.get("finishReason")
-    refusal = None
+    refusal: str | None = None
     if reason in FAILED:
         raise answers.provider_error({"message": str(candidate.get("finishMessage") or f"finishReason {reason}"),
                                       "code": reason}, 200, "a failed candidate")

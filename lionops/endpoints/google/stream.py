@@ -38,8 +38,8 @@ class GenerateFolder(Folder):
         if isinstance(candidates, list) and candidates and isinstance(candidates[0], dict):
             candidate = candidates[0]
             self.candidate.update({k: v for k, v in candidate.items() if k != "content"})
-            content = candidate.get("content") if isinstance(candidate.get("content"), dict) else {}
-            for part in content.get("parts") or ():
+            content: Any = candidate.get("content")
+            for part in (content.get("parts") if isinstance(content, dict) else None) or ():
                 if isinstance(part, dict):
                     self._add(dict(part))
             if candidate.get("finishReason"):

@@ -82,9 +82,10 @@ def normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
         elif kind == "reasoning":
             thoughts += _reasoning_text(item)
     finish: str | None = "tool_calls" if calls else "stop"
+    reason = None
     if status == "incomplete":
-        details = data.get("incomplete_details") if isinstance(data.get("incomplete_details"), dict) else {}
-        reason = details.get("reason")
+        details = data.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
         finish = "content_filter" if reason == "content_filter" else "length"
     elif status not in (None, "completed"):
         raise answers.response_error(f"a response whose status is {str(status)[:40]!r}, not an answer", 200,
@@ -99,5 +100,5 @@ def normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
         "reasoning": "\n".join(thoughts) or None,
         "native": {"protocol": "openai_responses",
                    "content": [i for i in output if isinstance(i, dict) and i.get("type") == "reasoning"]},
-        "stop_reason": status if status != "incomplete" else f"incomplete:{(data.get('incomplete_details') or {}).get('reason')}",
+        "stop_reason": status if status != "incomplete" else f"incomplete:{reason}",
     }
