@@ -16,12 +16,14 @@ from typing import Any
 
 
 class Answer:
-    """What a peer sends back: ``status``, ``body`` bytes and content type."""
+    """What a peer sends back: ``status``, ``body`` bytes, content type and extra ``headers``."""
 
-    __slots__ = ("status", "body", "content_type")
+    __slots__ = ("status", "body", "content_type", "headers")
 
-    def __init__(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+    def __init__(self, status: int, body: bytes, content_type: str = "application/json",
+                 headers: dict[str, str] | None = None) -> None:
         self.status, self.body, self.content_type = status, body, content_type
+        self.headers = dict(headers or {})
 
 
 def sse(events: list[tuple[str | None, dict[str, Any]]]) -> bytes:
@@ -52,6 +54,8 @@ class LoopbackPeer:
                 self.send_response(answer.status)
                 self.send_header("content-type", answer.content_type)
                 self.send_header("content-length", str(len(answer.body)))
+                for name, value in answer.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(answer.body)
 
@@ -87,7 +91,7 @@ class LoopbackPeer:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
 
     def answer(self, path: str, request: dict[str, Any]) -> Answer | None:  # pragma: no cover - abstract
         raise NotImplementedError
