@@ -19,6 +19,7 @@ callable gets the request) and keeps every path, header set and body.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,7 +51,7 @@ class Turn:
 
 SIGNATURE = "EqQBCkgIARABGAIiQPeerSignatureOfTheThinkingBlock=="
 ENCRYPTED = "gAAAAABpeerEncryptedReasoningContent=="
-THOUGHT_SIGNATURE = "CiQBpeerThoughtSignature=="
+THOUGHT_SIGNATURE = base64.b64encode(b"a peer thought signature").decode()
 
 
 def _fragments(text: str, n: int = 3) -> list[str]:
@@ -182,16 +183,26 @@ def responses_events(turn: Turn, model: str = "gpt-peer", status: str | None = N
         events.append(("response.output_item.added",
                        {"type": "response.output_item.added", "output_index": index, "item": start}))
         if kind == "reasoning":
+            events.append(("response.reasoning_summary_part.added", {
+                "type": "response.reasoning_summary_part.added", "item_id": item["id"], "output_index": index,
+                "summary_index": 0, "part": {"type": "summary_text", "text": ""}}))
             for f in _fragments(item["summary"][0]["text"]):
                 events.append(("response.reasoning_summary_text.delta", {
                     "type": "response.reasoning_summary_text.delta", "item_id": item["id"], "output_index": index,
                     "summary_index": 0, "delta": f}))
         elif kind == "message":
             part = item["content"][0]
+            empty = {**part, "refusal": ""} if part["type"] == "refusal" else {**part, "text": ""}
+            events.append(("response.content_part.added", {
+                "type": "response.content_part.added", "item_id": item["id"], "output_index": index,
+                "content_index": 0, "part": empty}))
             name = "response.refusal.delta" if part["type"] == "refusal" else "response.output_text.delta"
             for f in _fragments(part.get("text") or part.get("refusal") or ""):
                 events.append((name, {"type": name, "item_id": item["id"], "output_index": index,
                                       "content_index": 0, "delta": f}))
+            events.append(("response.content_part.done", {
+                "type": "response.content_part.done", "item_id": item["id"], "output_index": index,
+                "content_index": 0, "part": part}))
         else:
             for f in _fragments(item["arguments"]):
                 events.append(("response.function_call_arguments.delta", {

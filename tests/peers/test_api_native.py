@@ -210,6 +210,7 @@ async def test_an_error_in_the_stream_is_a_provider_error(protocol):
         branch = Branch(chat_model=_model(protocol, peer, True, max_retries=0))
         with pytest.raises(EndpointProviderError) as caught:
             await branch.operate(instruction="x")
+    assert caught.value.provider == protocol
     assert not any(m.role == "assistant" for m in branch.messages)  # nothing partial recorded
 
 
