@@ -22,6 +22,7 @@ from lionops.errors import (
     EndpointRateLimitError,
     EndpointResponseError,
     EndpointStatusError,
+    EndpointTimeoutError,
 )
 from lionops.models import RawOutput
 from tests.loopback_peer import Answer, sse
@@ -294,3 +295,35 @@ async def test_a_bad_request_names_the_providers_error_type():
     with ScriptPeer(error_answer("anthropic", 400, "invalid_request_error", "messages: roles must alternate")) as peer:
         with pytest.raises(EndpointStatusError, match=r"roles must alternate.*invalid_request_error"):
             await Branch(chat_model=_model("anthropic", peer, False)).operate(instruction="x")
+
+
+@pytest.mark.parametrize("protocol", ["anthropic", "google"])
+async def test_an_overloaded_error_event_mid_stream_is_retried(protocol):
+    turn = Turn(text="partial")
+    if protocol == "anthropic":
+        broken = sse(anthropic_events(turn, error={"type": "overloaded_error", "message": "Overloaded"}))
+    else:
+        chunks = google_chunks(turn, cut=True) + [{"error": {"code": 503, "message": "busy", "status": "UNAVAILABLE"}}]
+        broken = sse([(None, c) for c in chunks])
+    whole = render(protocol, Turn(text="whole"), stream=True)
+    with ScriptPeer(Answer(200, broken, "text/event-stream"), whole) as peer:
+        branch = Branch(chat_model=_model(protocol, peer, True))
+        assert await branch.operate(instruction="x") == "whole"
+    assert branch.messages[-1].metadata["http_attempts"] == 2
+
+
+@pytest.mark.parametrize(("protocol", "stream"), CASES, ids=IDS)
+async def test_an_answer_past_max_response_bytes_is_refused_unread(protocol, stream):
+    with ScriptPeer(render(protocol, Turn(text="x" * 4000), stream=stream)) as peer:
+        with pytest.raises(EndpointResponseError, match="max_response_bytes=1000"):
+            await Branch(chat_model=_model(protocol, peer, stream, max_response_bytes=1000)).operate(instruction="x")
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_stalled_stream_ends_at_the_silence_timeout(protocol):
+    answer = render(protocol, Turn(text="partial"), stream=True, cut=True)
+    stalled = Answer(200, answer.body, "text/event-stream", hold_s=5.0)
+    with ScriptPeer(stalled) as peer:
+        with pytest.raises(EndpointTimeoutError, match="silence_timeout"):
+            await Branch(chat_model=_model(protocol, peer, True, silence_timeout=0.2, max_retries=0)).operate(
+                instruction="x")
