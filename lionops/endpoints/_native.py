@@ -181,6 +181,12 @@ class NativeEndpoint(ChatCompletionsEndpoint):
     facts: ClassVar[ProviderFacts]
     #: Which messages' ``native`` content this endpoint sends back (:func:`lionops.middles.api.provider_messages`).
     native_protocol: ClassVar[str]
+    #: The header the key goes in (``None``: ``Authorization: Bearer``), and headers every request carries.
+    key_header: ClassVar[str | None] = None
+    fixed_headers: ClassVar[dict[str, str]] = {}
+    #: The stream folder and the answer normalizer of the protocol.
+    folder_class: ClassVar[type[Folder]]
+    normalizer: ClassVar[Callable[[dict[str, Any], NativeAnswers], dict[str, Any]]]
 
     def __init__(self, provider: str | None = None, model: str | None = None, base_url: str | None = None,
                  api_key: str | SecretStr | None = None, *args: Any, **kw: Any) -> None:
@@ -202,6 +208,52 @@ class NativeEndpoint(ChatCompletionsEndpoint):
 
     # ------------------------------------------------------------ per protocol
 
+    def _path(self, stream: bool) -> str:  # pragma: no cover - per protocol
+        """The request path after the base URL."""
+        raise NotImplementedError
+
+    def _build(self, model: str, messages: list[dict[str, Any]], options: dict[str, Any],
+               stream: bool) -> dict[str, Any]:  # pragma: no cover - per protocol
+        """The protocol's request body."""
+        raise NotImplementedError
+
+    @property
+    def url(self) -> str:
+        """The request URL as shown (no credentials, no query)."""
+        return f"{self._root}{self._path(bool(getattr(self, 'stream', False)))}"
+
+    def _request_url(self, stream: bool = False) -> str:
+        base, query = self._base_and_query()
+        query = "&".join(q for q in (query, self._stream_query(stream)) if q)
+        return f"{base}{self._path(stream)}" + (f"?{query}" if query else "")
+
+    def _stream_query(self, stream: bool) -> str:
+        return ""
+
+    def _headers(self) -> dict[str, str]:
+        if self.key_header is None:
+            return {**super()._headers(), **self.fixed_headers}
+        headers = {"Content-Type": "application/json", **self.fixed_headers}
+        headers.update({k: v.get_secret_value() for k, v in self._extra_headers.items()})
+        if self.has_api_key:
+            assert self._api_key is not None
+            headers[self.key_header] = self._api_key.get_secret_value()
+        return headers
+
+    def request_body(self, messages: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+        """The protocol's body from Chat Completions-shaped ``messages`` and
+        options (default options first); ``stream`` defaults to the endpoint's.
+
+        Raises:
+            ConfigurationError: no model name.
+        """
+        stream = options.pop("stream", None)
+        merged = {**self.default_options, **options}
+        model = merged.pop("model", None) or self.model
+        if not model:
+            raise ConfigurationError(f"{self.provider}: no model name; pass iModel(model=...)")
+        return self._build(str(model), messages, merged, self.stream if stream is None else bool(stream))
+
     def _base_and_query(self) -> tuple[str, str]:
         from urllib.parse import urlsplit, urlunsplit
 
@@ -221,16 +273,12 @@ class NativeEndpoint(ChatCompletionsEndpoint):
         """The body as sent (a protocol may carry the stream flag in the URL)."""
         return body
 
-    def _folder(self, status: int) -> Folder:  # pragma: no cover - per protocol
-        raise NotImplementedError
-
-    @staticmethod
-    def _normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:  # pragma: no cover
-        raise NotImplementedError
+    def _folder(self, status: int) -> Folder:
+        return self.folder_class(self._answers, status)
 
     @property
     def _answers(self) -> NativeAnswers:  # type: ignore[override]
-        return NativeAnswers(Answers(self.provider, self.url, self.scrub, self.preview), self._normalize)
+        return NativeAnswers(Answers(self.provider, self.url, self.scrub, self.preview), type(self).normalizer)
 
     # ------------------------------------------------------------ IO
 

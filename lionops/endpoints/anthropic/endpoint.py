@@ -8,10 +8,10 @@ The key goes in ``x-api-key`` with ``anthropic-version``; everything else
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
-from ...errors import ConfigurationError
-from .._native import NativeAnswers, NativeEndpoint, ProviderFacts
+from .._native import Folder, NativeAnswers, NativeEndpoint, ProviderFacts
 from .request import API_VERSION, messages_body
 from .response import normalize
 from .stream import MessagesFolder
@@ -34,34 +34,14 @@ class MessagesEndpoint(NativeEndpoint):
     facts: ClassVar[ProviderFacts] = ProviderFacts(
         "anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
     native_protocol: ClassVar[str] = "anthropic"
+    key_header: ClassVar[str | None] = "x-api-key"
+    fixed_headers: ClassVar[dict[str, str]] = {"anthropic-version": API_VERSION}
+    folder_class: ClassVar[type[Folder]] = MessagesFolder
+    normalizer: ClassVar[Callable[[dict[str, Any], NativeAnswers], dict[str, Any]]] = staticmethod(normalize)
 
-    @property
-    def url(self) -> str:
-        return f"{self._root}/v1/messages"
+    def _path(self, stream: bool) -> str:
+        return "/v1/messages"
 
-    def _request_url(self) -> str:
-        base, query = self._base_and_query()
-        return f"{base}/v1/messages" + (f"?{query}" if query else "")
-
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "anthropic-version": API_VERSION}
-        headers.update({k: v.get_secret_value() for k, v in self._extra_headers.items()})
-        if self.has_api_key:
-            assert self._api_key is not None
-            headers["x-api-key"] = self._api_key.get_secret_value()
-        return headers
-
-    def request_body(self, messages: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
-        stream = options.pop("stream", None)
-        merged = {**self.default_options, **options}
-        model = merged.pop("model", None) or self.model
-        if not model:
-            raise ConfigurationError(f"{self.provider}: no model name; pass iModel(model=...)")
-        return messages_body(model, messages, merged, stream=self.stream if stream is None else bool(stream))
-
-    def _folder(self, status: int) -> MessagesFolder:
-        return MessagesFolder(self._answers, status)
-
-    @staticmethod
-    def _normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
-        return normalize(data, answers)
+    def _build(self, model: str, messages: list[dict[str, Any]], options: dict[str, Any],
+               stream: bool) -> dict[str, Any]:
+        return messages_body(model, messages, options, stream=stream)

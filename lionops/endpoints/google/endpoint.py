@@ -9,14 +9,14 @@ secret too); bounds, retries, caps and redaction are the shared transport's
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any, ClassVar
 from urllib.parse import quote
 
 import httpx
 from pydantic import SecretStr
 
-from ...errors import ConfigurationError
-from .._native import NativeAnswers, NativeEndpoint, ProviderFacts
+from .._native import Folder, NativeAnswers, NativeEndpoint, ProviderFacts
 from ..openai.transport import _SHOWN_URLS
 from .request import generate_body
 from .response import normalize
@@ -24,7 +24,7 @@ from .stream import GenerateFolder
 
 __all__ = ["GenerateContentEndpoint"]
 
-#: The flag :meth:`GenerateContentEndpoint.request_body` leaves for the URL; never sent.
+#: The flag :meth:`GenerateContentEndpoint._build` leaves for the URL; never sent.
 _STREAM = "__lionops_stream__"
 
 
@@ -43,6 +43,9 @@ class GenerateContentEndpoint(NativeEndpoint):
     facts: ClassVar[ProviderFacts] = ProviderFacts(
         "google", "https://generativelanguage.googleapis.com", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL")
     native_protocol: ClassVar[str] = "google"
+    key_header: ClassVar[str | None] = "x-goog-api-key"
+    folder_class: ClassVar[type[Folder]] = GenerateFolder
+    normalizer: ClassVar[Callable[[dict[str, Any], NativeAnswers], dict[str, Any]]] = staticmethod(normalize)
 
     def __init__(self, provider: str | None = None, model: str | None = None, base_url: str | None = None,
                  api_key: str | SecretStr | None = None, *args: Any, **kw: Any) -> None:
@@ -53,20 +56,14 @@ class GenerateContentEndpoint(NativeEndpoint):
         super().__init__(provider, model, base_url, api_key, *args, **kw)
         self._target = None  # the method (and alt=sse) follow the stream flag
         if self.base_url != self._base_url.get_secret_value().rstrip("/"):  # the log shows the public form
-            _SHOWN_URLS[str(httpx.URL(self._request_url(True)))] = f"{self._root}{self._method(True)}"
+            _SHOWN_URLS[str(httpx.URL(self._request_url(True)))] = f"{self._root}{self._path(True)}"
 
-    def _method(self, stream: bool) -> str:
+    def _path(self, stream: bool) -> str:
         return f"/v1beta/models/{quote(str(self.model or ''), safe='')}:" + (
             "streamGenerateContent" if stream else "generateContent")
 
-    @property
-    def url(self) -> str:
-        return f"{self._root}{self._method(getattr(self, 'stream', False))}"
-
-    def _request_url(self, stream: bool = False) -> str:
-        base, query = self._base_and_query()
-        query = "&".join(q for q in (query, "alt=sse" if stream else "") if q)
-        return f"{base}{self._method(stream)}" + (f"?{query}" if query else "")
+    def _stream_query(self, stream: bool) -> str:
+        return "alt=sse" if stream else ""
 
     def _target_for(self, body: dict[str, Any]) -> httpx.URL | str:
         return self._request_url(bool(body.get(_STREAM)))
@@ -74,28 +71,9 @@ class GenerateContentEndpoint(NativeEndpoint):
     def _wire_body(self, body: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in body.items() if k != _STREAM}
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        headers.update({k: v.get_secret_value() for k, v in self._extra_headers.items()})
-        if self.has_api_key:
-            assert self._api_key is not None
-            headers["x-goog-api-key"] = self._api_key.get_secret_value()
-        return headers
-
-    def request_body(self, messages: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
-        stream = options.pop("stream", None)
-        merged = {**self.default_options, **options}
-        merged.pop("model", None)
-        if not self.model:
-            raise ConfigurationError(f"{self.provider}: no model name; pass iModel(model=...)")
-        body = generate_body(messages, merged)
-        if self.stream if stream is None else stream:
+    def _build(self, model: str, messages: list[dict[str, Any]], options: dict[str, Any],
+               stream: bool) -> dict[str, Any]:
+        body = generate_body(messages, options)
+        if stream:
             body[_STREAM] = True
         return body
-
-    def _folder(self, status: int) -> GenerateFolder:
-        return GenerateFolder(self._answers, status)
-
-    @staticmethod
-    def _normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
-        return normalize(data, answers)

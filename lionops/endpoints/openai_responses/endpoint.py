@@ -6,10 +6,10 @@ redaction are the shared transport's (:mod:`lionops.endpoints._native`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
-from ...errors import ConfigurationError
-from .._native import NativeAnswers, NativeEndpoint, ProviderFacts
+from .._native import Folder, NativeAnswers, NativeEndpoint, ProviderFacts
 from .request import responses_body
 from .response import normalize
 from .stream import ResponsesFolder
@@ -31,26 +31,12 @@ class ResponsesEndpoint(NativeEndpoint):
     facts: ClassVar[ProviderFacts] = ProviderFacts(
         "openai_responses", "https://api.openai.com/v1", "OPENAI_API_KEY", "OPENAI_BASE_URL")
     native_protocol: ClassVar[str] = "openai_responses"
+    folder_class: ClassVar[type[Folder]] = ResponsesFolder
+    normalizer: ClassVar[Callable[[dict[str, Any], NativeAnswers], dict[str, Any]]] = staticmethod(normalize)
 
-    @property
-    def url(self) -> str:
-        return f"{self._root}/responses"
+    def _path(self, stream: bool) -> str:
+        return "/responses"
 
-    def _request_url(self) -> str:
-        base, query = self._base_and_query()
-        return f"{base}/responses" + (f"?{query}" if query else "")
-
-    def request_body(self, messages: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
-        stream = options.pop("stream", None)
-        merged = {**self.default_options, **options}
-        model = merged.pop("model", None) or self.model
-        if not model:
-            raise ConfigurationError(f"{self.provider}: no model name; pass iModel(model=...)")
-        return responses_body(model, messages, merged, stream=self.stream if stream is None else bool(stream))
-
-    def _folder(self, status: int) -> ResponsesFolder:
-        return ResponsesFolder(self._answers, status)
-
-    @staticmethod
-    def _normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
-        return normalize(data, answers)
+    def _build(self, model: str, messages: list[dict[str, Any]], options: dict[str, Any],
+               stream: bool) -> dict[str, Any]:
+        return responses_body(model, messages, options, stream=stream)
