@@ -125,3 +125,14 @@ def test_generate_content_images_and_system():
     assert body["contents"][0]["parts"][1] == {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}
     url = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}]
     assert generate_body(url, {})["contents"][0]["parts"] == [{"fileData": {"fileUri": "https://x/y.png"}}]
+
+
+def test_provider_tools_go_as_given_beside_functions():
+    search = {"type": "web_search_20250305", "name": "web_search", "max_uses": 2}
+    body = messages_body("claude", [{"role": "user", "content": "x"}], {"tools": [*TOOLS, search]}, stream=False)
+    assert [t["name"] for t in body["tools"]] == ["weather", "web_search"] and body["tools"][1] == search
+    grounding = {"googleSearch": {}}
+    body = generate_body([{"role": "user", "content": "x"}], {"tools": [grounding]})
+    assert body["tools"] == [grounding]
+    hosted = {"type": "web_search"}
+    assert responses_body("gpt", [], {"tools": [hosted]}, stream=False)["tools"] == [hosted]

@@ -128,6 +128,7 @@ def messages_body(model: str, messages: list[dict[str, Any]], options: dict[str,
         body["system"] = system if not given else (
             [{"type": "text", "text": system}, *given] if isinstance(given, list) else f"{system}\n\n{given}")
     tools = [{"name": n, "description": d or "", "input_schema": p} for n, d, p in tool_specs(options.get("tools"))]
+    tools += [t for t in options.get("tools") or () if isinstance(t, dict) and "function" not in t]  # server tools
     answer = json_schema_format(options.get("response_format"))
     if answer is not None:
         name, schema, _ = answer

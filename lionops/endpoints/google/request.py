@@ -139,9 +139,11 @@ def generate_body(messages: list[dict[str, Any]], options: dict[str, Any]) -> di
     if system is not None:
         body["systemInstruction"] = {"parts": [{"text": system}]}
     specs = tool_specs(options.get("tools"))
-    if specs:
-        body["tools"] = [{"functionDeclarations": [
+    own = [t for t in options.get("tools") or () if isinstance(t, dict) and "function" not in t]  # googleSearch, ...
+    if specs or own:
+        declared = [{"functionDeclarations": [
             {"name": n, **({"description": d} if d else {}), "parametersJsonSchema": p} for n, d, p in specs]}]
+        body["tools"] = (declared if specs else []) + own
     fmt = options.get("response_format")
     answer = json_schema_format(fmt)
     if answer is not None:

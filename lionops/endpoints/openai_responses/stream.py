@@ -37,7 +37,8 @@ class ResponsesFolder(Folder):
         kind = data.get("type") or event
         if kind == "error":
             err = {"message": data.get("message"), "code": data.get("code")} if "message" in data else data.get("error")
-            raise self.answers.provider_error(err, self.status, "an error event in the stream")
+            passing = isinstance(err, dict) and err.get("code") in ("server_error", "rate_limit_exceeded")
+            raise self.answers.provider_error(err, self.status, "an error event in the stream", retryable=passing)
         if kind in ("response.created", "response.in_progress") and isinstance(data.get("response"), dict):
             self.response = dict(data["response"])
         elif kind in ("response.output_item.added", "response.output_item.done"):
