@@ -1,6 +1,9 @@
 """``communicate``: the API Middle (ADR-0022 D3).
 
-One chat turn against an OpenAI-compatible Chat Completions endpoint:
+One chat turn against an API endpoint. Every endpoint takes Chat Completions
+-shaped messages and options: the OpenAI-compatible one sends them as they
+are, the native ones (Responses, Messages, generateContent) translate them
+into their protocol and their answers back (docs/api.md, "Native protocols"):
 
 1. clear the branch messages when ``clear_messages``; record the user turn
    (instruction, guidance, context; images and their detail go on the
@@ -18,7 +21,10 @@ One chat turn against an OpenAI-compatible Chat Completions endpoint:
 3. record the assistant message with token usage, latency, the tool calls
    and any reasoning on its metadata, and the same facts on the trace
    (:func:`lionops.trace.annotate`). Reasoning (``reasoning_content``
-   fields, ``<think>`` blocks) is kept as a fact and never parsed;
+   fields, ``<think>`` blocks, native reasoning) is kept as a fact and never
+   parsed; a native endpoint's own turn (thinking blocks with signatures,
+   reasoning items, thought parts) is kept as ``metadata["native"]`` and
+   handed back to that endpoint with the history;
 4. a ``finish_reason: "length"`` cut-off or a refusal is returned as a
    :class:`~lionops.models.RawOutput`, never parsed, repaired or turned into
    tool calls; otherwise the raw text under ``skip_validation``,
