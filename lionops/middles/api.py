@@ -1,8 +1,8 @@
 """``communicate``: the API Middle (ADR-0022 D3).
 
-One chat turn against an API endpoint. Every endpoint takes Chat Completions
--shaped messages and options: the OpenAI-compatible one sends them as they
-are, the native ones (Responses, Messages, generateContent) translate them
+One chat turn against an API endpoint. Every endpoint takes messages and
+options shaped as Chat Completions ones: the OpenAI-compatible endpoint sends
+them as they are, the native ones (Responses, Messages, generateContent) translate them
 into their protocol and their answers back (docs/api.md, "Native protocols"):
 
 1. clear the branch messages when ``clear_messages``; record the user turn
