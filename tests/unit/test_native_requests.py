@@ -84,13 +84,17 @@ def test_responses_items_pair_calls_and_outputs():
                                       "schema": FORMAT["json_schema"]["schema"], "strict": True}
 
 
-def test_responses_reasoning_goes_back_only_before_its_output():
+def test_responses_output_items_go_back_unchanged_with_only_answered_calls():
     reasoning = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"}
-    native = {"protocol": "openai_responses", "content": [reasoning]}
-    with_call = {"role": "assistant", "content": None, "tool_calls": [_call("c1", "Oslo")], "native": native}
-    body = responses_body("gpt", [with_call], {}, stream=False)
-    assert body["input"][0] == reasoning and body["input"][1]["type"] == "function_call"
-    alone = {"role": "assistant", "content": "", "native": native}
+    said = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": "Checking.", "annotations": []}]}
+    answered = {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "weather",
+                "arguments": '{"city":"Oslo"}'}
+    unanswered = {**answered, "id": "fc_2", "call_id": "c2"}
+    native = {"protocol": "openai_responses", "content": [reasoning, said, answered, unanswered]}
+    with_call = {"role": "assistant", "content": "Checking.", "tool_calls": [_call("c1", "Oslo")], "native": native}
+    assert responses_body("gpt", [with_call], {}, stream=False)["input"] == [reasoning, said, answered]
+    alone = {"role": "assistant", "content": "", "native": {"protocol": "openai_responses", "content": [reasoning]}}
     assert responses_body("gpt", [alone], {}, stream=False)["input"] == []  # no item may follow: left out
 
 

@@ -2,10 +2,11 @@
 
 - ``system`` / ``developer`` messages become ``instructions``;
 - user text and images become ``input_text`` / ``input_image`` parts;
-- an assistant turn becomes an ``assistant`` message plus one
-  ``function_call`` item per answered call; with its ``native`` content at
-  hand, its ``reasoning`` items (``encrypted_content`` included) go back
-  unchanged before them, as the API asks for reasoning models;
+- an assistant turn goes back as the output items the API gave
+  (``reasoning`` items with their ``encrypted_content``, ``message`` items,
+  built-in tool calls) when its ``native`` content is at hand, keeping only
+  the answered ``function_call`` items; otherwise as an ``assistant``
+  message plus one ``function_call`` item per answered call;
 - ``tool`` messages become ``function_call_output`` items (``call_id`` paired);
 - ``tools`` become flat ``{"type": "function", "name", "description",
   "parameters", "strict"}`` entries; a ``json_schema`` response format
@@ -43,16 +44,27 @@ def _user_parts(content: Any) -> Any:
 
 def _assistant_items(message: dict[str, Any]) -> list[dict[str, Any]]:
     calls = cc_calls(message)
-    items: list[dict[str, Any]] = []
+    answered = {i: (n, a) for i, n, a in calls}
     native = message.get("native")
+    items: list[dict[str, Any]] = []
+    sent: set[str] = set()
     if isinstance(native, dict) and native.get("protocol") == "openai_responses":
-        items += [dict(i) for i in native.get("content") or () if isinstance(i, dict) and i.get("type") == "reasoning"]
-    text = message.get("content")
-    if isinstance(text, str) and text:
-        items.append({"role": "assistant", "content": text})
-    items += [{"type": "function_call", "call_id": i, "name": n, "arguments": json.dumps(a)} for i, n, a in calls]
-    if items and items[-1].get("type") == "reasoning":  # a reasoning item must be followed by its output
-        items = [i for i in items if i.get("type") != "reasoning"]
+        for item in native.get("content") or ():
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "function_call":
+                if item.get("call_id") not in answered:
+                    continue  # a call no result answers is not sent back
+                sent.add(str(item["call_id"]))
+            items.append(dict(item))
+    else:
+        text = message.get("content")
+        if isinstance(text, str) and text:
+            items.append({"role": "assistant", "content": text})
+    items += [{"type": "function_call", "call_id": i, "name": n, "arguments": json.dumps(a)}
+              for i, (n, a) in answered.items() if i not in sent]
+    while items and items[-1].get("type") == "reasoning":  # a reasoning item must be followed by its output
+        items.pop()
     return items
 
 

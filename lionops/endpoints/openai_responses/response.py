@@ -4,7 +4,7 @@
 the refusal); ``function_call`` items become Chat Completions tool calls
 (``call_id`` as the id, ``arguments`` as sent); ``reasoning`` items
 (summaries, and ``encrypted_content`` when asked for with ``include``) are
-the reasoning, never the answer, and go back unchanged on the next turn.
+the reasoning, never the answer; every output item goes back unchanged on the next turn.
 
 ``status``: ``completed`` -> ``stop`` (``tool_calls`` with calls);
 ``incomplete`` with ``max_output_tokens`` -> ``length`` (a cut answer),
@@ -98,7 +98,6 @@ def normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
         "usage": usage_of(data.get("usage")),
         "model": data.get("model"),
         "reasoning": "\n".join(thoughts) or None,
-        "native": {"protocol": "openai_responses",
-                   "content": [i for i in output if isinstance(i, dict) and i.get("type") == "reasoning"]},
+        "native": {"protocol": "openai_responses", "content": [i for i in output if isinstance(i, dict)]},
         "stop_reason": status if status != "incomplete" else f"incomplete:{reason}",
     }
