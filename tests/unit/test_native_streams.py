@@ -90,3 +90,30 @@ def test_a_folded_stream_is_the_plain_answer(protocol, turn):
 def test_a_stream_without_its_end_is_broken_off(protocol):
     with pytest.raises(EndpointResponseError, match="broken off"):
         fold(protocol, Turn(text="partial"), cut=True)
+
+
+event_shapes = st.dictionaries(
+    st.sampled_from(["type", "index", "delta", "content_block", "message", "usage", "error", "output_index", "item",
+                     "response", "candidates", "promptFeedback", "usageMetadata", "status", "output", "content",
+                     "stop_reason", "finishReason", "parts", "arguments", "text"]),
+    json_values | st.sampled_from(["message_start", "content_block_delta", "message_stop", "response.completed",
+                                   "response.output_text.delta", "error", "text_delta", "input_json_delta",
+                                   "completed", "failed", "incomplete", "STOP", "SAFETY"]),
+    max_size=6)
+
+
+@pytest.mark.parametrize("protocol", ["anthropic", "openai_responses", "google"])
+@settings(max_examples=max(1, settings.default.max_examples // 3))
+@given(events=st.lists(st.tuples(st.none() | st.text(max_size=12), event_shapes | json_values), max_size=8))
+def test_hostile_events_give_an_answer_or_a_typed_error(protocol, events):
+    """Whatever a server streams, folding and normalizing it gives an answer or an ``EndpointError``."""
+    from lionops.errors import EndpointError
+
+    folder = FOLDER[protocol](answers(protocol), 200)
+    try:
+        done = False
+        for event, data in events:
+            done = folder.feed(event, data) or done
+        NORMALIZE[protocol](folder.result(done), answers(protocol))
+    except EndpointError:
+        pass
