@@ -32,6 +32,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -190,8 +191,6 @@ class NativeEndpoint(ChatCompletionsEndpoint):
 
     def __init__(self, provider: str | None = None, model: str | None = None, base_url: str | None = None,
                  api_key: str | SecretStr | None = None, *args: Any, **kw: Any) -> None:
-        import os
-
         facts = self.facts
         name = provider or facts.protocol
         if api_key is None and facts.key_env:
