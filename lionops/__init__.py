@@ -47,6 +47,7 @@ from .params import ActionParam, ChatParam, HandleValidation, ParseParam, RunPar
 from .pipeline.act import act
 from .tools import Tool, ToolInvocation
 from .trace import Trace, Traced, TransitionRecord
+from .usage import Usage
 
 __all__ = [
     # the operation and its records (ADR-0022)
@@ -54,7 +55,7 @@ __all__ = [
     "ActionRequestModel", "ActionResponseModel", "ActionRecord", "RawOutput",
     "ChatParam", "RunParam", "ParseParam", "ActionParam", "AlcallParams", "HandleValidation",
     "Spec", "FieldModel", "Operative", "Step", "prepare_operate_kw", "operate", "act",
-    "Middle", "communicate", "run_and_collect", "Trace", "TransitionRecord", "Traced",
+    "Middle", "communicate", "run_and_collect", "Trace", "TransitionRecord", "Traced", "Usage",
     # observability
     "instrument", "uninstrument",
     # the error tree (every one a LionopsError)

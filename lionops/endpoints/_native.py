@@ -32,7 +32,6 @@ from __future__ import annotations
 import codecs
 import contextlib
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -47,7 +46,7 @@ from .openai.response import Answers, ChatCompletion
 from .openai.stream import LINE_BREAK, EventFields
 from .openai.transport import ChatCompletionsEndpoint, _body_bytes, _decoded, _malformed_head
 
-__all__ = ["NativeEndpoint", "NativeCompletion", "NativeAnswers", "Folder", "ProviderFacts", "usage_record",
+__all__ = ["NativeEndpoint", "NativeCompletion", "NativeAnswers", "Folder", "usage_record",
            "count", "loads_object", "data_url", "cc_calls", "tool_specs", "json_schema_format"]
 
 
@@ -63,16 +62,6 @@ class NativeCompletion(ChatCompletion):
 
     native: dict[str, Any] | None = field(default=None, repr=False)
     stop_reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ProviderFacts:
-    """Where one protocol's endpoint sends its calls and whose key it reads."""
-
-    protocol: str
-    base_url: str
-    key_env: str | None
-    base_url_env: str | None
 
 
 def usage_record(*, input_total: int | None, output: int | None, cache_read: int | None = None,
@@ -176,10 +165,12 @@ class NativeEndpoint(ChatCompletionsEndpoint):
     (``timeout``, ``deadline``, ``max_retries``, ``retry_after_cap``,
     backoff, ``stream``, ``silence_timeout``, ``max_response_bytes``,
     ``native_tools``, ``headers``, ``verify``, default request options), and
-    reads its key and base URL from the protocol's own environment variables.
+    reads its key and base URL from the variables its registered
+    :class:`~lionops.endpoints.registry.ProviderSpec` names.
     """
 
-    facts: ClassVar[ProviderFacts]
+    #: The registered provider name this class serves (:mod:`lionops.endpoints.registry`).
+    provider_name: ClassVar[str]
     #: Which messages' ``native`` content this endpoint sends back (:func:`lionops.middles.api.provider_messages`).
     native_protocol: ClassVar[str]
     #: The header the key goes in (``None``: ``Authorization: Bearer``), and headers every request carries.
@@ -191,19 +182,8 @@ class NativeEndpoint(ChatCompletionsEndpoint):
 
     def __init__(self, provider: str | None = None, model: str | None = None, base_url: str | None = None,
                  api_key: str | SecretStr | None = None, *args: Any, **kw: Any) -> None:
-        facts = self.facts
-        name = provider or facts.protocol
-        if api_key is None and facts.key_env:
-            api_key = os.environ.get(facts.key_env) or None
-        if base_url is None and facts.base_url_env:
-            base_url = os.environ.get(facts.base_url_env) or None
-        # The Chat Completions preset reads no environment once both are given.
-        try:
-            super().__init__("openai", model, base_url or facts.base_url,
-                             SecretStr("") if api_key is None else api_key, *args, **kw)
-        except ConfigurationError as exc:
-            raise ConfigurationError(str(exc).replace("openai:", f"{name}:", 1)) from None
-        self.provider = name
+        # The registry's spec of the provider gives the default base URL and the key and URL variables.
+        super().__init__(provider or self.provider_name, model, base_url, api_key, *args, **kw)
 
     # ------------------------------------------------------------ per protocol
 

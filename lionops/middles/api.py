@@ -44,10 +44,11 @@ from __future__ import annotations
 import base64
 import functools
 import json
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel
 
+from ..endpoints.base import ChatEndpoint
 from ..endpoints.openai import call_deadline
 from ..errors import ConfigurationError, EndpointError
 from ..messages import Message, to_jsonable
@@ -62,14 +63,15 @@ from .shaping import structured_options
 __all__ = ["communicate", "provider_messages", "native_requests", "usage_note", "caller_model"]
 
 
-def _endpoint_of(imodel: Any) -> Any:
+def _endpoint_of(imodel: Any) -> ChatEndpoint:
+    """The :class:`~lionops.endpoints.base.ChatEndpoint` of ``imodel`` (or ``imodel`` itself)."""
     endpoint = getattr(imodel, "endpoint", imodel)
     if endpoint is None or not callable(getattr(endpoint, "chat", None)):
         raise ConfigurationError(
             "communicate: no API endpoint configured; pass middle= to operate() "
             "or a chat_model=iModel(provider='openai', ...)"
         )
-    return endpoint
+    return cast(ChatEndpoint, endpoint)
 
 
 def _image_part(image: Any, detail: str | None) -> dict[str, Any]:
@@ -264,8 +266,14 @@ def usage_note(branch: Any) -> str | None:
     model (``include_token_usage_to_model``); ``None`` before the first call."""
     prompt = completion = calls = 0
     for msg in branch.messages:
-        usage = msg.metadata.get("usage") if msg.role == "assistant" else None
-        if usage:
+        if msg.role != "assistant":
+            continue
+        tokens, usage = msg.metadata.get("tokens"), msg.metadata.get("usage")
+        if tokens:  # the one usage record (lionops.usage.Usage), whatever the endpoint
+            calls += 1
+            prompt += int(tokens.get("input_tokens", 0))
+            completion += int(tokens.get("output_tokens", 0))
+        elif usage:
             calls += 1
             prompt += int(usage.get("prompt_tokens", 0))
             completion += int(usage.get("completion_tokens", 0))
@@ -404,6 +412,7 @@ async def communicate(
         "model": completion.model,
         "finish_reason": completion.finish_reason,
         "usage": dict(completion.usage),
+        "tokens": completion.tokens.as_dict(),
         "latency_ms": round(completion.latency_s * 1000, 3),
         "http_attempts": completion.attempts,
     }
@@ -414,8 +423,9 @@ async def communicate(
         metadata["refusal"] = completion.refusal
     if reasoning:
         metadata["reasoning"] = reasoning
-    if getattr(completion, "native", None):  # the provider's own turn, sent back as it came
-        metadata["native"] = completion.native
+    own_turn = getattr(completion, "native", None)
+    if own_turn:  # the provider's own turn, sent back as it came
+        metadata["native"] = own_turn
     fmt_option = options.get("response_format") or {}
     if "json_schema" in fmt_option:
         mode: str | None = "strict" if fmt_option["json_schema"].get("strict") else "json_schema"
@@ -469,7 +479,7 @@ def _uncoerced(completion: Any, text: str | None) -> RawOutput | None:
     or ``content_filter``); ``None`` for an answer that may be parsed."""
     text = text or ""
     if completion.finish_reason == "length":
-        used = completion.usage.get("completion_tokens")
+        used = completion.tokens.output_tokens
         detail = "the answer was cut off at the token limit"
         if used is not None:
             detail += f" after {used} completion tokens"

@@ -219,9 +219,11 @@ def test_endpoints_never_import_middles_or_pipeline() -> None:
 
 #: Modules that import by a computed name, which the graph above cannot see,
 #: and why each is safe: the CLI package loads its own submodules on first
-#: use (so ``import lionops`` loads no process code), and the Temporal codec
+#: use (so ``import lionops`` loads no process code), the provider registry
+#: imports an endpoint class (or a provider package, ``lionops.endpoints.<name>``)
+#: when a model of that provider is first built, and the Temporal codec
 #: rebuilds a class named in a payload (an outer layer; no core module).
-COMPUTED_IMPORTS = {"lionops.endpoints.cli", "lionops.temporal._codec"}
+COMPUTED_IMPORTS = {"lionops.endpoints.cli", "lionops.endpoints.registry", "lionops.temporal._codec"}
 
 
 def _computes_an_import(path: Path) -> bool:

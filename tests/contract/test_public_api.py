@@ -11,7 +11,7 @@ PUBLIC = {
     "ActionRequestModel", "ActionResponseModel", "ActionRecord", "RawOutput",
     "ChatParam", "RunParam", "ParseParam", "ActionParam", "AlcallParams", "HandleValidation",
     "Spec", "FieldModel", "Operative", "Step", "prepare_operate_kw", "operate", "act",
-    "Middle", "communicate", "run_and_collect", "Trace", "TransitionRecord", "Traced",
+    "Middle", "communicate", "run_and_collect", "Trace", "TransitionRecord", "Traced", "Usage",
     "instrument", "uninstrument",
     "LionopsError", "ConfigurationError", "RemovedKeywordError", "MisspelledKeywordError",
     "MismatchError", "RefusalError", "TruncatedOutputError",

@@ -247,6 +247,11 @@ async def test_usage_counts_cache_and_reasoning_the_same_way(protocol, stream):
     with ScriptPeer(render(protocol, Turn(thinking="t", text="hi"), stream=stream)) as peer:
         branch = Branch(chat_model=_model(protocol, peer, stream))
         await branch.operate(instruction="x")
+    tokens = branch.messages[-1].metadata["tokens"]  # the one Usage record
+    assert (tokens["input_tokens"], tokens["output_tokens"], tokens["cache_read_tokens"]) == (
+        USAGE["input"], USAGE["output"], USAGE["cached"])
+    assert tokens.get("cache_write_tokens") == (USAGE["cache_write"] if protocol == "anthropic" else None)
+    assert tokens.get("reasoning_tokens") == (None if protocol == "anthropic" else USAGE["reasoning"])
     usage = branch.messages[-1].metadata["usage"]
     assert usage["prompt_tokens"] == USAGE["input"]
     assert usage["completion_tokens"] == USAGE["output"]
@@ -327,3 +332,12 @@ async def test_a_stalled_stream_ends_at_the_silence_timeout(protocol):
         with pytest.raises(EndpointTimeoutError, match="silence_timeout"):
             await Branch(chat_model=_model(protocol, peer, True, silence_timeout=0.2, max_retries=0)).operate(
                 instruction="x")
+
+
+def test_the_native_providers_are_registered_with_their_genai_names():
+    from lionops.endpoints.registry import provider_spec, providers
+
+    names = {name: provider_spec(name).otel_name for name in PROTOCOLS}
+    assert names == {"openai_responses": "openai", "anthropic": "anthropic", "google": "gcp.gemini"}
+    assert set(PROTOCOLS) <= set(providers())
+    assert iModel(provider="gemini").is_cli  # the Gemini CLI keeps its name

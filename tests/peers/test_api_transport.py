@@ -55,7 +55,7 @@ async def test_a_dripping_server_is_cut_by_the_deadline(server, stream):
     started = time.monotonic()
     with anyio.fail_after(60):  # the body alone would take minutes to arrive
         with pytest.raises(EndpointTimeoutError) as info:
-            await m.chat(MESSAGES)
+            await m.endpoint.chat(MESSAGES)
     elapsed = time.monotonic() - started
     await m.aclose()
     err = info.value
@@ -71,7 +71,7 @@ async def test_a_silent_server_is_cut_by_the_deadline_before_a_long_timeout(serv
     m = make_model(server, timeout=30, deadline=0.5)
     with anyio.fail_after(20):
         with pytest.raises(EndpointTimeoutError) as info:
-            await m.chat(MESSAGES)
+            await m.endpoint.chat(MESSAGES)
     await m.aclose()
     assert info.value.limit == "deadline" and info.value.__context__ is None
 
@@ -82,7 +82,7 @@ async def test_the_read_timeout_names_itself(server):
     server.push(Reply(hang=True, hang_s=10))
     m = make_model(server, timeout=0.3)
     with pytest.raises(EndpointTimeoutError) as info:
-        await m.chat(MESSAGES)
+        await m.endpoint.chat(MESSAGES)
     await m.aclose()
     err = info.value
     assert err.limit == "timeout" and err.seconds == 0.3
@@ -99,7 +99,7 @@ async def test_backoff_stops_where_the_deadline_would_pass(server):
     m = make_model(server, max_retries=10, deadline=20)
     with use_clock(RecordingClock()) as clk:
         with pytest.raises(EndpointTimeoutError) as info:
-            await m.chat(MESSAGES)
+            await m.endpoint.chat(MESSAGES)
     await m.aclose()
     err = info.value
     assert clk.sleeps == [0.5, 1.0, 2.0, 4.0, 8.0]
@@ -156,7 +156,7 @@ async def test_per_call_deadline_is_not_sent(server):
     assert result.answer == 1
     assert "deadline" not in sent(server)
     with pytest.raises(ConfigurationError, match="deadline"):
-        await m.chat(MESSAGES, deadline=0)
+        await m.endpoint.chat(MESSAGES, deadline=0)
 
 
 # ---------------------------------------------------------------- retries that run out
@@ -284,7 +284,7 @@ async def test_a_key_straddling_the_preview_cut_is_removed_whole(server, status,
     server.push(Reply(text, status=status))
     m = _secret_model(server, max_retries=0)
     with pytest.raises((EndpointStatusError, EndpointResponseError)) as info:
-        await m.chat(MESSAGES)
+        await m.endpoint.chat(MESSAGES)
     await m.aclose()
     err = info.value
     assert not _leaks(str(err) + repr(err) + getattr(err, "body", ""), min_part=4)
@@ -297,17 +297,17 @@ async def test_secret_forms_a_server_or_httpx_may_show(server):
     caller's ``Authorization: Bearer ...`` header echoed alone are scrubbed."""
     server.push(completion("ok"), Reply(error_body(f"unknown key {SENTINEL_HEADER}"), status=401))
     keyed = iModel(provider="openai", model="m", base_url=server.base_url, api_key=f"{SENTINEL}\n")
-    assert (await keyed.chat(MESSAGES)).text == "ok"
+    assert (await keyed.endpoint.chat(MESSAGES)).text == "ok"
     await keyed.aclose()
     bearer = iModel(provider="openai", model="m", base_url=server.base_url, max_retries=0,
                     headers={"Authorization": f"Bearer {SENTINEL_HEADER}"})
     with pytest.raises(EndpointAuthError) as auth:
-        await bearer.chat(MESSAGES)
+        await bearer.endpoint.chat(MESSAGES)
     await bearer.aclose()
     broken = iModel(provider="openai", model="m", base_url=server.base_url, max_retries=0,
                     headers={"X-Api-Token": f"{SENTINEL_HEADER}\n"})
     with pytest.raises(EndpointConnectionError) as refused:
-        await broken.chat(MESSAGES)
+        await broken.endpoint.chat(MESSAGES)
     await broken.aclose()
     for err in (auth.value, refused.value):
         assert not _leaks(str(err) + repr(err) + "".join(traceback.format_exception(err)))
@@ -321,7 +321,7 @@ async def test_a_body_that_cannot_be_decoded_is_a_typed_error(server):
     server.push(Reply("definitely not gzip", headers={"Content-Encoding": "gzip"}))
     m = _secret_model(server, max_retries=0)
     with pytest.raises(EndpointResponseError, match="DecodingError") as info:
-        await m.chat(MESSAGES)
+        await m.endpoint.chat(MESSAGES)
     await m.aclose()
     assert _chain(info.value) == [info.value] and not _leaks(str(info.value))
 

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MessagesEndpoint"]
+from ..registry import ProviderSpec, register_provider
+
+__all__ = ["MessagesEndpoint", "PROVIDER"]
+
+#: This package's provider, registered when the package is imported.
+PROVIDER = register_provider(ProviderSpec(
+    "anthropic", "lionops.endpoints.anthropic:MessagesEndpoint", "anthropic", "https://api.anthropic.com",
+    "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+))
 
 
 def __getattr__(name: str) -> Any:

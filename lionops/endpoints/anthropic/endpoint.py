@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from .._native import Folder, NativeAnswers, NativeEndpoint, ProviderFacts
+from .._native import Folder, NativeAnswers, NativeEndpoint
 from .request import API_VERSION, messages_body
 from .response import normalize
 from .stream import MessagesFolder
@@ -31,8 +31,7 @@ class MessagesEndpoint(NativeEndpoint):
     go back unchanged, signatures included, with the tool results.
     """
 
-    facts: ClassVar[ProviderFacts] = ProviderFacts(
-        "anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
+    provider_name: ClassVar[str] = "anthropic"
     native_protocol: ClassVar[str] = "anthropic"
     key_header: ClassVar[str | None] = "x-api-key"
     fixed_headers: ClassVar[dict[str, str]] = {"anthropic-version": API_VERSION}

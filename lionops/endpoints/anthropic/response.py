@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ...usage import Usage
 from .._native import NativeAnswers, count, usage_record
 from .request import ANSWER_TOOL
 
@@ -85,7 +86,7 @@ def normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
         "refusal": refusal,
         "tool_calls": calls,
         "finish_reason": finish,
-        "usage": usage_of(data.get("usage")),
+        "usage": usage_of(data.get("usage")), "tokens": Usage.from_anthropic(data.get("usage")),
         "model": data.get("model"),
         "reasoning": "\n".join(thoughts) or None,
         "native": {"protocol": "anthropic", "content": [b for b in content if isinstance(b, dict)]},

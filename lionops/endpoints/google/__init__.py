@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["GenerateContentEndpoint"]
+from ..registry import ProviderSpec, register_provider
+
+__all__ = ["GenerateContentEndpoint", "PROVIDER"]
+
+#: This package's provider, registered when the package is imported.
+PROVIDER = register_provider(ProviderSpec(
+    "google", "lionops.endpoints.google:GenerateContentEndpoint", "gcp.gemini",
+    "https://generativelanguage.googleapis.com", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
+))
 
 
 def __getattr__(name: str) -> Any:

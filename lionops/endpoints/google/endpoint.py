@@ -16,7 +16,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import SecretStr
 
-from .._native import Folder, NativeAnswers, NativeEndpoint, ProviderFacts
+from .._native import Folder, NativeAnswers, NativeEndpoint
 from ..openai.transport import _SHOWN_URLS
 from .request import generate_body
 from .response import normalize
@@ -40,8 +40,7 @@ class GenerateContentEndpoint(NativeEndpoint):
     with the function responses.
     """
 
-    facts: ClassVar[ProviderFacts] = ProviderFacts(
-        "google", "https://generativelanguage.googleapis.com", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL")
+    provider_name: ClassVar[str] = "google"
     native_protocol: ClassVar[str] = "google"
     key_header: ClassVar[str | None] = "x-goog-api-key"
     folder_class: ClassVar[type[Folder]] = GenerateFolder

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ...usage import Usage
 from .._native import NativeAnswers, count, usage_record
 from .request import SYNTHETIC_ID
 
@@ -62,7 +63,8 @@ def normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
             if isinstance(message, str) and message:
                 refusal_text += f": {message}"
             return {"text": None, "refusal": refusal_text, "tool_calls": [], "finish_reason": "content_filter",
-                    "usage": usage, "model": model, "reasoning": None, "native": None, "stop_reason": str(reason)}
+                    "usage": usage, "tokens": Usage.from_gemini(data.get("usageMetadata")), "model": model,
+                    "reasoning": None, "native": None, "stop_reason": str(reason)}
         raise answers.response_error("a body that is no Gemini answer (no candidates)", 200, json.dumps(data)[:300])
     candidate = candidates[0]
     content: dict[str, Any] = candidate["content"] if isinstance(candidate.get("content"), dict) else {}
@@ -99,7 +101,7 @@ def normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
         "refusal": refusal,
         "tool_calls": calls,
         "finish_reason": finish,
-        "usage": usage,
+        "usage": usage, "tokens": Usage.from_gemini(data.get("usageMetadata")),
         "model": model,
         "reasoning": "\n".join(thoughts) or None,
         "native": {"protocol": "google", "content": parts, "ids": ids},

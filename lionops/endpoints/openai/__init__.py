@@ -49,7 +49,7 @@ from ...errors import (  # noqa: F401 - the errors these endpoints raise, import
     EndpointStatusError,
     EndpointTimeoutError,
 )
-from .config import DEFAULT_DEADLINE, DEFAULT_MAX_RESPONSE_BYTES, PROVIDER_DEFAULTS, StructuredMode, call_deadline
+from .config import CHAT_PROVIDERS, DEFAULT_DEADLINE, DEFAULT_MAX_RESPONSE_BYTES, StructuredMode, call_deadline
 from .response import ChatCompletion
 from .stream import StreamAccumulator
 
@@ -71,7 +71,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ChatCompletionsEndpoint",
     "ChatCompletion",
-    "PROVIDER_DEFAULTS",
+    "CHAT_PROVIDERS",
     "parse_retry_after",
     "StreamAccumulator",
     "StructuredMode",

@@ -1,7 +1,8 @@
 """Provider presets and the configuration bounds of an OpenAI-compatible endpoint.
 
-:data:`PROVIDER_DEFAULTS` names each provider's default base URL and the
-environment variables it reads; the constants here are the defaults of the
+:data:`CHAT_PROVIDERS` registers each Chat Completions provider (its default
+base URL, the environment variables it reads, whether it is local) in
+:mod:`lionops.endpoints.registry`; the constants here are the defaults of the
 endpoint's time and size bounds, and :func:`call_deadline` bounds every
 ``chat()`` made inside one call of the adapter phase. Pure: no IO.
 """
@@ -11,34 +12,28 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ... import clock
 from ...errors import ConfigurationError
+from ..base import StructuredMode
+from ..registry import ProviderSpec, register_provider
 
-__all__ = ["PROVIDER_DEFAULTS", "StructuredMode", "DEFAULT_DEADLINE", "DEFAULT_MAX_RESPONSE_BYTES", "call_deadline"]
-
-StructuredMode = Literal["json_schema", "json_object", "prompt"]
-
-
-@dataclass(frozen=True, slots=True)
-class _ProviderDefaults:
-    base_url: str
-    key_env: str | None
-    base_url_env: str | None
+__all__ = ["CHAT_PROVIDERS", "StructuredMode", "DEFAULT_DEADLINE", "DEFAULT_MAX_RESPONSE_BYTES", "call_deadline"]
 
 
-#: provider -> default base URL and the environment variables it reads.
+_CHAT = "lionops.endpoints.openai:ChatCompletionsEndpoint"
+
+#: The Chat Completions providers (registered in :mod:`lionops.endpoints.registry`).
 #: Local servers read no key variable, so a cloud key is never sent to them.
-PROVIDER_DEFAULTS: dict[str, _ProviderDefaults] = {
-    "openai": _ProviderDefaults("https://api.openai.com/v1", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
-    "openrouter": _ProviderDefaults("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", None),
-    "vllm": _ProviderDefaults("http://127.0.0.1:8000/v1", None, None),
-    "ollama": _ProviderDefaults("http://127.0.0.1:11434/v1", None, None),
-    "llamacpp": _ProviderDefaults("http://127.0.0.1:8080/v1", None, None),
-    "lmstudio": _ProviderDefaults("http://127.0.0.1:1234/v1", None, None),
-}
+CHAT_PROVIDERS = tuple(register_provider(spec) for spec in (
+    ProviderSpec("openai", _CHAT, "openai", "https://api.openai.com/v1", "OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    ProviderSpec("openrouter", _CHAT, "openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
+    ProviderSpec("vllm", _CHAT, "vllm", "http://127.0.0.1:8000/v1", local=True),
+    ProviderSpec("ollama", _CHAT, "ollama", "http://127.0.0.1:11434/v1", local=True),
+    ProviderSpec("llamacpp", _CHAT, "llamacpp", "http://127.0.0.1:8080/v1", local=True),
+    ProviderSpec("lmstudio", _CHAT, "lmstudio", "http://127.0.0.1:1234/v1", local=True),
+))
 
 #: The endpoint's own keywords: a near miss of one is refused, not sent as a request option.
 ENDPOINT_KEYWORDS = (

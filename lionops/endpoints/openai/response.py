@@ -17,6 +17,7 @@ from typing import Any
 
 from ...errors import EndpointProviderError, EndpointResponseError
 from ...text import summarize
+from ...usage import Usage
 from .config import BODY_PREVIEW
 
 __all__ = ["ChatCompletion", "Answers"]
@@ -33,8 +34,8 @@ class ChatCompletion:
             every entry the server sent, also one that is not an object.
         finish_reason: ``"stop"``, ``"length"``, ``"tool_calls"``,
             ``"content_filter"``, ... or ``None``.
-        usage: token counts (``prompt_tokens``, ``completion_tokens``,
-            ``total_tokens``); empty when the server sent none.
+        usage: the server's integer token counts as sent (``prompt_tokens``,
+            ``completion_tokens``, ``total_tokens``); empty when it sent none.
         model: the model name the server reports.
         latency_s: wall time of the whole call in seconds, retries included.
         attempts: HTTP requests made (1 + retries).
@@ -44,6 +45,9 @@ class ChatCompletion:
             (or their stream deltas), kept as a fact; never parsed.
         choices: how many choices the server sent (merged into this answer
             unless the request asked for ``n > 1``).
+        tokens: the token usage as one :class:`~lionops.usage.Usage`, the same
+            on every endpoint (cache and reasoning counts included, the
+            server's whole ``usage`` object kept as ``tokens.raw``).
     """
 
     text: str | None
@@ -58,6 +62,7 @@ class ChatCompletion:
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
     reasoning: str | None = field(default=None, repr=False)
     choices: int = 1
+    tokens: Usage = field(default_factory=Usage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +193,7 @@ class Answers:
             raw=data,
             reasoning="\n".join(reasoning) or None,
             choices=len(choices),
+            tokens=Usage.from_chat_completions(usage),
         )
 
 

@@ -50,12 +50,12 @@ from ...errors import (
 )
 from ...runtime import current_runtime
 from ...trace import current_meta
+from ..registry import ProviderSpec, provider_spec
 from .config import (
     _CALL_ENDS_AT,
     DEFAULT_DEADLINE,
     DEFAULT_MAX_RESPONSE_BYTES,
     ENDPOINT_KEYWORDS,
-    PROVIDER_DEFAULTS,
     RESERVED,
     StructuredMode,
     check_deadline,
@@ -166,11 +166,12 @@ class ChatCompletionsEndpoint:
     """An OpenAI-compatible Chat Completions endpoint (the API path of ADR-0022 D3).
 
     Args:
-        provider: a key of :data:`PROVIDER_DEFAULTS` (default ``"openai"``).
+        provider: a registered Chat Completions provider
+            (:mod:`lionops.endpoints.registry`; default ``"openai"``).
         model: the model name sent as ``model``.
         base_url: the API root (``.../v1``); default from the provider's
             environment variable (``OPENAI_BASE_URL`` for ``openai``) or
-            :data:`PROVIDER_DEFAULTS`.
+            the provider's registered default.
         api_key: the bearer key (surrounding whitespace removed); default
             from the provider's environment variable (``OPENAI_API_KEY``).
             ``None`` sends no Authorization.
@@ -251,9 +252,9 @@ class ChatCompletionsEndpoint:
         native_tools: bool = False,
         **default_options: Any,
     ) -> None:
-        defaults = PROVIDER_DEFAULTS.get(provider)
-        if defaults is None:
-            raise ConfigurationError(f"unknown provider {provider!r}; known: {sorted(PROVIDER_DEFAULTS)}")
+        defaults: ProviderSpec = provider_spec(provider)
+        if defaults.is_cli or defaults.base_url is None:
+            raise ConfigurationError(f"provider {provider!r} is not a Chat Completions provider")
         numbers = {"timeout": timeout, "max_retries": max_retries, "retry_after_cap": retry_after_cap,
                    "backoff_initial": backoff_initial, "backoff_factor": backoff_factor, "backoff_max": backoff_max,
                    "silence_timeout": silence_timeout, "max_response_bytes": max_response_bytes}

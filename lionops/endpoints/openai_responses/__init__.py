@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ResponsesEndpoint"]
+from ..registry import ProviderSpec, register_provider
+
+__all__ = ["ResponsesEndpoint", "PROVIDER"]
+
+#: This package's provider, registered when the package is imported.
+PROVIDER = register_provider(ProviderSpec(
+    "openai_responses", "lionops.endpoints.openai_responses:ResponsesEndpoint", "openai",
+    "https://api.openai.com/v1", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+))
 
 
 def __getattr__(name: str) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from .._native import Folder, NativeAnswers, NativeEndpoint, ProviderFacts
+from .._native import Folder, NativeAnswers, NativeEndpoint
 from .request import responses_body
 from .response import normalize
 from .stream import ResponsesFolder
@@ -28,8 +28,7 @@ class ResponsesEndpoint(NativeEndpoint):
     and ``store=False`` for stateless encrypted reasoning.
     """
 
-    facts: ClassVar[ProviderFacts] = ProviderFacts(
-        "openai_responses", "https://api.openai.com/v1", "OPENAI_API_KEY", "OPENAI_BASE_URL")
+    provider_name: ClassVar[str] = "openai_responses"
     native_protocol: ClassVar[str] = "openai_responses"
     folder_class: ClassVar[type[Folder]] = ResponsesFolder
     normalizer: ClassVar[Callable[[dict[str, Any], NativeAnswers], dict[str, Any]]] = staticmethod(normalize)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ...usage import Usage
 from .._native import NativeAnswers, count, usage_record
 
 __all__ = ["normalize", "usage_of"]
@@ -95,7 +96,7 @@ def normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
         "refusal": "".join(refusals) or None,
         "tool_calls": calls,
         "finish_reason": finish,
-        "usage": usage_of(data.get("usage")),
+        "usage": usage_of(data.get("usage")), "tokens": Usage.from_responses(data.get("usage")),
         "model": data.get("model"),
         "reasoning": "\n".join(thoughts) or None,
         "native": {"protocol": "openai_responses", "content": [i for i in output if isinstance(i, dict)]},
