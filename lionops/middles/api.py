@@ -44,7 +44,7 @@ from pydantic import BaseModel
 
 from ..endpoints.base import ChatEndpoint
 from ..endpoints.openai import call_deadline
-from ..errors import ConfigurationError, EndpointError
+from ..errors import ConfigurationError, EndpointError, EndpointResponseError
 from ..messages import Message, to_jsonable
 from ..models import ActionRequestModel, RawOutput, _preview, decode_arguments
 from ..operative import request_type_of
@@ -383,11 +383,15 @@ async def communicate(
         progression = [*progression, user.id]
     messages = provider_messages(branch, progression)
     call_options = {**invocation, **options}
+    unfinished = False
     try:
         completion = await endpoint.chat(messages, **call_options)
     except EndpointError as exc:
         _log_retries(branch, endpoint, getattr(exc, "retries", ()))
-        raise
+        completion = _unfinished_text_answer(exc, fmt, parse_param)
+        if completion is None:
+            raise
+        unfinished = True
     text, thought = split_reasoning(completion.text)
     reasoning = "\n".join(r for r in (getattr(completion, "reasoning", None), thought) if r) or None
 
@@ -425,7 +429,7 @@ async def communicate(
     )
     _log_retries(branch, endpoint, completion.retries)
 
-    raw = _uncoerced(completion, text)
+    raw = _no_finish_reason(text) if unfinished else _uncoerced(completion, text)
     if raw is not None:
         record_assistant(branch, raw, metadata)
         return _noted(raw)
@@ -456,6 +460,24 @@ def _noted(result: Any) -> Any:
     if isinstance(result, RawOutput):
         annotate(raw_output={"reason": result.reason, "detail": result.detail})
     return result
+
+
+def _unfinished_text_answer(exc: EndpointError, fmt: Any, parse_param: Any) -> Any:
+    """The answer of a stream that ended with ``[DONE]`` but no finish reason,
+    when no response format was asked for (it comes back as an uncoerced
+    ``RawOutput``); ``None`` otherwise: the error stands (ADR-0022 D4: an
+    answer the server never finished is never the model and runs no tool)."""
+    unfinished = getattr(exc, "unfinished", None) if isinstance(exc, EndpointResponseError) else None
+    if unfinished is None or fmt is not None or getattr(parse_param, "response_format", None) is not None:
+        return None
+    return unfinished
+
+
+def _no_finish_reason(text: str | None) -> RawOutput:
+    """The text of a stream that ended with ``[DONE]`` but no finish reason, uncoerced."""
+    return RawOutput(text or "", reason="no_finish_reason", detail=(
+        "the stream ended with [DONE] but never sent a finish reason: the text is returned as it came, "
+        "unparsed, and no tool was run"))
 
 
 def _uncoerced(completion: Any, text: str | None) -> RawOutput | None:

@@ -13,9 +13,10 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
+from urllib.parse import urlsplit
 
 from ... import clock
-from ...errors import ConfigurationError
+from ...errors import BaseURLError, ConfigurationError
 from ..base import StructuredMode
 from ..registry import ProviderSpec, register_provider
 
@@ -34,6 +35,52 @@ CHAT_PROVIDERS = tuple(register_provider(spec) for spec in (
     ProviderSpec("llamacpp", _CHAT, "llamacpp", "http://127.0.0.1:8080/v1", local=True),
     ProviderSpec("lmstudio", _CHAT, "lmstudio", "http://127.0.0.1:1234/v1", local=True),
 ))
+
+def _shown(url: str) -> str:
+    """The part of a refused ``base_url`` an error may show: no query or
+    fragment (they may hold a key), nothing when it holds user info."""
+    head = url.split("?", 1)[0].split("#", 1)[0]
+    return "(not shown: it holds user info)" if "@" in head else repr(head[:200])
+
+
+def check_base_url(provider: str, url: str) -> None:
+    """Refuse a ``base_url`` that cannot be an API root, naming the fault.
+
+    Raises:
+        BaseURLError: a space or control character, an unreadable URL, no
+            scheme or one other than http/https, no host, a port that is not
+            a number in 1-65535, or user info (see :class:`BaseURLError`).
+    """
+    where = f"{provider}: base_url"
+    for pos, char in enumerate(url):
+        if char.isspace() or ord(char) < 32 or ord(char) == 127:
+            raise BaseURLError(f"{where} holds a space or control character at position {pos}; "
+                               "remove it (percent-encode one that belongs in a path)", fault="space")
+    try:
+        split = urlsplit(url)
+    except ValueError as exc:
+        raise BaseURLError(f"{where} {_shown(url)} cannot be read: {exc}", fault="unreadable") from None
+    scheme = split.scheme.lower()
+    if scheme not in ("http", "https"):
+        if "://" not in url:
+            raise BaseURLError(f"{where} {_shown(url)} has no scheme: write it as http://... or https://...",
+                               fault="no_scheme")
+        raise BaseURLError(f"{where} has the scheme {split.scheme[:20]!r}; only http and https are spoken",
+                           fault="scheme")
+    if "@" in split.netloc:
+        # httpx2 would send it as Basic auth in place of the bearer key, and
+        # an echoing server would return it: refused, never shown.
+        raise BaseURLError(f"{where} must not contain user info ('user:password@'); "
+                           "pass the key as api_key= or a header in headers=", fault="user_info")
+    try:
+        port = split.port
+    except ValueError as exc:
+        raise BaseURLError(f"{where} {_shown(url)} has a bad port: {exc}", fault="port") from None
+    if port == 0:
+        raise BaseURLError(f"{where} {_shown(url)} has the port 0, which no server listens on", fault="port")
+    if not split.hostname:
+        raise BaseURLError(f"{where} {_shown(url)} names no host", fault="no_host")
+
 
 #: The endpoint's own keywords: a near miss of one is refused, not sent as a request option.
 ENDPOINT_KEYWORDS = (

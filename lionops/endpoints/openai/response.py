@@ -214,13 +214,24 @@ def error_of(obj: Any) -> Any:
 LEGACY_CALL = -1
 
 
+def empty_call(function: Any) -> bool:
+    """Whether a legacy ``function_call`` carries nothing: every value empty
+    (``{"name": "", "arguments": ""}``, ``null``s, blanks, ``"{}"``). Some hosts
+    send such a placeholder on every answer; it requests no tool."""
+    if not isinstance(function, dict):
+        return False
+    return all(value in (None, {}, "{}") or (isinstance(value, str) and not value.strip())
+               for value in function.values())
+
+
 def calls_of(message: dict[str, Any]) -> list[Any]:
     """A message's tool calls: its ``tool_calls``, then the legacy
     ``function_call`` (``{"name", "arguments"}``) as one more call, so a server
-    that answers in the older shape has its call run, never dropped."""
+    that answers in the older shape has its call run, never dropped. A
+    placeholder ``function_call`` with every value empty is no call."""
     calls = list(message.get("tool_calls") or [])
     legacy = message.get("function_call")
-    if isinstance(legacy, dict) and legacy:
+    if isinstance(legacy, dict) and legacy and not empty_call(legacy):
         calls.append({"id": None, "type": "function", "function": legacy})
     return calls
 
