@@ -49,7 +49,15 @@ from ...errors import (  # noqa: F401 - the errors these endpoints raise, import
     EndpointStatusError,
     EndpointTimeoutError,
 )
-from .config import CHAT_PROVIDERS, DEFAULT_DEADLINE, DEFAULT_MAX_RESPONSE_BYTES, StructuredMode, call_deadline
+from .config import (
+    CHAT_PROVIDERS,
+    DEFAULT_DEADLINE,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    Limits,
+    RetryPolicy,
+    StructuredMode,
+    call_deadline,
+)
 from .response import ChatCompletion
 from .stream import StreamAccumulator
 
@@ -72,6 +80,8 @@ __all__ = [
     "ChatCompletionsEndpoint",
     "ChatCompletion",
     "CHAT_PROVIDERS",
+    "RetryPolicy",
+    "Limits",
     "parse_retry_after",
     "StreamAccumulator",
     "StructuredMode",

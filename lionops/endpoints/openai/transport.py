@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import dataclasses
 import email.utils
 import functools
 import importlib.util
 import json
 import logging
-import math
 import os
 import ssl
 import time
@@ -55,10 +55,12 @@ from ...trace import current_meta
 from ..registry import ProviderSpec, provider_spec
 from .config import (
     _CALL_ENDS_AT,
-    DEFAULT_DEADLINE,
-    DEFAULT_MAX_RESPONSE_BYTES,
     ENDPOINT_KEYWORDS,
+    LIMIT_KEYWORDS,
     RESERVED,
+    RETRY_KEYWORDS,
+    Limits,
+    RetryPolicy,
     StructuredMode,
     check_base_url,
     check_deadline,
@@ -178,6 +180,12 @@ class ChatCompletionsEndpoint:
         api_key: the bearer key (surrounding whitespace removed); default
             from the provider's environment variable (``OPENAI_API_KEY``).
             ``None`` sends no Authorization.
+        retry: a :class:`~lionops.endpoints.openai.RetryPolicy` (``max_retries``,
+            ``retry_after_cap``, ``backoff_*``); each of its fields may also be
+            given as a keyword of its own, which wins.
+        limits: a :class:`~lionops.endpoints.openai.Limits` (``timeout``,
+            ``deadline``, ``silence_timeout``, ``max_response_bytes``); each
+            may also be given as a keyword of its own, which wins.
         timeout: seconds one socket operation may wait (one connect, one
             write, one read of the body, a pool slot). It does not bound the
             call: a server that sends a byte every few seconds never trips it.
@@ -238,40 +246,29 @@ class ChatCompletionsEndpoint:
         model: str | None = None,
         base_url: str | None = None,
         api_key: str | SecretStr | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
         *,
-        deadline: float = DEFAULT_DEADLINE,
-        retry_after_cap: float = 60.0,
-        backoff_initial: float = 0.5,
-        backoff_factor: float = 2.0,
-        backoff_max: float = 8.0,
+        retry: RetryPolicy | None = None,
+        limits: Limits | None = None,
         structured_output: StructuredMode = "json_schema",
         stream: bool = False,
         headers: Mapping[str, str] | None = None,
         verify: bool | str | ssl.SSLContext = True,
-        silence_timeout: float = 60.0,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         native_tools: bool = False,
         **default_options: Any,
     ) -> None:
         defaults: ProviderSpec = provider_spec(provider)
         if defaults.is_cli or defaults.base_url is None:
             raise ConfigurationError(f"provider {provider!r} is not a Chat Completions provider")
-        numbers = {"timeout": timeout, "max_retries": max_retries, "retry_after_cap": retry_after_cap,
-                   "backoff_initial": backoff_initial, "backoff_factor": backoff_factor, "backoff_max": backoff_max,
-                   "silence_timeout": silence_timeout, "max_response_bytes": max_response_bytes}
-        for name, value in numbers.items():  # NaN passes every check below; a count cannot be infinite
-            if isinstance(value, float) and (math.isnan(value) or (
-                    math.isinf(value) and name in ("max_retries", "max_response_bytes"))):
-                raise ConfigurationError(f"{name} must be a number (finite for a count), got {value!r}")
+        # The documented one-by-one keywords (``timeout=``, ``max_retries=``, ...) refine the two groups.
+        retry_kw = {k: default_options.pop(k) for k in RETRY_KEYWORDS if k in default_options}
+        limit_kw = {k: default_options.pop(k) for k in LIMIT_KEYWORDS if k in default_options}
+        for name, group, cls in (("retry", retry, RetryPolicy), ("limits", limits, Limits)):
+            if group is not None and not isinstance(group, cls):
+                raise ConfigurationError(f"{name} must be a {cls.__name__}, got {type(group).__name__}")
+        self.retry: RetryPolicy = dataclasses.replace(retry or RetryPolicy(), **retry_kw)
+        self.limits: Limits = dataclasses.replace(limits or Limits(), **limit_kw)
         if isinstance(verify, str) and not os.path.exists(verify):  # else a FileNotFoundError at the first call
             raise ConfigurationError(f"{provider}: verify names no CA bundle file or directory: {verify!r}")
-        if max_retries < 0 or timeout <= 0 or retry_after_cap < 0:
-            raise ConfigurationError("max_retries must be >= 0, timeout > 0, retry_after_cap >= 0")
-        deadline = check_deadline(deadline)
-        if silence_timeout <= 0 or max_response_bytes <= 0:
-            raise ConfigurationError("silence_timeout and max_response_bytes must be > 0")
         if structured_output not in ("json_schema", "json_object", "prompt"):
             raise ConfigurationError(
                 f"structured_output must be json_schema, json_object or prompt, got {structured_output!r}")
@@ -312,17 +309,8 @@ class ChatCompletionsEndpoint:
         self._key_env_missing: str | None = None
         if defaults.needs_key and not self.has_api_key and not any(map(is_secret_name, headers or {})):
             self._key_env_missing = defaults.key_env
-        self.timeout = float(timeout)
-        self.deadline = deadline
-        self.max_retries = int(max_retries)
-        self.retry_after_cap = float(retry_after_cap)
-        self.backoff_initial = float(backoff_initial)
-        self.backoff_factor = float(backoff_factor)
-        self.backoff_max = float(backoff_max)
         self.structured_output: StructuredMode = structured_output
         self.stream = bool(stream)
-        self.silence_timeout = float(silence_timeout)
-        self.max_response_bytes = int(max_response_bytes)
         self.native_tools = bool(native_tools)
         self._extra_headers = {k: SecretStr(v) for k, v in (headers or {}).items()}
         self.verify = verify
@@ -330,6 +318,32 @@ class ChatCompletionsEndpoint:
         self._client: httpx2.AsyncClient | None = None
         self._client_token: Any = None
         _LIVE.add(self)
+
+    # ------------------------------------------------------------ bounds (read from the two groups)
+
+    @property
+    def timeout(self) -> float:
+        return self.limits.timeout
+
+    @property
+    def deadline(self) -> float:
+        return self.limits.deadline
+
+    @property
+    def silence_timeout(self) -> float:
+        return self.limits.silence_timeout
+
+    @property
+    def max_response_bytes(self) -> int:
+        return self.limits.max_response_bytes
+
+    @property
+    def max_retries(self) -> int:
+        return self.retry.max_retries
+
+    @property
+    def retry_after_cap(self) -> float:
+        return self.retry.retry_after_cap
 
     # ------------------------------------------------------------ secrets
 
@@ -589,8 +603,7 @@ class ChatCompletionsEndpoint:
         retry_after = getattr(state.outcome.exception(), "retry_after", None)
         if retry_after is not None:
             return float(retry_after)
-        n: int = state.attempt_number
-        return min(self.backoff_initial * self.backoff_factor ** (n - 1), self.backoff_max)
+        return self.retry.backoff(state.attempt_number)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
