@@ -12,6 +12,7 @@ from ._version import __version__
 from .alcall import AlcallParams
 from .branch import Branch
 from .errors import (
+    BaseURLError,
     CLIError,
     CLIProcessError,
     CLIResultError,
@@ -28,6 +29,7 @@ from .errors import (
     EndpointTimeoutError,
     LionopsError,
     MismatchError,
+    MissingAPIKeyError,
     MisspelledKeywordError,
     RefusalError,
     RemovedKeywordError,
@@ -59,7 +61,8 @@ __all__ = [
     # observability
     "instrument", "uninstrument",
     # the error tree (every one a LionopsError)
-    "LionopsError", "ConfigurationError", "RemovedKeywordError", "MisspelledKeywordError",
+    "LionopsError", "ConfigurationError", "BaseURLError", "MissingAPIKeyError", "RemovedKeywordError",
+    "MisspelledKeywordError",
     "MismatchError", "RefusalError", "TruncatedOutputError",
     "EndpointError", "EndpointStatusError", "EndpointAuthError", "EndpointRateLimitError",
     "EndpointResponseError", "EndpointProviderError", "EndpointConnectionError", "EndpointTimeoutError",

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import anyio
-import httpx
+import httpx2
 from pydantic import SecretStr
 
 from ..errors import ConfigurationError, EndpointProviderError, EndpointResponseError, EndpointTimeoutError
@@ -244,7 +244,7 @@ class NativeEndpoint(ChatCompletionsEndpoint):
         """The public base URL without a trailing slash."""
         return self.base_url.rstrip("/")
 
-    def _target_for(self, body: dict[str, Any]) -> httpx.URL | str:
+    def _target_for(self, body: dict[str, Any]) -> httpx2.URL | str:
         """The request URL of ``body`` (the stream flag may change it)."""
         return self._target if self._target is not None else self._request_url()
 
@@ -261,13 +261,13 @@ class NativeEndpoint(ChatCompletionsEndpoint):
 
     # ------------------------------------------------------------ IO
 
-    async def _exchange(self, client: httpx.AsyncClient, body: dict[str, Any], attempt: int) -> dict[str, Any]:
+    async def _exchange(self, client: httpx2.AsyncClient, body: dict[str, Any], attempt: int) -> dict[str, Any]:
         target = self._target_for(body)
         content = _body_bytes(self._wire_body(body))
         started: list[int] = []
         try:
             return await self._exchange_on(client, target, content, attempt, started)
-        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        except (httpx2.RemoteProtocolError, httpx2.ReadError) as exc:
             if not started and not _malformed_head(exc):
                 raise
             head = f"answered {started[0]}" if started else "answered with a head that cannot be read"
@@ -277,7 +277,7 @@ class NativeEndpoint(ChatCompletionsEndpoint):
                 provider=self.provider, url=self.url,
             ) from None
 
-    async def _exchange_on(self, client: httpx.AsyncClient, target: httpx.URL | str, content: bytes, attempt: int,
+    async def _exchange_on(self, client: httpx2.AsyncClient, target: httpx2.URL | str, content: bytes, attempt: int,
                            started: list[int]) -> dict[str, Any]:
         answers = self._answers
         async with client.stream("POST", target, content=content, headers=self._headers()) as response:
@@ -289,7 +289,7 @@ class NativeEndpoint(ChatCompletionsEndpoint):
                 if "text/event-stream" in response.headers.get("content-type", "").lower():
                     return await self._read_native_events(response, answers)
                 raw = await self._read_body(response)
-            except httpx.DecodingError as exc:
+            except httpx2.DecodingError as exc:
                 raise answers.response_error(f"a body that cannot be decoded ({type(exc).__name__})", status,
                                              "") from None
             ctype = response.headers.get("content-type") or "no content type"
@@ -318,7 +318,7 @@ class NativeEndpoint(ChatCompletionsEndpoint):
             done = folder.feed(event, data) or done
         return done
 
-    async def _read_native_events(self, response: httpx.Response, answers: NativeAnswers) -> dict[str, Any]:
+    async def _read_native_events(self, response: httpx2.Response, answers: NativeAnswers) -> dict[str, Any]:
         """Fold a server-sent-event stream into one answer object, bounded as
         the Chat Completions stream is: ``silence_timeout`` between ``data:``
         events (comments do not count) and ``max_response_bytes`` in all."""
@@ -360,7 +360,7 @@ class NativeEndpoint(ChatCompletionsEndpoint):
                 await chunks.aclose()  # type: ignore[attr-defined]
         return folder.result(False)
 
-    def _status_error(self, response: httpx.Response, url: str, attempt: int) -> Any:
+    def _status_error(self, response: httpx2.Response, url: str, attempt: int) -> Any:
         """The Chat Completions status error, with the provider's error type
         (``overloaded_error``, ``RESOURCE_EXHAUSTED``) named in the message."""
         err = super()._status_error(response, url, attempt)
@@ -381,7 +381,7 @@ class NativeEndpoint(ChatCompletionsEndpoint):
     __str__ = __repr__
 
 
-def _error_kind(response: httpx.Response) -> str | None:
+def _error_kind(response: httpx2.Response) -> str | None:
     """The provider's error type of an error body: Anthropic's ``error.type``,
     Google's ``error.status``, OpenAI's ``error.code`` / ``error.type``."""
     try:

@@ -44,13 +44,14 @@ from __future__ import annotations
 import base64
 import functools
 import json
+from dataclasses import dataclass
 from typing import Any, cast
 
 from pydantic import BaseModel
 
 from ..endpoints.base import ChatEndpoint
 from ..endpoints.openai import call_deadline
-from ..errors import ConfigurationError, EndpointError
+from ..errors import ConfigurationError, EndpointError, EndpointResponseError
 from ..messages import Message, to_jsonable
 from ..models import ActionRequestModel, RawOutput, _preview, decode_arguments
 from ..operative import request_type_of
@@ -365,6 +366,31 @@ async def communicate(
     """
     imodel = getattr(chat_param, "imodel", None) or branch.chat_model
     endpoint = _endpoint_of(imodel)
+    turn = _request(branch, instruction, chat_param, endpoint, clear_messages)  # steps 1 and 2
+    completion, unfinished = await _send(branch, endpoint, turn, parse_param)
+    text, requests, metadata = _record(branch, endpoint, turn, completion)  # step 3
+    return await _answer(branch, turn, completion, unfinished, text, requests, metadata,  # step 4
+                         parse_param, skip_validation)
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """What steps 1 and 2 of ``communicate`` decided: the request and how it was shaped."""
+
+    fmt: Any
+    caller: type[BaseModel] | None
+    messages: list[dict[str, Any]]
+    options: dict[str, Any]
+    schema_in_prompt: bool
+    tools_native: bool
+    tool_schemas: Any
+    shaped_format: Any
+
+
+def _request(branch: Any, instruction: Any, chat_param: Any, endpoint: ChatEndpoint,
+             clear_messages: bool) -> _Turn:
+    """Steps 1 and 2: record the user turn and shape the request (response
+    format, where the tools go, the call's own options)."""
     fmt = getattr(chat_param, "response_format", None)
     options: dict[str, Any] = {}
     schema_in_prompt = False
@@ -394,13 +420,31 @@ async def communicate(
     progression = getattr(chat_param, "progression", None)
     if progression is not None:
         progression = [*progression, user.id]
-    messages = provider_messages(branch, progression, getattr(endpoint, "native_protocol", None))
-    call_options = {**invocation, **options}
+    return _Turn(fmt=fmt, caller=caller, messages=provider_messages(branch, progression,
+                                                                     getattr(endpoint, "native_protocol", None)),
+                 options={**invocation, **options}, schema_in_prompt=schema_in_prompt,
+                 tools_native=tools_native, tool_schemas=tool_schemas,
+                 shaped_format=options.get("response_format"))
+
+
+async def _send(branch: Any, endpoint: ChatEndpoint, turn: _Turn, parse_param: Any) -> tuple[Any, bool]:
+    """Step 2's call: the endpoint's answer, and whether it is a stream that
+    never got a finish reason (kept only for a call with no response format)."""
     try:
-        completion = await endpoint.chat(messages, **call_options)
+        return await endpoint.chat(turn.messages, **turn.options), False
     except EndpointError as exc:
         _log_retries(branch, endpoint, getattr(exc, "retries", ()))
-        raise
+        completion = _unfinished_text_answer(exc, turn.fmt, parse_param)
+        if completion is None:
+            raise
+        return completion, True
+
+
+def _record(branch: Any, endpoint: ChatEndpoint, turn: _Turn,
+            completion: Any) -> tuple[str | None, list[Any], dict[str, Any]]:
+    """Step 3: the facts of the turn on the assistant message's metadata and the
+    trace. Returns the answer text (reasoning split off), the native requests
+    and the metadata."""
     text, thought = split_reasoning(completion.text)
     reasoning = "\n".join(r for r in (getattr(completion, "reasoning", None), thought) if r) or None
 
@@ -426,31 +470,38 @@ async def communicate(
     own_turn = getattr(completion, "native", None)
     if own_turn:  # the provider's own turn, sent back as it came
         metadata["native"] = own_turn
-    fmt_option = options.get("response_format") or {}
+    fmt_option = turn.shaped_format or {}
     if "json_schema" in fmt_option:
         mode: str | None = "strict" if fmt_option["json_schema"].get("strict") else "json_schema"
     else:
-        mode = fmt_option.get("type") or ("prompt" if schema_in_prompt else None)
+        mode = fmt_option.get("type") or ("prompt" if turn.schema_in_prompt else None)
     annotate(
         **facts, response_id=completion.raw.get("id"), http_retries=list(completion.retries),
         tool_calls=len(completion.tool_calls),
         structured_output=mode,
-        tools_offered=("native" if tools_native else "prompt") if tool_schemas else None,
+        tools_offered=("native" if turn.tools_native else "prompt") if turn.tool_schemas else None,
         reasoning_chars=len(reasoning) if reasoning else 0,
         choices=getattr(completion, "choices", 1),
     )
     _log_retries(branch, endpoint, completion.retries)
+    return text, requests, metadata
 
-    raw = _uncoerced(completion, text)
+
+async def _answer(branch: Any, turn: _Turn, completion: Any, unfinished: bool, text: str | None, requests: list[Any],
+                  metadata: dict[str, Any], parse_param: Any, skip_validation: bool) -> Any:
+    """Step 4: an uncoerced ``RawOutput`` (cut, refusal, no finish reason), the
+    tool calls alone under a caller model, or the inner parse."""
+    raw = _no_finish_reason(text) if unfinished else _uncoerced(completion, text)
     if raw is not None:
         record_assistant(branch, raw, metadata)
         return _noted(raw)
-    if caller is not None and not skip_validation and completion.tool_calls and not _holds_json(text):
+    if turn.caller is not None and not skip_validation and completion.tool_calls and not _holds_json(text):
         # Tool calls beside no JSON answer (nothing, or a preamble such as "I'll check"):
         # the calls alone are parsed; the text is never restated into the caller's fields.
         record_assistant(branch, text, metadata)
         result = await parse_response(None, parse_param, branch=branch, action_requests=requests)
-        return _noted(result if isinstance(result, BaseModel) else _tools_only(caller, completion.tool_calls, text))
+        calls = completion.tool_calls
+        return _noted(result if isinstance(result, BaseModel) else _tools_only(turn.caller, calls, text))
     return _noted(await finish_turn(
         branch, text, parse_param, skip_validation,
         metadata=metadata, action_requests=requests,
@@ -472,6 +523,24 @@ def _noted(result: Any) -> Any:
     if isinstance(result, RawOutput):
         annotate(raw_output={"reason": result.reason, "detail": result.detail})
     return result
+
+
+def _unfinished_text_answer(exc: EndpointError, fmt: Any, parse_param: Any) -> Any:
+    """The answer of a stream that ended with ``[DONE]`` but no finish reason,
+    when no response format was asked for (it comes back as an uncoerced
+    ``RawOutput``); ``None`` otherwise: the error stands (ADR-0022 D4: an
+    answer the server never finished is never the model and runs no tool)."""
+    unfinished = getattr(exc, "unfinished", None) if isinstance(exc, EndpointResponseError) else None
+    if unfinished is None or fmt is not None or getattr(parse_param, "response_format", None) is not None:
+        return None
+    return unfinished
+
+
+def _no_finish_reason(text: str | None) -> RawOutput:
+    """The text of a stream that ended with ``[DONE]`` but no finish reason, uncoerced."""
+    return RawOutput(text or "", reason="no_finish_reason", detail=(
+        "the stream ended with [DONE] but never sent a finish reason: the text is returned as it came, "
+        "unparsed, and no tool was run"))
 
 
 def _uncoerced(completion: Any, text: str | None) -> RawOutput | None:

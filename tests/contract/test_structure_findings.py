@@ -51,16 +51,16 @@ def test_the_provider_registry_names_only_endpoint_modules() -> None:
 
 
 def test_import_lionops_loads_no_command_line_of_httpx() -> None:
-    # httpx (and with it its command line, whenever click and rich are
+    # httpx2 (and with it its command line, whenever click and rich are
     # installed) is imported when the API transport is first used
     code = ("import sys, lionops; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'click', 'rich', 'pygments', 'httpx'}))")
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'click', 'rich', 'pygments', 'httpx2'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]"
 
 
 def test_import_lionops_loads_no_process_telemetry_or_temporal_machinery() -> None:
-    names = ("subprocess", "httpcore", "opentelemetry", "temporalio", "lionops.endpoints.cli.process")
+    names = ("subprocess", "httpcore2", "opentelemetry", "temporalio", "lionops.endpoints.cli.process")
     code = f"import sys, lionops; print(sorted(m for m in sys.modules if m.startswith({names!r})))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]"
@@ -160,16 +160,16 @@ async def test_use_runtime_nests_and_restores_across_tasks_raises_and_cancels(an
 
 @pytest.mark.anyio
 async def test_a_swapped_transport_never_reaches_a_concurrent_operate(anyio_backend: str) -> None:
-    import httpx
+    import httpx2
 
-    class Redirect(httpx.AsyncBaseTransport):
+    class Redirect(httpx2.AsyncBaseTransport):
         """Carries every request to another real loopback server."""
 
         def __init__(self, base_url: str) -> None:
-            self.base_url = httpx.URL(base_url)
-            self.inner = httpx.AsyncHTTPTransport()
+            self.base_url = httpx2.URL(base_url)
+            self.inner = httpx2.AsyncHTTPTransport()
 
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
             request.url = request.url.copy_with(host=self.base_url.host, port=self.base_url.port)
             return await self.inner.handle_async_request(request)
 

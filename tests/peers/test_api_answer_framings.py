@@ -137,7 +137,7 @@ BODY = json.dumps({"id": "chatcmpl-s", "object": "chat.completion", "model": "m"
 @pytest.mark.parametrize("coding", ["br", "zstd", "compress", "gzip, br", "x-custom"])
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 async def test_a_content_encoding_that_cannot_be_decoded_is_a_typed_error(server, coding, stream):
-    """httpx passes codings it has no decoder for through as is; the compressed
+    """httpx2 passes codings it has no decoder for through as is; the compressed
     bytes must never be read as the answer or previewed as if they were text."""
     server.push(Reply(stream=[], headers={"Content-Encoding": coding}) if stream
                 else Reply(BODY, headers={"Content-Encoding": coding}, content_type="application/json"))

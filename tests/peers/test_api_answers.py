@@ -661,7 +661,7 @@ async def test_a_body_with_a_content_length_is_capped_by_what_was_read(announced
     """A body sent as is with its Content-Length is read in one piece: one at
     the cap is read; a transport that sends more than it announced is still
     refused at the cap (the length read is counted, not the header)."""
-    import httpx
+    import httpx2
 
     from lionops.runtime import use_runtime
 
@@ -672,11 +672,11 @@ async def test_a_body_with_a_content_length_is_capped_by_what_was_read(announced
     if announced == "understated":
         body += b" " * 4096  # past the cap, announced as within it
 
-    class Transport(httpx.AsyncBaseTransport):
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    class Transport(httpx2.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
             await request.aread()
             headers = {"content-type": "application/json", "content-length": str(min(len(body), cap))}
-            return httpx.Response(200, headers=headers, stream=httpx.ByteStream(body))
+            return httpx2.Response(200, headers=headers, stream=httpx2.ByteStream(body))
 
     m = make_model_offline(max_response_bytes=cap)
     with use_runtime(http_transport=Transport()):

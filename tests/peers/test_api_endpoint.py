@@ -81,7 +81,7 @@ async def test_no_model_name_is_refused(server):
 @pytest.mark.anyio
 async def test_default_and_call_options_and_no_key(server):
     server.push(completion("ok"))
-    ep = ChatCompletionsEndpoint(model="m", base_url=server.base_url, temperature=0.5, top_p=0.9)
+    ep = ChatCompletionsEndpoint(provider="vllm", model="m", base_url=server.base_url, temperature=0.5, top_p=0.9)
     done = await ep.chat(MESSAGES, temperature=0.0, user=None)
     await ep.aclose()
     body = server.requests[0].body
@@ -96,18 +96,18 @@ async def test_the_request_body_is_compact_utf8_json_and_the_same_on_every_call(
     """The bytes sent are what ``json=`` would send (compact separators, text
     as UTF-8, not escaped), also for the shared schema and tool specs, and the
     same on a second call that reuses them."""
-    import httpx
+    import httpx2
 
     from lionops.runtime import use_runtime
 
     sent: list[bytes] = []
 
-    class Transport(httpx.AsyncBaseTransport):
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    class Transport(httpx2.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
             sent.append(await request.aread())
             assert request.headers["content-type"] == "application/json"
             assert request.headers["content-length"] == str(len(sent[-1]))
-            return httpx.Response(200, json=completion('{"answer": 4}'))
+            return httpx2.Response(200, json=completion('{"answer": 4}'))
 
     m = iModel(provider="openai", model="m", base_url="http://127.0.0.1:9/v1", api_key="k", native_tools=native)
     with use_runtime(http_transport=Transport()):
@@ -150,7 +150,7 @@ async def test_one_client_reused_within_a_loop(server, model):
 
 
 def test_endpoint_survives_a_new_event_loop_and_backend(server):
-    ep = ChatCompletionsEndpoint(model="m", base_url=server.base_url)
+    ep = ChatCompletionsEndpoint(model="m", base_url=server.base_url, api_key="k")
     server.push(completion("a"), completion("b"))
     texts = []
 

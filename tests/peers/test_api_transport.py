@@ -87,7 +87,7 @@ async def test_the_read_timeout_names_itself(server):
     err = info.value
     assert err.limit == "timeout" and err.seconds == 0.3
     assert "one read waited longer than the timeout of 0.3 s" in str(err)
-    assert err.__context__ is None and err.__cause__ is None  # no httpx exception (it holds the headers)
+    assert err.__context__ is None and err.__cause__ is None  # no httpx2 exception (it holds the headers)
 
 
 @pytest.mark.anyio
@@ -245,7 +245,7 @@ ECHO_CASES = {
 @pytest.mark.parametrize("case", list(ECHO_CASES))
 async def test_an_echoing_server_leaks_no_secret(server, case, caplog, tmp_path):
     """A server that sends every request header back, in headers and body:
-    no secret in DEBUG logs of any logger (httpx, httpcore included), the
+    no secret in DEBUG logs of any logger (httpx2, httpcore2 included), the
     error's str/repr/traceback and its whole chain, the trace, the branch,
     or the recorded cassette."""
     reply, error = ECHO_CASES[case]
@@ -261,7 +261,7 @@ async def test_an_echoing_server_leaks_no_secret(server, case, caplog, tmp_path)
     assert _chain(err) == [err]
     raw = server.requests[0]
     assert raw.headers["authorization"] == "Bearer ***"
-    assert any(r.name.startswith("httpcore") for r in caplog.records)  # httpcore's DEBUG records were seen
+    assert any(r.name.startswith("httpcore2") for r in caplog.records)  # httpcore2's DEBUG records were seen
     shown = "\n".join([
         caplog.text, *(f"{r.getMessage()} {r.args!r}" for r in caplog.records),
         *(s for e in _chain(err) for s in (str(e), repr(e), getattr(e, "body", ""))),
@@ -293,7 +293,7 @@ async def test_a_key_straddling_the_preview_cut_is_removed_whole(server, status,
 @pytest.mark.anyio
 async def test_secret_forms_a_server_or_httpx_may_show(server):
     """A key read from a file with its newline is sent stripped; a header value
-    httpx refuses (it quotes it in its error) and the bare credential of a
+    httpx2 refuses (it quotes it in its error) and the bare credential of a
     caller's ``Authorization: Bearer ...`` header echoed alone are scrubbed."""
     server.push(completion("ok"), Reply(error_body(f"unknown key {SENTINEL_HEADER}"), status=401))
     keyed = iModel(provider="openai", model="m", base_url=server.base_url, api_key=f"{SENTINEL}\n")
@@ -317,7 +317,7 @@ async def test_secret_forms_a_server_or_httpx_may_show(server):
 @pytest.mark.anyio
 async def test_a_body_that_cannot_be_decoded_is_a_typed_error(server):
     """A body labelled gzip that is not: a typed endpoint error with no chain,
-    never httpx's own exception (whose request holds the headers)."""
+    never httpx2's own exception (whose request holds the headers)."""
     server.push(Reply("definitely not gzip", headers={"Content-Encoding": "gzip"}))
     m = _secret_model(server, max_retries=0)
     with pytest.raises(EndpointResponseError, match="DecodingError") as info:
@@ -332,7 +332,7 @@ async def test_a_body_that_cannot_be_decoded_is_a_typed_error(server):
     "https://:SENTINEL-pw-4b1e9d@api.example.test/v1",
 ])
 def test_user_info_in_a_base_url_is_refused(url):
-    """httpx would send it as Basic auth in place of the bearer key (and an
+    """httpx2 would send it as Basic auth in place of the bearer key (and an
     echoing server would return it): refused at construction, never shown."""
     with pytest.raises(ConfigurationError, match="user info") as info:
         iModel(provider="openai", model="m", base_url=url, api_key=SENTINEL)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 from urllib.parse import quote
 
-import httpx
+import httpx2
 from pydantic import SecretStr
 
 from .._native import Folder, NativeAnswers, NativeEndpoint
@@ -55,7 +55,7 @@ class GenerateContentEndpoint(NativeEndpoint):
         super().__init__(provider, model, base_url, api_key, *args, **kw)
         self._target = None  # the method (and alt=sse) follow the stream flag
         if self.base_url != self._base_url.get_secret_value().rstrip("/"):  # the log shows the public form
-            _SHOWN_URLS[str(httpx.URL(self._request_url(True)))] = f"{self._root}{self._path(True)}"
+            _SHOWN_URLS[str(httpx2.URL(self._request_url(True)))] = f"{self._root}{self._path(True)}"
 
     def _path(self, stream: bool) -> str:
         return f"/v1beta/models/{quote(str(self.model or ''), safe='')}:" + (
@@ -64,7 +64,7 @@ class GenerateContentEndpoint(NativeEndpoint):
     def _stream_query(self, stream: bool) -> str:
         return "alt=sse" if stream else ""
 
-    def _target_for(self, body: dict[str, Any]) -> httpx.URL | str:
+    def _target_for(self, body: dict[str, Any]) -> httpx2.URL | str:
         return self._request_url(bool(body.get(_STREAM)))
 
     def _wire_body(self, body: dict[str, Any]) -> dict[str, Any]:
