@@ -13,9 +13,10 @@ import json
 import logging
 import math
 import os
+import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, Self, Unpack
 
 import anyio
 import anyio.to_thread
@@ -28,16 +29,16 @@ from ._defaults import (
     DEFAULT_OBSERVER_TIMEOUT,
 )
 from ._files import atomic_write_text
+from ._secrets import scrubbed_message
 from .alcall import AlcallParams
-from .engine.driver import drive
-from .errors import ConfigurationError
-from .hooks import HookPoint
+from .errors import ArgumentTypeError, ConfigurationError
+from .hooks import HookPoint, check_one_argument
 from .messages import EventLog, MessageLog, to_jsonable
 from .models import ActionResponseModel
 from .params import ActionParam
 from .pipeline.act import act as act_fn
-from .pipeline.context import OperationContext
-from .pipeline.machine import begin_operation, run_operation
+from .pipeline.context import Authorization, OperationContext
+from .pipeline.machine import run_operation
 from .pipeline.prepare import OperateKwargs, check_flags
 from .text import safe_str
 from .tools import ActionManager, Tool, ToolInvocation
@@ -84,13 +85,36 @@ def _new_id() -> str:
     return raw.hex()
 
 
+def _message(exc: BaseException) -> str:
+    """An exception's message for a gate's denial reason and log: at most 200
+    characters, credentials and the values of secret environment variables removed."""
+    return scrubbed_message(safe_str(exc), os.environ)
+
+
+#: Gates already warned about for answering something other than a bool.
+_WARNED_NOT_BOOL: set[str] = set()
+
+
+def _warn_not_bool(name: str, verdict: object) -> None:
+    """Log and warn, once per gate, that it answered ``verdict`` instead of a bool."""
+    if name in _WARNED_NOT_BOOL:
+        return
+    _WARNED_NOT_BOOL.add(name)
+    text = (f"gate {name} returned {type(verdict).__name__}, not a bool, so the tool call was denied; "
+            "a gate check must return True to allow the call or False to deny it"
+            + (" (a missing 'return'?)" if verdict is None else ""))
+    logger.warning("%s", text)
+    warnings.warn(text, UserWarning, stacklevel=2)
+
+
 def _check_limit(name: str, value: Any, *, integer: bool = False) -> Any:
     """``None`` or a positive number (an int for counts); else TypeError/ConfigurationError."""
     if value is None:
         return None
     kinds = (int,) if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds):
-        raise TypeError(f"{name} must be {'an int' if integer else 'a number'} or None, got {type(value).__name__}")
+        raise ArgumentTypeError(
+            f"{name} must be {'an int' if integer else 'a number'} or None, got {type(value).__name__}")
     if not value > 0:
         raise ConfigurationError(f"{name} must be > 0 or None, got {value!r}")
     return value
@@ -198,70 +222,97 @@ class Branch:
         runs inline, which is cheapest but cannot be interrupted. An abandoned
         thread holds one of anyio's worker threads (40 by default) until its
         check returns, and the interpreter waits for it at exit; an async check
-        marked ``blocking`` is a ``TypeError``.
+        marked ``blocking`` is a ``TypeError``. A check that cannot be called with
+        one positional argument is a :class:`~lionops.errors.GateSignatureError`.
         """
+        check_one_argument(check, "gate", "check(invocation) -> bool")
         if blocking and (inspect.iscoroutinefunction(check)
                          or inspect.iscoroutinefunction(type(check).__call__)):
-            raise TypeError(f"gate {getattr(check, '__qualname__', type(check).__name__)} is async: "
-                            "blocking=True is for sync code (an async check is awaited and its timeout cancels it)")
+            raise ArgumentTypeError(
+                f"gate {getattr(check, '__qualname__', type(check).__name__)} is async: "
+                "blocking=True is for sync code (an async check is awaited and its timeout cancels it)")
         self._gates.append(_InThread(check) if blocking else check)
         return check
 
     async def authorize(self, invocation: ToolInvocation) -> bool:
-        """Ask every gate about ``invocation`` (ADR-0022 D4; safety invariant 2).
+        """Whether ``invocation`` may run: the one authorization hook
+        (ADR-0022 D4; safety invariant 2). ``act()`` asks it about every
+        request that can run, through :meth:`authorization`.
 
-        Fails closed: a check that raises, returns anything but a bool, or
-        does not answer within ``gate_timeout`` seconds denies (logged as
-        ``gate_error`` / ``gate_timeout``); so does an answer that comes
-        late from a gate that could not be interrupted. Both are deliberate differences
-        from the shipped code, which let the exception escape and waited
-        forever.
+        Branch's own asks every gate in registration order. Fails closed: a
+        check that raises, returns anything but a bool, or does not answer
+        within ``gate_timeout`` seconds denies (logged as ``gate_error`` /
+        ``gate_timeout``); so does an answer that comes late from a gate that
+        could not be interrupted. Both are deliberate differences from the
+        shipped code, which let the exception escape and waited forever.
+
+        A subclass may override it, or a callable may be set on the branch
+        (``branch.authorize = check``): that one is asked instead, with no gate
+        registered too, under the same fail-closed rules, and :meth:`fork` keeps it.
         """
-        return (await self._authorize(invocation))[0] == "allowed"
+        return (await self._ask_gates(invocation)).decision == "allowed"
 
-    async def _authorize(self, invocation: ToolInvocation) -> tuple[str, str | None]:
-        """``(decision, reason)``: ``"allowed"``, ``"denied"`` or ``"timed_out"``."""
+    async def authorization(self, invocation: ToolInvocation) -> Authorization:
+        """The decision ``act()`` records for ``invocation``: :meth:`authorize`
+        asked, with the reason of a denial. While :meth:`authorize` is Branch's
+        own, the gates' reasons (which gate denied, timed out or failed) are
+        kept; an overridden one (or one set on the branch) is awaited within
+        ``gate_timeout`` and fails closed as a gate does."""
+        if getattr(self.authorize, "__func__", None) is _AUTHORIZE:
+            return await self._ask_gates(invocation)
+        return await self._ask(self.authorize, "authorize", invocation)
+
+    def needs_authorization(self) -> bool:
+        """Whether :meth:`authorization` has anything to ask: a gate is
+        registered, or :meth:`authorize` (or :meth:`authorization`) is not
+        Branch's own. Without either every invocation is allowed, so ``act()``
+        records the request as allowed without building the invocation."""
+        return (bool(self._gates) or getattr(self.authorize, "__func__", None) is not _AUTHORIZE
+                or getattr(self.authorization, "__func__", None) is not _AUTHORIZATION)
+
+    async def _ask(self, check: Callable[[ToolInvocation], Any], name: str,
+                   invocation: ToolInvocation) -> Authorization:
+        """One check asked within ``gate_timeout``, failing closed."""
+        with anyio.move_on_after(_bound(self.gate_timeout)) as scope:
+            try:
+                verdict = check(invocation)
+                if inspect.isawaitable(verdict):
+                    verdict = await verdict
+            except Exception as exc:  # noqa: BLE001 - fail closed
+                message = _message(exc)
+                self.logs.log("gate_error", {
+                    "function": invocation.function, "error": message, "type": type(exc).__name__,
+                })
+                return Authorization("denied", f"gate {name} raised {type(exc).__name__}: {message}")
+        # A gate that cannot be interrupted (sync code that blocks, an async
+        # one that shields itself) still answers late: a late answer denies.
+        if scope.cancelled_caught or anyio.current_time() >= scope.deadline:
+            self.logs.log("gate_timeout", {
+                "function": invocation.function, "gate": name, "timeout_s": self.gate_timeout,
+            })
+            return Authorization("timed_out", f"gate {name} did not answer within {self.gate_timeout}s")
+        if not isinstance(verdict, bool):
+            self.logs.log("gate_error", {
+                "function": invocation.function,
+                "error": f"gate returned {type(verdict).__name__}, not bool",
+                "type": "TypeError",
+            })
+            _warn_not_bool(name, verdict)
+            return Authorization("denied", f"gate {name} returned {type(verdict).__name__}, not bool")
+        return Authorization("allowed" if verdict else "denied", None if verdict else f"denied by gate {name}")
+
+    async def _ask_gates(self, invocation: ToolInvocation) -> Authorization:
+        """Every gate in registration order; the first that does not allow decides."""
         for check in list(self._gates):
             name = getattr(check, "__qualname__", None) or type(check).__name__
-            with anyio.move_on_after(_bound(self.gate_timeout)) as scope:
-                try:
-                    verdict = check(invocation)
-                    if inspect.isawaitable(verdict):
-                        verdict = await verdict
-                except Exception as exc:  # noqa: BLE001 - fail closed
-                    self.logs.log("gate_error", {
-                        "function": invocation.function, "error": safe_str(exc), "type": type(exc).__name__,
-                    })
-                    return "denied", f"gate {name} raised {type(exc).__name__}"
-            # A gate that cannot be interrupted (sync code that blocks, an async
-            # one that shields itself) still answers late: a late answer denies.
-            if scope.cancelled_caught or anyio.current_time() >= scope.deadline:
-                self.logs.log("gate_timeout", {
-                    "function": invocation.function, "gate": name, "timeout_s": self.gate_timeout,
-                })
-                return "timed_out", f"gate {name} did not answer within {self.gate_timeout}s"
-            if not isinstance(verdict, bool):
-                self.logs.log("gate_error", {
-                    "function": invocation.function,
-                    "error": f"gate returned {type(verdict).__name__}, not bool",
-                    "type": "TypeError",
-                })
-                return "denied", f"gate {name} returned {type(verdict).__name__}, not bool"
-            if not verdict:
-                return "denied", f"denied by gate {name}"
-        return "allowed", None
+            answer = await self._ask(check, name, invocation)
+            if answer.decision != "allowed":
+                return answer
+        return _ALLOWED
 
-    def _hooked(self, point: HookPoint) -> bool:
+    def has_hooks(self, point: HookPoint) -> bool:
         """Whether ``point`` has handlers (payload summaries are built only for them)."""
         return bool(self._hooks[point])
-
-    def _gated(self) -> bool:
-        """Whether authorization has anything to ask: a gate is registered, or
-        ``_authorize`` is not Branch's own (a subclass's, or one set on the
-        branch). Without either, :meth:`_authorize` allows every invocation,
-        so ``act()`` records the request as allowed without building the
-        invocation it would be asked about."""
-        return bool(self._gates) or getattr(self._authorize, "__func__", None) is not _AUTHORIZE
 
     def on(self, point: HookPoint | str, handler: HookHandler) -> HookHandler:
         """Register a tool hook (sync or async) for ``HookPoint.TOOL_PRE``,
@@ -269,7 +320,9 @@ class Branch:
         A handler that raises is logged (``hook_error``) and ignored; one that
         does not return within ``observer_timeout`` seconds is abandoned and
         logged (``hook_timeout``)."""
-        self._hooks[HookPoint(point)].append(handler)
+        point = HookPoint(point)
+        check_one_argument(handler, "hook", "handler(payload)")
+        self._hooks[point].append(handler)
         return handler
 
     async def emit(self, point: HookPoint, payload: dict[str, Any]) -> None:
@@ -298,7 +351,8 @@ class Branch:
         (sync or async) is offered every non-None response before enrichment,
         denials and errors included (ADR-0022 D4)."""
         if not callable(getattr(provider, "writeback", None)):
-            raise TypeError("a context provider needs a callable writeback(response) method")
+            raise ArgumentTypeError("a context provider needs a callable writeback(response) method")
+        check_one_argument(provider.writeback, "context provider", "writeback(response)")
         self._providers.append(provider)
         return provider
 
@@ -357,29 +411,7 @@ class Branch:
             ConfigurationError: bad strategy or no endpoint.
             Exception: adapter errors and unsuppressed tool errors, unchanged.
         """
-        # The operation runs here (what ``operate_traced(**kw).result`` gives)
-        # unless ``operate_traced`` is not Branch's own: a subclass's, or one
-        # set on the class or on this branch later, is what runs.
-        # (Read through the bound method: the instance's __dict__ is never
-        # touched, which would give up its compact attribute storage.)
-        if getattr(self.operate_traced, "__func__", None) is not _OPERATE_TRACED:
-            return (await self.operate_traced(**kw)).result
-        kwargs: dict[str, Any] = kw  # type: ignore[assignment] # as operate_traced does
-        engine = kwargs.pop("engine", None)
-        kwargs.setdefault("action_strategy", "concurrent")
-        # what run_operation(ctx, engine) does, in this coroutine
-        ctx = OperationContext(branch=self, call_kwargs=kwargs)
-        chosen, trace, clock = begin_operation(ctx, engine)
-        run = getattr(chosen, "whole_run", None)
-        try:
-            try:
-                if run is None or observe.observers:
-                    return await drive(ctx, chosen, trace, clock=clock)
-                return await run(ctx, trace, clock)
-            finally:
-                self.traces.append(trace)
-        finally:
-            self.trim_history()
+        return (await self.operate_traced(**kw)).result
 
     async def act(
         self,
@@ -435,22 +467,29 @@ class Branch:
         if self.max_traces is not None and len(self.traces) > self.max_traces:
             del self.traces[: len(self.traces) - self.max_traces]
 
-    def fork(self, *, messages: bool = False, name: str | None = None) -> Branch:
-        """A new branch with this one's models, tools, gates, hooks, context
-        providers, limits and system message, and its own empty logs and
-        traces: calls on forks never see each other's turns.
+    def fork(self, *, messages: bool = False, name: str | None = None) -> Self:
+        """A new branch of this one's class with its models, tools, gates,
+        hooks, context providers, limits, engine, system message and every
+        other policy it holds (an ``authorize`` set on the branch, a
+        subclass's attributes), and its own id and empty logs and traces:
+        calls on forks never see each other's turns. ``__init__`` is not run
+        again, so a subclass whose constructor takes other arguments forks too.
 
         ``messages=True`` copies the current history too (copies of the
         messages: later changes on either side stay apart). Tools, gates,
         hooks and providers are the same objects, registered anew, so
         registering one later on either branch does not change the other.
+        Other attributes are the same objects (a shallow copy).
         """
-        new = Branch(
-            chat_model=self.chat_model, parse_model=self.parse_model, user=self.user,
-            name=self.name if name is None else name, engine=self.engine,
-            gate_timeout=self.gate_timeout, observer_timeout=self.observer_timeout,
-            max_requests=self.max_requests, max_messages=self.max_messages, max_traces=self.max_traces,
-        )
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.id = _new_id()
+        if name is not None:
+            new.name = name
+        new.messages = MessageLog()
+        new.logs = EventLog()
+        new.traces = []
+        new.acts = ActionManager()
         for msg in self.messages:
             if messages or msg.role == "system":
                 new.messages.add(msg.role, copy.deepcopy(msg.content), sender=msg.sender,
@@ -485,6 +524,6 @@ class Branch:
         )
 
 
-#: Branch's own ``operate_traced``: ``operate()`` runs the operation itself while it is the one in use.
-_OPERATE_TRACED = Branch.operate_traced
-_AUTHORIZE = Branch._authorize
+_AUTHORIZE = Branch.authorize
+_AUTHORIZATION = Branch.authorization
+_ALLOWED = Authorization("allowed", None)

@@ -7,17 +7,16 @@ returns when the model output must not be coerced (cut-off or refusal).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias, TypeVar
+from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from ._generated import install_init
-from ._marks import invalid_reason
+from ._invalid_mark import invalid_reason
+from .errors import TraceFormatError
 from .messages import to_jsonable
 from .text import safe_str, summarize
 
@@ -187,33 +186,6 @@ Decision: TypeAlias = Literal["allowed", "denied", "invalid", "rejected", "not_o
 DECISIONS: tuple[str, ...] = ("allowed", "denied", "invalid", "rejected", "not_offered", "error", "timed_out")
 
 
-T = TypeVar("T")
-
-
-def slot_init(cls: type[T]) -> type[T]:
-    """Give the frozen slotted dataclass ``cls`` an ``__init__`` that sets each
-    field through its slot descriptor, one straight line per field, instead of
-    the generated ``object.__setattr__(self, name, value)`` per field: the same
-    parameters and defaults, generated once per class (as ``dataclasses``
-    generates ``__init__``). For classes with neither ``__post_init__`` nor
-    default factories; field names are identifiers."""
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    assert not hasattr(cls, "__post_init__")
-    namespace: dict[str, Any] = {"__name__": cls.__module__}
-    params, lines = ["self"], []
-    for i, f in enumerate(fields):
-        assert f.init and f.default_factory is dataclasses.MISSING and f.name.isidentifier()
-        namespace[f"_set{i}"] = getattr(cls, f.name).__set__
-        if f.default is dataclasses.MISSING:
-            params.append(f.name)
-        else:
-            namespace[f"_default{i}"] = f.default
-            params.append(f"{f.name}=_default{i}")
-        lines.append(f"    _set{i}(self, {f.name})")
-    return install_init(cls, params, lines, namespace)
-
-
-@slot_init
 @dataclass(frozen=True, slots=True)
 class ActionRecord:
     """The one typed fact ``act()`` makes per action request (ADR-0022 D4).
@@ -277,7 +249,7 @@ class ActionRecord:
         """The inverse of :meth:`to_dict`. Raises ``ValueError`` on a malformed record."""
         index = d.get("index") if isinstance(d, dict) else None
         if type(index) is not int or d.get("decision") not in DECISIONS:
-            raise ValueError(f"not an action record: {summarize(d, use_repr=True)}")
+            raise TraceFormatError(f"not an action record: {summarize(d, use_repr=True)}")
         args = d.get("arguments")
         duration = d.get("duration_s")
         return cls(

@@ -21,6 +21,12 @@ counter ``lionops.operation.exits`` by exit trigger.
 
 Content (instructions, answers, tool arguments and outputs, and exception
 messages, which may quote them) is recorded only with ``capture_content=True``.
+Without it no model-chosen text reaches a span name or attribute: a tool
+name is exported only when it names a tool registered on the branch (a CLI
+agent's own tool: one of its built-in tools or a registered one), anything
+else as :data:`UNKNOWN_TOOL`; span names have a fixed form. Every string
+attribute is bounded (:data:`MAX_ATTRIBUTE_CHARS`, content
+:data:`MAX_CONTENT_CHARS`).
 Secrets never are: every text that reaches a span goes through the cassette
 :class:`~lionops.replay.redact.Redactor` and the endpoints' own ``scrub``.
 """
@@ -43,7 +49,27 @@ from ._version import __version__
 from .messages import to_jsonable
 from .replay.redact import Redactor
 
-__all__ = ["OpenTelemetryObserver", "logged_decision", "tool_decision", "DECISIONS", "SCHEMA_URL"]
+__all__ = ["OpenTelemetryObserver", "logged_decision", "tool_decision", "DECISIONS", "SCHEMA_URL",
+           "UNKNOWN_TOOL", "MAX_ATTRIBUTE_CHARS", "MAX_CONTENT_CHARS"]
+
+#: The tool name exported for a requested tool that is not registered (or not
+#: offered) without ``capture_content``: the model's text never reaches a span.
+UNKNOWN_TOOL = "unknown_tool"
+#: Longest string attribute value (and span name) besides content.
+MAX_ATTRIBUTE_CHARS = 256
+#: Longest content attribute value (``capture_content=True``).
+MAX_CONTENT_CHARS = 32_768
+
+#: Built-in tools of the CLI agents (Claude Code, Codex, Gemini CLI): their
+#: names are the agent's, not the model's text.
+_CLI_BUILTIN_TOOLS = frozenset({
+    "Bash", "BashOutput", "Edit", "ExitPlanMode", "Glob", "Grep", "KillShell", "LS", "MultiEdit", "NotebookEdit",
+    "NotebookRead", "Read", "SlashCommand", "Task", "TodoRead", "TodoWrite", "WebFetch", "WebSearch", "Write",
+    "shell", "exec_command", "apply_patch", "local_shell", "update_plan", "view_image", "web_search",
+    "command_execution", "file_change", "mcp_tool_call",
+    "read_file", "read_many_files", "write_file", "replace", "list_directory", "glob", "search_file_content",
+    "run_shell_command", "web_fetch", "google_web_search", "save_memory", "write_todos",
+})
 
 #: Semantic conventions schema the attribute names follow.
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
@@ -141,7 +167,9 @@ class _Scrub:
         return value
 
     def json(self, value: Any) -> str:
-        return self.text(json.dumps(self.redactor.value(to_jsonable(value)), ensure_ascii=False))
+        """Content as JSON, redacted and bounded (:data:`MAX_CONTENT_CHARS`)."""
+        text = self.text(json.dumps(self.redactor.value(to_jsonable(value)), ensure_ascii=False))
+        return _cut(text, MAX_CONTENT_CHARS)
 
     def error(self, exc: BaseException, content: bool) -> str:
         """``Type: message`` scrubbed; the type alone without ``content`` (a
@@ -193,30 +221,58 @@ def _stack(exc: BaseException, content: bool) -> str:
 def _fail(span: Any, exc: BaseException, scrub: _Scrub, content: bool) -> None:
     """Status ERROR and an ``exception`` event, message and stack trace scrubbed;
     without ``content`` the exceptions are named by type only."""
-    text = scrub.error(exc, content)
+    text = _cut(scrub.error(exc, content), MAX_CONTENT_CHARS if content else MAX_ATTRIBUTE_CHARS)
     span.set_status(Status(StatusCode.ERROR, text))
-    span.set_attribute("error.type", _error_type(exc))
+    span.set_attribute("error.type", _cut(_error_type(exc)))
     try:
         stack = _stack(exc, content)
     except Exception:  # noqa: BLE001 - formatting an exotic exception
         stack = ""
     span.add_event("exception", {
-        "exception.type": _error_type(exc),
+        "exception.type": _cut(_error_type(exc)),
         "exception.message": text,
-        "exception.stacktrace": scrub.text(stack),
+        "exception.stacktrace": _cut(scrub.text(stack), MAX_CONTENT_CHARS),
     })
 
 
+def _cut(value: str, limit: int = MAX_ATTRIBUTE_CHARS) -> str:
+    """``value`` at most ``limit`` characters, a cut one marked as such."""
+    if len(value) <= limit:
+        return value
+    mark = f"...[{len(value) - limit} more]"
+    return value[: max(limit - len(mark), 0)] + mark
+
+
 def _set(attributes: dict[str, Any], key: str, value: Any) -> None:
-    """Set ``key`` when ``value`` is a valid attribute value (None is skipped)."""
+    """Set ``key`` when ``value`` is a valid attribute value (None is skipped);
+    strings are bounded (:data:`MAX_ATTRIBUTE_CHARS`)."""
     if value is None:
         return
-    if isinstance(value, (str, bool, int, float)):
+    if isinstance(value, str):
+        attributes[key] = _cut(value)
+    elif isinstance(value, (bool, int, float)):
         attributes[key] = value
     elif isinstance(value, (list, tuple)) and all(isinstance(v, (str, bool, int, float)) for v in value):
-        attributes[key] = list(value)
+        attributes[key] = [_cut(v) if isinstance(v, str) else v for v in value[:64]]
     else:
-        attributes[key] = json.dumps(to_jsonable(value))
+        attributes[key] = _cut(json.dumps(to_jsonable(value)))
+
+
+def _tool_name(branch: Any, function: Any, *, cli: bool = False) -> str:
+    """The exported name of a requested tool: its own when it names a tool
+    registered on ``branch`` (for a CLI agent's own tool also one of the
+    agent's built-in tools, or a registered tool under an MCP prefix), else
+    :data:`UNKNOWN_TOOL`: never the model's text."""
+    if not isinstance(function, str) or not function or len(function) > MAX_ATTRIBUTE_CHARS:
+        return UNKNOWN_TOOL
+    acts = getattr(branch, "acts", None)
+    registered = acts is not None and acts.get(function) is not None
+    if cli and not registered:
+        if function in _CLI_BUILTIN_TOOLS:
+            return function
+        tail = function.rsplit("__", 1)[-1] if function.startswith("mcp__") else None
+        registered = tail is not None and acts is not None and acts.get(tail) is not None
+    return function if registered else UNKNOWN_TOOL
 
 
 def _endpoint_of(ctx: Any) -> Any:
@@ -311,12 +367,14 @@ class OpenTelemetryObserver:
                 attributes[f"lionops.guard.{guard}"] = bool(value)
             if rec.error is not None:
                 error_text = rec.error if self.capture_content else rec.error.split(":", 1)[0]
-                attributes["lionops.transition.error"] = scrub.text(error_text)
+                attributes["lionops.transition.error"] = _cut(scrub.text(error_text),
+                                                              MAX_CONTENT_CHARS if self.capture_content
+                                                              else MAX_ATTRIBUTE_CHARS)
             span.add_event(rec.trigger, attributes, timestamp=op.start_ns + rec.at_ns)
         model_class = getattr(ctx, "model_class", None)
         caller_model = getattr(model_class, "__name__", None)
         if caller_model:
-            span.update_name(f"operate {caller_model}")
+            span.update_name(_cut(f"operate {caller_model}"))
         attributes = {}
         _set(attributes, "lionops.exit", trace.exit)
         _set(attributes, "lionops.terminal", trace.terminal)
@@ -377,7 +435,7 @@ class OpenTelemetryObserver:
         metric_attributes = {k: v for k, v in attributes.items()
                              if k in ("gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model",
                                       "server.address", "server.port")}
-        span = self.tracer.start_span(f"chat {model}" if model else "chat", kind=SpanKind.CLIENT,
+        span = self.tracer.start_span(_cut(f"chat {model}") if model else "chat", kind=SpanKind.CLIENT,
                                       attributes=attributes)
         return span, self._enter(span), time.perf_counter(), metric_attributes, scrub, op
 
@@ -409,7 +467,7 @@ class OpenTelemetryObserver:
         _set(attributes, "gen_ai.response.model", response_model)
         _set(attributes, "gen_ai.response.id", meta.get("response_id"))
         if meta.get("finish_reason"):
-            attributes["gen_ai.response.finish_reasons"] = [str(meta["finish_reason"])]
+            attributes["gen_ai.response.finish_reasons"] = [_cut(str(meta["finish_reason"]))]
         _set(attributes, "lionops.http.attempts", meta.get("http_attempts"))
         retries = meta.get("http_retries") or []
         if meta.get("http_attempts") is not None:
@@ -437,7 +495,7 @@ class OpenTelemetryObserver:
         if self.capture_content and op is not None:
             self._chat_content(span, op.ctx.branch, scrub)
         if response_model:
-            metric_attributes = {**metric_attributes, "gen_ai.response.model": str(response_model)}
+            metric_attributes = {**metric_attributes, "gen_ai.response.model": _cut(str(response_model))}
         if error is not None:
             _fail(span, error, scrub, self.capture_content)
             metric_attributes = {**metric_attributes, "error.type": _error_type(error)}
@@ -481,20 +539,21 @@ class OpenTelemetryObserver:
         op = _OPERATION.get()
         scrub = op.scrub if op is not None else self._scrub_for(getattr(branch, "chat_model", None))
         function = getattr(request, "function", None)
-        name = function if isinstance(function, str) and function else "unknown"
+        name = _tool_name(branch, function)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": scrub.text(name),
+            "gen_ai.tool.name": name,
             "gen_ai.tool.type": "function",
         }
         _set(attributes, "lionops.tool.index", getattr(request, "index", None))
-        tool = branch.acts.get(function) if isinstance(function, str) and hasattr(branch, "acts") else None
+        if name == UNKNOWN_TOOL and self.capture_content and isinstance(function, str):
+            attributes["lionops.tool.requested_name"] = _cut(scrub.text(function))
+        tool = branch.acts.get(name) if name != UNKNOWN_TOOL else None
         if tool is not None and getattr(tool, "description", None):
-            attributes["gen_ai.tool.description"] = scrub.text(str(tool.description))
+            attributes["gen_ai.tool.description"] = _cut(scrub.text(str(tool.description)))
         call_id = _take_call_id(op, function, getattr(request, "arguments", None)) if op is not None else None
         _set(attributes, "gen_ai.tool.call.id", call_id)
-        span = self.tracer.start_span(f"execute_tool {attributes['gen_ai.tool.name']}", kind=SpanKind.INTERNAL,
-                                      attributes=attributes)
+        span = self.tracer.start_span(f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attributes)
         logs = getattr(branch, "logs", None)
         return span, self._enter(span), request, scrub, branch, None if logs is None else len(logs)
 
@@ -503,7 +562,10 @@ class OpenTelemetryObserver:
         self._leave(token)
         decision = (getattr(response, "decision", None) or logged_decision(branch, start, request)
                     or tool_decision(response, error))
-        span.set_attribute("lionops.tool.decision", decision)
+        span.set_attribute("lionops.tool.decision", decision if decision in DECISIONS else "error")
+        if decision == "not_offered":  # registered, but not shown to the model in this call
+            span.update_name(f"execute_tool {UNKNOWN_TOOL}")
+            span.set_attribute("gen_ai.tool.name", UNKNOWN_TOOL)
         if self.capture_content:
             span.set_attribute("gen_ai.tool.call.arguments", scrub.json(getattr(request, "arguments", None)))
             if response is not None:
@@ -513,8 +575,10 @@ class OpenTelemetryObserver:
         elif decision in ("error", "timed_out"):
             output = getattr(response, "output", None) or {}
             message = output.get("error", decision) if self.capture_content else output.get("type") or decision
-            span.set_status(Status(StatusCode.ERROR, scrub.text(str(message))))
-            span.set_attribute("error.type", str(output.get("type") or decision))
+            span.set_status(Status(StatusCode.ERROR, _cut(scrub.text(str(message)),
+                                                          MAX_CONTENT_CHARS if self.capture_content
+                                                          else MAX_ATTRIBUTE_CHARS)))
+            span.set_attribute("error.type", _cut(str(output.get("type") or decision)))
         span.end()
 
     # ------------------------------------------------------------ steps and notes
@@ -551,7 +615,10 @@ class OpenTelemetryObserver:
         op = _OPERATION.get()
         scrub = op.scrub if op is not None else self._scrub_for()
         attributes: dict[str, Any] = {}
-        _set(attributes, "gen_ai.tool.name", scrub.text(str(event.function)) if event.function else None)
+        branch = op.ctx.branch if op is not None else None
+        _set(attributes, "gen_ai.tool.name", _tool_name(branch, event.function, cli=True))
+        if self.capture_content and isinstance(event.function, str) and attributes["gen_ai.tool.name"] == UNKNOWN_TOOL:
+            attributes["lionops.tool.requested_name"] = _cut(scrub.text(event.function))
         _set(attributes, "gen_ai.tool.call.id", event.call_id)
         _set(attributes, "lionops.cli.tool.parent_call_id", event.parent)
         if event.kind == "request":

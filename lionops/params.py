@@ -1,17 +1,19 @@
 """Typed internal parameters produced by ``prepare_operate_kw`` (ADR-0022 D1).
 
 All are frozen dataclasses; ``with_updates(**changes)`` returns a copy.
+``ChatParam``, ``RunParam`` and ``ParseParam`` keep their fields in the
+instance ``__dict__``: a copy made per call is that one mapping copied with
+the changes applied (see :meth:`MorphParam.with_updates`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
-from ._generated import install_init
 from .alcall import AlcallParams
 
 if TYPE_CHECKING:
@@ -85,48 +87,8 @@ def _copy_plan(cls: type) -> frozenset[str] | None:
     return names
 
 
-class _Sentinel:
-    """The marker default of a field whose default factory is still to call."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<factory>"
-
-
-_FACTORY = _Sentinel()
 #: per MorphParam class: its field names when copies need no __init__ (:func:`_copy_plan`), else None
 _COPY_PLANS: dict[type, frozenset[str] | None] = {}
-
-
-_P = TypeVar("_P")
-
-
-def _dict_init(cls: type[_P]) -> type[_P]:
-    """Give the frozen dataclass ``cls`` (fields in the instance ``__dict__``)
-    an ``__init__`` that sets the whole ``__dict__`` at once from one dict
-    display, instead of the generated ``object.__setattr__(self, name, value)``
-    per field: the same parameters, defaults and default factories, generated
-    once per class (as ``dataclasses`` generates ``__init__``). For classes
-    without ``__post_init__``; field names are identifiers."""
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    assert not hasattr(cls, "__post_init__")
-    namespace: dict[str, Any] = {"__name__": cls.__module__, "_set": object.__setattr__, "_MISSING": _FACTORY}
-    params, lines, items = ["self"], [], []
-    for i, f in enumerate(fields):
-        assert f.init and f.name.isidentifier()
-        if f.default_factory is not dataclasses.MISSING:
-            namespace[f"_factory{i}"] = f.default_factory
-            params.append(f"{f.name}=_MISSING")
-            lines.append(f"    if {f.name} is _MISSING: {f.name} = _factory{i}()")
-        elif f.default is not dataclasses.MISSING:
-            namespace[f"_default{i}"] = f.default
-            params.append(f"{f.name}=_default{i}")
-        else:
-            params.append(f.name)
-        items.append(f"{f.name!r}: {f.name}")
-    lines.append(f"    _set(self, '__dict__', {{{', '.join(items)}}})")
-    return install_init(cls, params, lines, namespace)
 
 
 @dataclass(slots=True, frozen=True)
@@ -137,13 +99,11 @@ class FuzzyMatchKeysParams:
     ``"ignore"``, ``"remove"``, ``"raise"``.
     """
 
-    similarity_algo: Literal["jaro_winkler"] = "jaro_winkler"
     similarity_threshold: float = 0.85
     fuzzy_match: bool = True
     handle_unmatched: Literal["ignore", "remove", "raise"] = "remove"
 
 
-@_dict_init
 @dataclass(frozen=True)
 class ChatParam(MorphParam):
     """Parameters of one API chat turn (ADR-0022 D1).
@@ -164,13 +124,11 @@ class ChatParam(MorphParam):
     tool_schemas: list[dict[str, Any]] | None = None
     images: list[Any] | None = None
     image_detail: Literal["low", "high", "auto"] | None = None
-    plain_content: str | None = None
     include_token_usage_to_model: bool = False
     imodel: iModel | None = None
     imodel_kw: Mapping[str, Any] = field(default_factory=dict)
 
 
-@_dict_init
 @dataclass(frozen=True)
 class RunParam(ChatParam):
     """Parameters of one CLI run (ADR-0022 D1): a ChatParam plus persistence.
@@ -185,7 +143,6 @@ class RunParam(ChatParam):
     snapshot_dir: str | None = None
 
 
-@_dict_init
 @dataclass(frozen=True)
 class ParseParam(MorphParam):
     """How a Middle parses model text into ``response_format`` (ADR-0022 D1).
@@ -221,8 +178,3 @@ class ActionParam(MorphParam):
     suppress_errors: bool = True
     verbose_action: bool = False
 
-
-# A Middle and a ToolRef are described in their own modules; the alias is
-# re-exported here for the ADR's parameter vocabulary.
-ToolRef: TypeAlias = Any
-MiddleFn: TypeAlias = Callable[..., Any]

@@ -17,8 +17,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
+
+from .errors import ArgumentTypeError, did_you_mean
 
 if TYPE_CHECKING:  # httpx2 itself is imported by the API transport, when one is first used
     import httpx2
@@ -42,8 +44,10 @@ class ClockLike(Protocol):
 ToolRunner = Callable[[Any, dict[str, Any]], Awaitable[Any]]
 #: ``await transport(endpoint, argv, stdin, stdout)``: one CLI agent run.
 CLITransport = Callable[[Any, list[str], str, Any], Awaitable[Any]]
-#: ``check(requests)``: sees one call's checked requests before any dispatch.
-DispatchCheck = Callable[[list[tuple[int, Any, Any, "str | None"]]], None]
+#: ``check(requests)``: sees one call's checked requests before any dispatch;
+#: it may return the indices that must never be dispatched, each with the
+#: reason they are answered as invalid requests.
+DispatchCheck = Callable[[list[tuple[int, Any, Any, "str | None"]]], "Mapping[int, str] | None"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -57,7 +61,9 @@ class Runtime:
         tool_runner: invokes tools instead of calling their functions.
         clock: the clock for every sleep, deadline and trace timing.
         before_dispatch: called with one call's requests once each shape is
-            checked; what it raises ends ``act()`` with nothing dispatched.
+            checked; what it raises ends ``act()`` with nothing dispatched,
+            and the indices it returns are answered as invalid requests
+            (never authorized, hooked or invoked).
         trace_meta: the ``meta`` dict of the trace being recorded.
     """
 
@@ -149,7 +155,9 @@ class _Swap:
     def __init__(self, changes: dict[str, Any]) -> None:
         if not _SEAM_SET.issuperset(changes):
             unknown = changes.keys() - _SEAM_SET
-            raise TypeError(f"use_runtime() got unknown seams {sorted(unknown)!r}; known: {list(_SEAMS)!r}")
+            hint = did_you_mean(next(iter(unknown)), _SEAMS) if len(unknown) == 1 else ""
+            raise ArgumentTypeError(
+                f"use_runtime() got unknown seams {sorted(unknown)!r}{hint}; known: {list(_SEAMS)!r}")
         self._changes = changes
         self._token: contextvars.Token[Runtime] | None = None
 

@@ -45,9 +45,9 @@ TESTS: dict[str, list[str]] = {
         "tests/contract/test_governance_offered.py",
         "tests/contract/test_governance_branch.py",
         "tests/peers/test_otel_spans.py",
-        "tests/unit/test_review_breaks.py",
+        "tests/unit/test_call_paths_keep_behaviour.py",
     ],
-    "lionops/_marks.py": [
+    "lionops/_invalid_mark.py": [
         "tests/contract/test_safety_rules.py",
         "tests/contract/test_adr_d4.py",
     ],

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, did_you_mean
 
 __all__ = ["ProviderSpec", "register_provider", "provider_spec", "providers", "PROVIDERS", "endpoint_class"]
 
@@ -123,7 +123,8 @@ def provider_spec(name: str) -> ProviderSpec:
             importlib.import_module(package)
             spec = _REGISTRY.get(key)
     if spec is None:
-        raise ConfigurationError(f"unknown provider {name!r}; known: {sorted(_REGISTRY)}")
+        raise ConfigurationError(
+            f"unknown provider {name!r}{did_you_mean(name, _REGISTRY)}; known: {sorted(_REGISTRY)}")
     return spec
 
 

@@ -6,24 +6,58 @@ cancellation included — is stored on the context, the ``failed`` transition
 fires, the trace is completed synchronously, and the very same exception is
 re-raised: cancellation is never swallowed.
 
-An engine that carries a ``whole_run`` (the compiled engine: all of this,
-the loop written out once for its table, :mod:`lionops.engine.straight`)
-runs through it; any other engine through :func:`_loop`.
+:func:`drive` holds the one loop every run goes through, on every engine:
+the production (compiled) engine and the reference (``transitions``) engine
+differ only in how ``fire()`` picks the transition.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import observe
 from ..clock import current_clock
+from ..errors import InternalInvariantError
 from ..runtime import ClockLike, _enter_trace, _leave
+from ..text import safe_str
 from ..trace import Trace
+from .definition import TransitionDef
 from .engines import Engine
-from .straight import describe, record_row, settle
+
+if TYPE_CHECKING:
+    from .engines import Fired
 
 __all__ = ["drive", "new_trace"]
+
+
+def describe(exc: BaseException) -> str:
+    """The ``error`` of a trace row: ``"ExcType: message"`` (the message
+    ``<unprintable ExcType>`` when the exception's ``str()`` raises: the row is
+    recorded and the exception itself re-raised all the same)."""
+    return f"{type(exc).__name__}: {safe_str(exc)}"
+
+
+def settle(ctx: Any, state: str, fire: Callable[[], Fired], evaluated: dict[str, bool],
+           exc: Exception | None) -> tuple[TransitionDef, dict[str, bool]]:
+    """What fires in ``state`` after a guard raised ``exc``, or when no guard
+    held (``exc`` is ``None``; ``evaluated``: the guards evaluated).
+
+    A guard that raised fails the phase: ``exc`` becomes the context's error
+    and the guards are evaluated again. If then no guard holds, the error is an
+    :class:`InternalInvariantError` and they are evaluated once more. What a
+    guard raises on these evaluations propagates."""
+    fired: TransitionDef | None = None
+    if exc is not None:
+        ctx.error = exc
+        fired, more = fire()
+        evaluated = {**more}
+    if fired is None:
+        ctx.error = InternalInvariantError(state, evaluated)
+        fired, more = fire()
+        evaluated = {**evaluated, **more}
+    assert fired is not None
+    return fired, evaluated
 
 
 def new_trace(engine: Engine, meta: dict[str, Any] | None = None, clock: ClockLike | None = None) -> Trace:
@@ -41,63 +75,64 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, clock: ClockLike | No
     its ``error`` (what a phase raised). ``trace`` is filled in place, so a
     caller holding it sees the whole trace also when this raises. ``clock``
     is the current clock when the caller has read it already.
+
+    The loop of every run, on every engine. Per state: await its phase
+    handler unless the context already holds an error (what it raises
+    becomes the error), timing it; ``fire()`` the engine (a guard that
+    raises, or no guard holding, is settled by :func:`settle`); record the
+    row (trigger, source, destination, evaluated guards, the error text on
+    the failure transition; the clock readings that ended and started the
+    phase); enter the destination. At a terminal state, the outcome of the
+    exit taken is called on the context; an exception it raises is noted on
+    the last row (unless that row has an error) and propagates.
     """
     if observe.observers and not _observed:  # instrumentation seam: one check when nothing observes
         return await observe.observe_operation(ctx, engine, trace, _observed_drive)
-    clock = clock or current_clock()  # the real one unless a clock is installed
-    run = getattr(engine, "whole_run", None)
-    if run is not None:
-        return await run(ctx, trace, clock)
-    timer = clock.perf_counter_ns
+    timer = (clock or current_clock()).perf_counter_ns  # the real clock unless one is installed
+    handlers = engine.handlers
+    terminals = engine.terminals
+    failure_trigger = engine.failure_trigger
+    record = trace._rows.append
+    fired: TransitionDef | None = None
     trace._t0 = timer()
     token = _enter_trace(trace.meta)  # annotate() writes to this trace
     try:
-        outcome = await _loop(ctx, engine, timer, trace._rows.append)
+        run = engine.begin(ctx)
+        fire = run.fire
+        state = run.state
+        try:
+            while state not in terminals:
+                handler = handlers[state]
+                if handler is not None and ctx.error is None:
+                    p0 = timer()
+                    try:
+                        await handler(ctx)
+                    except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised by the outcome
+                        ctx.error = exc
+                    at = timer()
+                else:  # no handler ran: a decision-only state, or a phase skipped after an error
+                    p0 = at = timer()
+                try:
+                    fired, evaluated = fire()
+                except Exception as exc:  # a guard raised: the phase failed
+                    fired, evaluated = settle(ctx, state, fire, {}, exc)
+                if fired is None:  # no guard held
+                    fired, evaluated = settle(ctx, state, fire, evaluated, None)
+                error = describe(ctx.error) if fired.trigger == failure_trigger and ctx.error else None
+                record(((fired.trigger, state, fired.dest, evaluated, error), at, p0))
+                state = fired.dest
+        finally:
+            run.close()
     finally:
         _leave(token)
+    assert fired is not None and fired.outcome is not None
     try:
-        return outcome(ctx)
+        return engine.outcomes[fired.outcome](ctx)
     except BaseException as exc:
         rec = trace.transitions[-1]
         if rec.error is None:
             rec.error = describe(exc)
         raise
-
-
-async def _loop(ctx: Any, engine: Engine, clock: Any, record: Any) -> Callable[[Any], Any]:
-    """The generic loop, for any engine: returns the outcome of the exit taken."""
-    handlers = engine.handlers
-    terminals = engine.terminals
-    failure_trigger = engine.failure_trigger
-    run = engine.begin(ctx)
-    fire = run.fire
-    last = None
-    try:
-        state = run.state
-        while state not in terminals:
-            handler = handlers[state]
-            if handler is not None and ctx.error is None:
-                p0 = clock()
-                try:
-                    await handler(ctx)
-                except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised by the outcome
-                    ctx.error = exc
-                at = clock()
-            else:  # no handler ran: a decision-only state, or a phase skipped after an error
-                p0 = at = clock()
-            try:
-                fired, evaluated = fire()
-            except Exception as exc:  # a guard raised: the phase failed
-                fired, evaluated = settle(ctx, state, fire, {}, exc)
-            if fired is None:  # no guard held
-                fired, evaluated = settle(ctx, state, fire, evaluated, None)
-            record_row(record, ctx, state, fired, evaluated, at, p0, failure_trigger)
-            state = fired.dest
-            last = fired
-    finally:
-        run.close()
-    assert last is not None and last.outcome is not None
-    return engine.outcomes[last.outcome]
 
 
 async def _observed_drive(ctx: Any, engine: Engine, trace: Trace) -> Any:

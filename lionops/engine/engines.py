@@ -3,16 +3,17 @@
 - :class:`TransitionsEngine` is the reference: it fires triggers through
   ``transitions``' own ``Machine`` (conditions, state changes), built once
   per process.
-- :class:`CompiledEngine` is the hot path: a dispatch table compiled *from
-  that transitions machine* (its events, ordered transitions and
-  conditions). tests/unit/test_engines.py proves trace-for-trace equality with
-  the reference over every combination of guard values. Its ``whole_run``
-  is the driver's loop written out once for that table
-  (:mod:`lionops.engine.straight`); tests/unit/test_engine_paths.py drives
-  both engines over every path and rare firing and compares the runs.
+- :class:`CompiledEngine` is the production engine: a dispatch table
+  compiled *from that transitions machine* (its events, ordered transitions
+  and conditions), each state's rows tried in order by one plain loop.
+  tests/unit/test_engines.py proves trace-for-trace equality with the
+  reference over every combination of guard values;
+  tests/unit/test_engine_paths.py drives both engines through the driver
+  over every path and rare firing and compares the runs.
 
 Both share one interface (``begin(ctx)`` → a run with ``state`` and
-``fire()``), so the driver is engine-agnostic and users may select either.
+``fire()``), so the driver's one loop (:func:`lionops.engine.driver.drive`)
+runs either and users may select either.
 An engine is given every table it runs (the definition, the guards, the
 phase handlers, the outcomes, the guard of the failure transition) and knows
 nothing of what they mean.
@@ -27,8 +28,8 @@ from typing import Any, Protocol
 
 from transitions import Machine
 
+from ..errors import MachineDefinitionError
 from .definition import WILDCARD, MachineDefinition, TransitionDef
-from .straight import WholeRun, whole_run
 
 __all__ = ["Engine", "EngineRun", "TransitionsEngine", "CompiledEngine"]
 
@@ -117,21 +118,18 @@ def _check_names(definition: MachineDefinition, guards: Mapping[str, Guard],
         *(f"outcome {o!r}" for o in sorted(definition.outcome_names - set(outcomes))),
     ]
     if missing:
-        raise ValueError(f"machine {definition.name!r} names what code lacks: {', '.join(missing)}")
+        raise MachineDefinitionError(f"machine {definition.name!r} names what code lacks: {', '.join(missing)}")
 
 
 def _failure_trigger(definition: MachineDefinition, failure_guard: str) -> str:
     for t in definition.transitions:
         if t.source == WILDCARD and t.guard == failure_guard:
             return t.trigger
-    raise ValueError(f"the definition declares no wildcard failure transition guarded by {failure_guard}")
+    raise MachineDefinitionError(f"the definition declares no wildcard failure transition guarded by {failure_guard}")
 
 
 class _EngineBase:
     name = "base"
-    #: the driver's loop over this engine's table as one generated coroutine
-    #: (see :mod:`lionops.engine.straight`); ``None``: the driver runs its generic loop.
-    whole_run: WholeRun | None = None
 
     def __init__(
         self,
@@ -220,67 +218,54 @@ class _Row:
     guard: Guard
 
 
-#: A compiled row flattened for the hot loop: (guard name, guard, transition, dest).
-_FlatRow = tuple[str, Guard, TransitionDef, str]
+#: A compiled row as :meth:`_CompiledRun.fire` reads it: the guard, the
+#: transition it fires, and the guards evaluated when it fires (each earlier
+#: row's ``False``, its own ``True``: built once, shared by every run, never
+#: changed; the trace copies it when it makes the row a record).
+_FlatRow = tuple[Guard, TransitionDef, dict[str, bool]]
 
 
 class _CompiledRun:
-    __slots__ = ("fires", "ctx", "state")
+    __slots__ = ("table", "ctx", "state")
 
-    def __init__(self, fires: Mapping[str, Callable[[_CompiledRun], Fired]], ctx: Any, initial: str) -> None:
-        self.fires = fires
+    def __init__(self, table: Mapping[str, tuple[_FlatRow, ...]], ctx: Any, initial: str) -> None:
+        self.table = table
         self.ctx = ctx
         self.state = initial
 
     def fire(self) -> Fired:
-        return self.fires[self.state](self)
+        """The state's rows in table order: the first guard that holds fires
+        (the run enters its destination); later guards are not evaluated."""
+        ctx = self.ctx
+        rows = self.table[self.state]
+        for guard, transition, evaluated in rows:
+            if guard(ctx):
+                self.state = transition.dest
+                return transition, evaluated
+        return None, dict.fromkeys(rows[-1][2], False)  # every row's guard, none held
 
     def close(self) -> None:
         return None
 
 
-def _straight_line(state: str, rows: tuple[_FlatRow, ...]) -> Callable[[_CompiledRun], Fired]:
-    """The rows of one state as one function of a run in that state: each
-    guard in table order on the run's context, the first that holds fires
-    (the run enters its destination), later guards are not evaluated. What a
-    loop over the rows gives (the guards' truth values by name), as
-    straight-line code generated once per state (as ``dataclasses`` generates
-    ``__init__``): the evaluated guards of each exit are one dict display.
-    Guard and state names go into the source only as ``repr`` literals."""
-    namespace: dict[str, Any] = {}
-    lines = ["def fire(run):", "    ctx = run.ctx"]
-    seen: list[str] = []
-    for i, (guard_name, guard, transition, dest) in enumerate(rows):
-        namespace[f"guard{i}"] = guard
-        namespace[f"transition{i}"] = transition
-        held = "".join(f"{name!r}: False, " for name in seen)
-        lines.append(f"    if guard{i}(ctx):")
-        lines.append(f"        run.state = {dest!r}")
-        lines.append(f"        return transition{i}, {{{held}{guard_name!r}: True}}")
-        seen.append(guard_name)
-    none_held = ", ".join(f"{name!r}: False" for name in seen)
-    lines.append(f"    return None, {{{none_held}}}")
-    exec("\n".join(lines), namespace)  # noqa: S102 - source built from repr literals only
-    fire: Callable[[_CompiledRun], Fired] = namespace["fire"]
-    fire.__qualname__ = f"fire_{state}"
-    return fire
+def _flat(rows: tuple[_Row, ...]) -> tuple[_FlatRow, ...]:
+    names = [r.guard_name for r in rows]
+    return tuple(
+        (r.guard, r.transition, {**dict.fromkeys(names[:i], False), r.guard_name: True})
+        for i, r in enumerate(rows)
+    )
 
 
 class CompiledEngine(_EngineBase):
-    """Hot-path engine: a dispatch table compiled from the transitions machine."""
+    """Production engine: a dispatch table compiled from the transitions machine."""
 
     name = "compiled"
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.table = self.compile(self.machine)
-        self._flat = {
-            state: tuple((r.guard_name, r.guard, r.transition, r.transition.dest) for r in rows)
-            for state, rows in self.table.items()
-        }
-        #: state -> its rows as one generated function of the context
-        self._fires = {state: _straight_line(state, rows) for state, rows in self._flat.items()}
-        self.whole_run = whole_run(self)
+        #: state -> its rows as :meth:`_CompiledRun.fire` reads them
+        self._rows = {state: _flat(rows) for state, rows in self.table.items()}
 
     def compile(self, machine: Machine) -> dict[str, tuple[_Row, ...]]:
         """Read states, events, ordered transitions and conditions off ``machine``."""
@@ -299,11 +284,11 @@ class CompiledEngine(_EngineBase):
                     gname = func.guard_name
                     tdef = by_key[(state, trigger)]
                     if tdef.dest != tr.dest:  # pragma: no cover - guards against drift
-                        raise ValueError(f"compiled dest differs for {state}/{trigger}")
+                        raise MachineDefinitionError(f"compiled dest differs for {state}/{trigger}")
                     rows.append(_Row(tdef, gname, self.guards[gname]))
             table[state] = tuple(rows)
         return table
 
     def begin(self, ctx: Any, initial: str | None = None) -> _CompiledRun:
-        return _CompiledRun(self._fires, ctx, initial or self.definition.initial)
+        return _CompiledRun(self._rows, ctx, initial or self.definition.initial)
 

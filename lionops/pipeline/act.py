@@ -51,7 +51,7 @@ from pydantic import BaseModel
 
 from .. import observe
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS
-from .._marks import invalid_reason
+from .._invalid_mark import invalid_reason
 from ..alcall import AlcallParams, in_own_context, is_cancellation
 from ..errors import ConfigurationError, InvalidActionRequest, RequestLimitError, ToolOutputError
 from ..hooks import HookPoint
@@ -175,12 +175,12 @@ def _normalize(index: int, item: Any) -> _Request:
     elif isinstance(item, Mapping):
         data = normalize_request_keys(dict(item))
         if not {"function", "arguments"} <= set(data):
-            raise ValueError(f"{_SHAPE_ERROR} Request {index} has keys {sorted(map(str, data))}.")
+            raise InvalidActionRequest(f"{_SHAPE_ERROR} Request {index} has keys {sorted(map(str, data))}.")
         function, arguments = data["function"], data["arguments"]
         invalid = invalid_reason(data.get("invalid"))
         call_id = item.get("call_id")
     else:
-        raise ValueError(f"{_SHAPE_ERROR} Request {index} is {type(item).__name__}.")
+        raise InvalidActionRequest(f"{_SHAPE_ERROR} Request {index} is {type(item).__name__}.")
     return _new_request(_Request, (index, function, arguments, invalid, call_id if isinstance(call_id, str) else None))
 
 
@@ -367,7 +367,7 @@ def _interrupted(batch: _Batch, req: _Request, raw: Any, exc: BaseException, wha
                        duration_s=duration, invoked=invoked), exc)
 
 
-async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> ActionRecord:
+async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> ActionRecord:  # noqa: C901 - split at its numbered steps with the act() work
     branch, param = batch.branch, batch.param
     raw: Any
     index, function, raw, invalid, call_id = req
@@ -390,7 +390,7 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         return _failed(batch, req, raw, "not_offered", ToolNotOfferedError(function, batch.offered))
     if batch.tools[function] is not tool:  # replaced since it was offered: never shown to the model
         return _failed(batch, req, raw, "not_offered", ToolNotOfferedError(function, batch.offered, replaced=True))
-    gated = branch._gated()
+    gated = branch.needs_authorization()
     try:
         kwargs = tool.validate_arguments(raw)
         # Nested values (lists, dicts, models) may be shared with ``raw`` and are
@@ -404,12 +404,12 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         return _failed(batch, req, raw, "rejected", exc)
 
     # 3. governance, on exactly what the tool will receive: fail closed. With
-    # no gate to ask (and Branch's own _authorize) every invocation is allowed.
+    # nothing to ask (no gate, Branch's own authorize) every invocation is allowed.
     verdict: str = "allowed"
     if gated:
         invocation = ToolInvocation(function, shown, tool, branch.id, index, batch.offered, shown_raw, call_id)
         try:
-            verdict, reason = await branch._authorize(invocation)
+            verdict, reason = await branch.authorization(invocation)
         except BaseException as exc:
             _interrupted(batch, req, raw, exc, "gate", arguments=kwargs, started=None, invoked=False)
             raise
@@ -425,7 +425,7 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
     started: float | None = None
     timed_out = False
     try:
-        if branch._hooked(HookPoint.TOOL_PRE):
+        if branch.has_hooks(HookPoint.TOOL_PRE):
             await branch.emit(HookPoint.TOOL_PRE, {
                 "function": function, "arguments": summarize(kwargs), "index": index,
                 "call_id": call_id, "branch": branch.id,
@@ -447,7 +447,7 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         rec = _record(req, raw, decision, arguments=kwargs, reason=safe_str(exc),
                       output=_error_payload(function, exc), exc=exc, duration_s=elapsed, invoked=started is not None)
         batch.keep(rec, exc)
-        if branch._hooked(HookPoint.TOOL_ERROR):
+        if branch.has_hooks(HookPoint.TOOL_ERROR):
             await branch.emit(HookPoint.TOOL_ERROR, _hook_payload(branch, rec, error=summarize(exc)))
         if not param.suppress_errors:
             raise
@@ -463,7 +463,7 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
     # error_type, duration_s, call_id, invoked
     rec = batch.keep_allowed(ActionRecord(index, function, raw, kwargs, "allowed", None, output,
                                           None, elapsed, call_id, True))
-    if branch._hooked(HookPoint.TOOL_POST):
+    if branch.has_hooks(HookPoint.TOOL_POST):
         await branch.emit(HookPoint.TOOL_POST, _hook_payload(branch, rec, output=summarize(output)))
     if param.verbose_action:
         logger.debug("Action %s invoked in %.3fs.", function, elapsed)
@@ -539,10 +539,13 @@ async def act(
     items = action_request if isinstance(action_request, list) else [action_request]
     requests = [_normalize(i, item) for i, item in enumerate(items)]
     # The runtime's before_dispatch check (replay compares the requests with
-    # its recording): what it raises ends act() with nothing dispatched.
+    # its recording): what it raises ends act() with nothing dispatched; the
+    # requests it holds back are answered as invalid, never dispatched.
     check = current_runtime().before_dispatch
     if check is not None:
-        check([(r.index, r.function, r.arguments, r.invalid) for r in requests])
+        held = check([(r.index, r.function, r.arguments, r.invalid) for r in requests])
+        if held:
+            requests = [r._replace(invalid=held[r.index]) if r.index in held else r for r in requests]
     strategy = action_param.strategy
     if strategy not in ACTION_STRATEGIES:
         raise ConfigurationError(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from ..hooks import HookPoint
@@ -21,7 +21,16 @@ if TYPE_CHECKING:
     from ..tools import ActionManager, ToolInvocation
     from ..trace import Trace
 
-__all__ = ["OperationContext", "BranchLike"]
+__all__ = ["OperationContext", "BranchLike", "Authorization"]
+
+
+class Authorization(NamedTuple):
+    """What authorization decided about one invocation (ADR-0022 D4):
+    ``decision`` is ``"allowed"``, ``"denied"`` or ``"timed_out"``;
+    ``reason`` says why it was not allowed (``None`` when allowed)."""
+
+    decision: Literal["allowed", "denied", "timed_out"]
+    reason: str | None
 
 
 class BranchLike(Protocol):
@@ -42,11 +51,17 @@ class BranchLike(Protocol):
     max_requests: int | None
     gate_timeout: float | None
 
-    def _hooked(self, point: HookPoint) -> bool: ...
+    def has_hooks(self, point: HookPoint) -> bool:
+        """Whether ``point`` has handlers (their payloads are built only then)."""
+        ...
 
-    def _gated(self) -> bool: ...
+    def needs_authorization(self) -> bool:
+        """Whether :meth:`authorization` has anything to ask (else all is allowed)."""
+        ...
 
-    async def _authorize(self, invocation: ToolInvocation) -> tuple[str, str | None]: ...
+    async def authorization(self, invocation: ToolInvocation) -> Authorization:
+        """The decision on ``invocation``: the branch's ``authorize`` hook asked, failing closed."""
+        ...
 
     def emit(self, point: HookPoint, payload: dict[str, Any]) -> Awaitable[None]: ...
 

@@ -12,12 +12,12 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .. import observe
 from ..clock import current_clock
 from ..engine import engines
 from ..engine.definition import MachineDefinition, default_definition
 from ..engine.driver import drive
 from ..engine.engines import Engine
+from ..errors import ConfigurationError, did_you_mean
 from ..runtime import ClockLike
 from ..trace import Trace, Traced, started_trace
 from . import act, adapter, enrich, prepare, schema
@@ -81,7 +81,8 @@ def get_engine(name: str = "compiled") -> Engine:
     try:
         cls = ENGINES[name]
     except KeyError:
-        raise ValueError(f"unknown engine {name!r}; known: {sorted(ENGINES)}") from None
+        raise ConfigurationError(
+            f"unknown engine {name!r}{did_you_mean(name, ENGINES)}; known: {sorted(ENGINES)}") from None
     return cls()
 
 
@@ -110,20 +111,14 @@ async def run_operation(ctx: OperationContext, engine: Engine | str | None = Non
     """Drive ``ctx`` to a terminal state on ``engine`` (default: the branch's).
 
     The trace is appended to ``ctx.branch.traces`` and the branch's history
-    limits are applied in every case, also when this raises.
-
-    With nothing observing, an engine's ``whole_run`` (the compiled one's) is
-    awaited directly: it is what :func:`~lionops.engine.driver.drive` runs.
+    limits are applied in every case, also when this raises. Every
+    operation runs here, through :func:`~lionops.engine.driver.drive`.
     """
     chosen, trace, clock = begin_operation(ctx, engine)
-    run = getattr(chosen, "whole_run", None)
     branch = ctx.branch
     try:
         try:
-            if run is None or observe.observers:
-                result = await drive(ctx, chosen, trace, clock=clock)
-            else:
-                result = await run(ctx, trace, clock)
+            result = await drive(ctx, chosen, trace, clock=clock)
         finally:
             branch.traces.append(trace)
     finally:

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, ParamSpec, TypedDict
 
 from pydantic import BaseModel
 
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS, DEFAULT_PARSE_CALL_PARAMS
 from .._names import near_miss
 from ..alcall import AlcallParams
-from ..errors import ConfigurationError, MisspelledKeywordError, RemovedKeywordError
+from ..errors import ArgumentTypeError, ConfigurationError, MisspelledKeywordError, RemovedKeywordError
 from ..fields import to_fields_dict
+from ..formats import check_response_format
 from ..models import Instruct
 from ..operative import field_clashes
 from ..params import ACTION_STRATEGIES, ActionParam, ChatParam, FuzzyMatchKeysParams, ParseParam, RunParam
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from ..operative import Operative
 
 __all__ = [
-    "prepare_operate_kw", "phase", "OperateKwargs", "REMOVED_KEYWORDS", "misspelled_keyword", "check_flags",
+    "prepare_operate_kw", "phase", "Prepared", "OperateKwargs", "REMOVED_KEYWORDS", "misspelled_keyword", "check_flags",
 ]
 
 #: ADR-0022 D1: removed names and their replacements.
@@ -59,7 +60,7 @@ def check_flags(flags: dict[str, Any]) -> None:
     code, which tested truthiness."""
     for name, value in flags.items():
         if not isinstance(value, bool):
-            raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+            raise ArgumentTypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
 
 
 class OperateKwargs(TypedDict, total=False):
@@ -112,25 +113,114 @@ _BOOL = {bool}
 _PLAIN = frozenset({str, type(None)})
 
 
-#: what D1 hands on, in the order :func:`_prepared` returns it: the keys of
-#: :func:`prepare_operate_kw`'s mapping, each a field of the operation context
-PREPARED: tuple[str, ...] = (
-    "instruction", "chat_param", "parse_param", "action_param", "handle_validation", "invoke_actions",
-    "skip_validation", "clear_messages", "operative", "middle", "field_models", "reason",
-)
+class Prepared(NamedTuple):
+    """What D1 hands on: each a field of the operation context (``reason``
+    as the Instruct holds it: ``True``, ``False`` or ``None``)."""
+
+    instruction: Any
+    chat_param: ChatParam
+    parse_param: ParseParam | None
+    action_param: ActionParam | None
+    handle_validation: str
+    invoke_actions: bool
+    skip_validation: bool
+    clear_messages: bool
+    operative: None
+    middle: Any
+    field_models: list[Any] | None
+    reason: bool | None
+
 
 _P = ParamSpec("_P")
 
 
-def _as_mapping(prepared: Callable[_P, tuple[Any, ...]]) -> Callable[_P, dict[str, Any]]:
-    """``prepared``'s signature and docstring, returning the mapping of
-    :data:`PREPARED` to what it returns."""
+def _as_mapping(prepared: Callable[_P, Prepared]) -> Callable[_P, dict[str, Any]]:
+    """``prepared``'s signature and docstring, returning its :class:`Prepared` as a dict."""
 
     @functools.wraps(prepared)
     def prepare_operate_kw(*args: _P.args, **kwargs: _P.kwargs) -> dict[str, Any]:
-        return dict(zip(PREPARED, prepared(*args, **kwargs), strict=True))
+        return prepared(*args, **kwargs)._asdict()
 
     return prepare_operate_kw
+
+
+def _check_keywords(kwargs: dict[str, Any], instruct: Any, handle_validation: str) -> None:
+    """Refuse a removed or misspelled keyword, ``suppress_errors``, a
+    misspelled key of an ``instruct`` mapping and an unknown policy."""
+    if kwargs:  # request options, or a removed or misspelled keyword
+        for name, replacement in REMOVED_KEYWORDS.items():
+            if name in kwargs:
+                raise RemovedKeywordError(name, replacement)
+        if "suppress_errors" in kwargs:
+            # Not a provider option: sent on, it would read as a switch it is not.
+            raise ArgumentTypeError(
+                "suppress_errors is not an operate() keyword: operate() always turns a tool failure into an"
+                " error payload (ADR-0022 D1); use branch.act(..., suppress_errors=False) to have it raise"
+            )
+        for name in kwargs:
+            suggestion = misspelled_keyword(name)
+            if suggestion is not None:
+                raise MisspelledKeywordError(name, suggestion)
+    if isinstance(instruct, dict):  # an Instruct ignores unknown keys
+        for name in instruct:
+            suggestion = near_miss(str(name), Instruct.model_fields)
+            if suggestion is not None:
+                raise MisspelledKeywordError(str(name), suggestion, where="Instruct")
+    if handle_validation not in HANDLE_VALIDATION_VALUES:
+        raise ConfigurationError(
+            f"handle_validation must be one of {HANDLE_VALIDATION_VALUES}, got {handle_validation!r}"
+        )
+
+
+class _Instructed(NamedTuple):
+    """What the call's instruction says, from an ``instruct`` or the plain keywords."""
+
+    instruction: Any
+    guidance: Any
+    context: Any
+    reason: bool | None
+    actions: bool | None
+    strategy: str | None
+
+
+def _instructed(instruct: Instruct | dict[str, Any] | None, instruction: Any, guidance: Any, context: Any,
+                reason: bool) -> _Instructed:
+    """The instruction, guidance, context, reason, actions and strategy the
+    call asks for; a caller ``Instruct`` is copied, never changed."""
+    if instruct is None and {type(instruction), type(guidance), type(context)} <= _PLAIN:
+        # What Instruct(instruction=, guidance=, context=) would hold: it
+        # keeps a str or None as it is, so none is built.
+        return _Instructed(instruction, guidance, context, True if reason else None, None, None)
+    if isinstance(instruct, dict):
+        instruct = Instruct.model_validate(instruct)
+    elif isinstance(instruct, Instruct):
+        instruct = instruct.model_copy()
+    elif instruct is not None:
+        raise ArgumentTypeError(f"instruct must be an Instruct or a mapping, got {type(instruct).__name__}")
+    if instruct is not None:  # an Instruct built or changed without validation
+        check_flags({f"Instruct.{name}": getattr(instruct, name) for name in ("reason", "actions")
+                     if getattr(instruct, name) is not None})
+    instruct = instruct or Instruct(instruction=instruction, guidance=guidance, context=context)
+    if reason:
+        instruct.reason = True
+    return _Instructed(instruct.instruction, instruct.guidance, instruct.context,
+                       instruct.reason, instruct.actions, instruct.action_strategy)
+
+
+def _action_param(action_strategy: str | None, instructed: str | None, call_params: AlcallParams | None,
+                  tools: Any, verbose_action: bool) -> ActionParam:
+    """How the requests run; a strategy ``act()`` does not know is refused
+    here, before the model is asked, not after."""
+    strategy = action_strategy or instructed or "concurrent"
+    if strategy not in ACTION_STRATEGIES:
+        raise ConfigurationError(f"action_strategy must be one of {ACTION_STRATEGIES}, got {strategy!r}")
+    return ActionParam(
+        action_call_params=call_params or DEFAULT_ACTION_CALL_PARAMS,
+        tools=tools,
+        strategy=strategy,
+        suppress_errors=True,
+        verbose_action=verbose_action,
+    )
 
 
 def _prepared(
@@ -167,13 +257,13 @@ def _prepared(
     snapshot_dir: str | None = None,
     middle: Any = None,
     **kwargs: Any,
-) -> tuple[Any, ...]:
+) -> Prepared:
     """Normalize the public call into typed parameters (ADR-0022 D1).
 
     Returns the mapping ``{"instruction", "chat_param", "parse_param",
     "action_param", "handle_validation", "invoke_actions", "skip_validation",
     "clear_messages", "operative": None, "middle", "field_models", "reason"}``
-    (the prepare phase takes the same values as a tuple, in that order, and
+    (the prepare phase takes the same values as a :class:`Prepared` and
     sets them on the operation context).
 
     Shipped semantics reproduced exactly, seams included:
@@ -210,30 +300,13 @@ def _prepared(
             ``"sequential"`` nor ``"concurrent"``: refused here, before the
             model is asked, rather than by ``act()`` after the model call.
         pydantic.ValidationError: ``instruct`` is a mapping that is not a valid Instruct.
+        ArgumentTypeError (a TypeError): ``response_format`` is none of a
+            model class or instance, a dataclass, a ``TypedDict`` or a JSON
+            schema dict (see :mod:`lionops.formats`).
     """
-    if kwargs:  # request options, or a removed or misspelled keyword
-        for name, replacement in REMOVED_KEYWORDS.items():
-            if name in kwargs:
-                raise RemovedKeywordError(name, replacement)
-        if "suppress_errors" in kwargs:
-            # Not a provider option: sent on, it would read as a switch it is not.
-            raise TypeError(
-                "suppress_errors is not an operate() keyword: operate() always turns a tool failure into an"
-                " error payload (ADR-0022 D1); use branch.act(..., suppress_errors=False) to have it raise"
-            )
-        for name in kwargs:
-            suggestion = misspelled_keyword(name)
-            if suggestion is not None:
-                raise MisspelledKeywordError(name, suggestion)
-    if isinstance(instruct, dict):  # an Instruct ignores unknown keys
-        for name in instruct:
-            suggestion = near_miss(str(name), Instruct.model_fields)
-            if suggestion is not None:
-                raise MisspelledKeywordError(str(name), suggestion, where="Instruct")
-    if handle_validation not in HANDLE_VALIDATION_VALUES:
-        raise ConfigurationError(
-            f"handle_validation must be one of {HANDLE_VALIDATION_VALUES}, got {handle_validation!r}"
-        )
+    _check_keywords(kwargs, instruct, handle_validation)
+    # A dataclass or TypedDict becomes its model; any other non-model value is refused.
+    response_format = check_response_format(response_format)
     # field_models entries are checked here so a bad entry fails in prepare.
     fields_dict = to_fields_dict(field_models) if field_models else None
     flags = (invoke_actions, skip_validation, actions, reason, verbose_action,
@@ -244,28 +317,10 @@ def _prepared(
     chat_model = chat_model or branch.chat_model
     parse_model = parse_model or chat_model
 
-    if instruct is None and {type(instruction), type(guidance), type(context)} <= _PLAIN:
-        # What Instruct(instruction=, guidance=, context=) would hold: it
-        # keeps a str or None as it is, so none is built.
-        instr_reason: bool | None = True if reason else None
-        instr_actions: bool | None = None
-        instr_strategy = None
-    else:
-        if isinstance(instruct, dict):
-            instruct = Instruct.model_validate(instruct)
-        elif isinstance(instruct, Instruct):
-            instruct = instruct.model_copy()
-        elif instruct is not None:
-            raise TypeError(f"instruct must be an Instruct or a mapping, got {type(instruct).__name__}")
-        if instruct is not None:  # an Instruct built or changed without validation
-            check_flags({f"Instruct.{name}": getattr(instruct, name) for name in ("reason", "actions")
-                          if getattr(instruct, name) is not None})
-        instruct = instruct or Instruct(instruction=instruction, guidance=guidance, context=context)
-        if reason:
-            instruct.reason = True
-        instruction, guidance, context = instruct.instruction, instruct.guidance, instruct.context
-        instr_reason, instr_actions, instr_strategy = instruct.reason, instruct.actions, instruct.action_strategy
-    with_actions = bool(invoke_actions and (instr_actions or actions))
+    instructed = _instructed(instruct, instruction, guidance, context, reason)
+    instruction, guidance, context = instructed.instruction, instructed.guidance, instructed.context
+    instr_reason = instructed.reason
+    with_actions = bool(invoke_actions and (instructed.actions or actions))
 
     if instr_reason or with_actions or fields_dict:  # only added fields can clash
         clashes = field_clashes(
@@ -291,7 +346,6 @@ def _prepared(
         tool_schemas=tool_schemas,
         images=images,
         image_detail=image_detail,
-        plain_content=None,
         include_token_usage_to_model=include_token_usage_to_model,
         imodel=chat_model,
         imodel_kw=dict(kwargs),
@@ -320,20 +374,10 @@ def _prepared(
 
     action_param = None
     if with_actions:
-        strategy = action_strategy or instr_strategy or "concurrent"
-        if strategy not in ACTION_STRATEGIES:  # refused before the model is asked, not after
-            raise ConfigurationError(f"action_strategy must be one of {ACTION_STRATEGIES}, got {strategy!r}")
-        action_param = ActionParam(
-            action_call_params=call_params or DEFAULT_ACTION_CALL_PARAMS,
-            tools=tools,
-            strategy=strategy,
-            suppress_errors=True,
-            verbose_action=verbose_action,
-        )
+        action_param = _action_param(action_strategy, instructed.strategy, call_params, tools, verbose_action)
 
-    # In the order of PREPARED.
-    return (instruction, chat_param, parse_param, action_param, handle_validation, invoke_actions,
-            skip_validation, clear_messages, None, middle, field_models, instr_reason)
+    return Prepared(instruction, chat_param, parse_param, action_param, handle_validation,
+                    invoke_actions, skip_validation, clear_messages, None, middle, field_models, instr_reason)
 
 
 prepare_operate_kw = _as_mapping(_prepared)
@@ -343,7 +387,16 @@ async def phase(ctx: OperationContext) -> None:
     """D1: normalize the public keywords (when given) into typed parameters."""
     if ctx.call_kwargs is None:
         return
-    (ctx.instruction, ctx.chat_param, ctx.parse_param, ctx.action_param, ctx.handle_validation,
-     ctx.invoke_actions, ctx.skip_validation, ctx.clear_messages, ctx.operative, ctx.middle,
-     ctx.field_models, reason) = _prepared(ctx.branch, **ctx.call_kwargs)
-    ctx.reason = bool(reason)
+    p = _prepared(ctx.branch, **ctx.call_kwargs)
+    ctx.instruction = p.instruction
+    ctx.chat_param = p.chat_param
+    ctx.parse_param = p.parse_param
+    ctx.action_param = p.action_param
+    ctx.handle_validation = p.handle_validation
+    ctx.invoke_actions = p.invoke_actions
+    ctx.skip_validation = p.skip_validation
+    ctx.clear_messages = p.clear_messages
+    ctx.operative = p.operative
+    ctx.middle = p.middle
+    ctx.field_models = p.field_models
+    ctx.reason = bool(p.reason)

@@ -14,8 +14,9 @@ refused); nothing in a cassette is executed or imported. Shape (version 1)::
                       or {"kind": "cli", "command": [...], "input": "...",
                       "lines": [...], "returncode": 0, "stderr": "..."};
         "tool_calls": one per action request: index, function, arguments,
-                      decision (allowed | denied | invalid | rejected),
-                      output or error;
+                      decision (allowed | denied | invalid | rejected |
+                      not_reached), output or error; it must agree with
+                      the trace's own ``actions`` (else the file is refused);
         "trace":      the Trace JSON (lionops.trace);
         "outcome":    {"result": JSON, "error": {"type", "message"} | null}
      }]}
@@ -126,14 +127,15 @@ class ToolCallRecord(_Record):
 
     ``decision``: ``allowed`` (authorized and invoked: ``output``, or
     ``error`` when the tool raised), ``denied`` (the gate said no),
-    ``invalid`` (unusable request) or ``rejected`` (unknown tool or bad
-    arguments); only ``allowed`` calls reached the tool.
+    ``invalid`` (unusable request), ``rejected`` (unknown tool or bad
+    arguments) or ``not_reached`` (handed to an ``act()`` that raised
+    before deciding it); only ``allowed`` calls reached the tool.
     """
 
     index: int = Field(ge=-1, lt=_INT64)
     function: str | None = None
     arguments: Any = None
-    decision: Literal["allowed", "denied", "invalid", "rejected"]
+    decision: Literal["allowed", "denied", "invalid", "rejected", "not_reached"]
     output: Any = None
     error: ErrorRecord | None = None
 
@@ -181,6 +183,9 @@ class Operation(_Record):
         indices = [c.index for c in self.tool_calls if c.index >= 0]
         if len(set(indices)) != len(indices):
             raise ValueError("tool_calls: two records of one request index")
+        problem = _contradiction(self)
+        if problem is not None:
+            raise ValueError(f"the operation contradicts itself: {problem}")
         return self
 
     def trace_obj(self) -> Trace:
@@ -323,6 +328,35 @@ def _depth(data: Any) -> int:
             return deepest
         stack.extend((child, level + 1) for child in children)
     return deepest
+
+
+#: the cassette decision of each ``ActionRecord`` decision (an invoked tool is ``allowed``)
+_DECISIONS = {"allowed": "allowed", "denied": "denied", "timed_out": "denied", "invalid": "invalid",
+              "rejected": "rejected", "not_offered": "rejected", "error": "rejected"}
+
+
+def _contradiction(op: Operation) -> str | None:
+    """Where the recorded calls and the trace disagree: each decided request
+    (``tool_calls`` other than ``not_reached``) must be the trace's action of
+    its index (function, arguments, decision), and the trace may hold no
+    other; ``not_reached`` requests only where the trace says ``act()`` raised."""
+    trace = op.trace_obj()
+    actions = {a.index: a for a in trace.actions}
+    decided = {c.index: c for c in op.tool_calls if c.decision != "not_reached"}
+    if actions.keys() != decided.keys():
+        return (f"the trace decided requests {sorted(actions)[:10]}, tool_calls records "
+                f"{sorted(decided)[:10]}")
+    for index, rec in decided.items():
+        act = actions[index]
+        decision = "allowed" if act.invoked else _DECISIONS.get(act.decision, act.decision)
+        if (rec.function != act.function or decision != rec.decision
+                or json.dumps(rec.arguments, sort_keys=True) != json.dumps(act.raw_arguments, sort_keys=True)):
+            return f"request {index} is {rec.function}/{rec.decision} in tool_calls, " \
+                   f"{act.function}/{decision} in the trace"
+    cut = any(t.source == "act" and t.trigger == "failed" for t in trace.transitions)
+    if not cut and len(decided) < len(op.tool_calls):
+        return "a request is not_reached, but the trace says act() did not raise"
+    return None
 
 
 def _problem(error: Any) -> str:

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from ..clock import RecordingClock
 from ..endpoints.cli import CLITimeoutError, argv_secrets
 from ..errors import EndpointConnectionError, EndpointStatusError
+from ..formats import check_response_format, model_stands_for
 from ..messages import to_jsonable
 from ..models import Instruct, decode_arguments
 from ..pipeline.prepare import OperateKwargs
@@ -106,6 +107,8 @@ def describe_call(branch: Branch, kw: dict[str, Any], redactor: Redactor) -> Cal
     if "tools" in kw:
         keywords["tools"] = _selector(kw["tools"])
     fmt = kw.get("response_format")
+    if model_stands_for(fmt):  # a dataclass or TypedDict: recorded as the model it runs as
+        fmt = check_response_format(fmt)
     response_format: dict[str, Any] | None = None
     if inspect.isclass(fmt) and hasattr(fmt, "model_json_schema"):
         response_format = {"name": fmt.__name__, "schema": fmt.model_json_schema()}
@@ -199,8 +202,10 @@ async def record_operation(branch: Branch, kw: dict[str, Any], redactor: Redacto
     exchanges: list[Any] = []
     transport = RecordingTransport(redactor, exchanges)
     start = len(branch.logs)
+    requests = RequestLog()
     try:
-        with use_runtime(http_transport=transport, cli_transport=CliRecorder(redactor, exchanges)):
+        with use_runtime(http_transport=transport, cli_transport=CliRecorder(redactor, exchanges),
+                         before_dispatch=requests):
             traced, error, trace = await _run(branch, kw)
     finally:
         await transport.aclose()
@@ -208,7 +213,8 @@ async def record_operation(branch: Branch, kw: dict[str, Any], redactor: Redacto
         trace = Trace()
     call.middle = trace.meta.get("middle")
     op = Operation(
-        call=call, exchanges=exchanges, tool_calls=tool_calls_since(branch, start, redactor),
+        call=call, exchanges=exchanges,
+        tool_calls=requests.complete(tool_calls_since(branch, start, redactor), redactor),
         trace=redactor.value(trace.to_dict()),
         outcome=_outcome(traced.result if traced else None, error, redactor),
     )
@@ -295,35 +301,62 @@ class ToolServer:
         return [c for c, u in zip(self.calls, self.used, strict=False) if not u]
 
 
-class RequestCheck:
-    """The runtime ``before_dispatch`` check of a replay: before
-    ``act()`` authorizes or invokes anything, each action request must be the
-    recorded one of its index (same function, same arguments once decoded,
-    of the same JSON types), and no recorded request may be missing. So a cassette edited
-    to inject a call, or to change one's arguments, diverges (kind
-    ``tool_call``) before the gate, a hook or a context provider sees it.
+def _decoded(arguments: Any, redactor: Redactor) -> Any:
+    """``arguments`` as recorded and compared: decoded where they can be (as
+    the event log records them), redacted. Not validated: the gate and the
+    hooks see them as the model wrote them, so ``"1"`` for ``1`` is a change."""
+    try:
+        arguments = decode_arguments(arguments)
+    except (ValueError, TypeError):
+        pass
+    return redactor.value(to_jsonable(arguments))
 
-    ``cut_short``: the recorded ``act()`` raised, so requests after the
-    failure may have no record (they were cancelled or never reached).
+
+class RequestLog:
+    """The runtime ``before_dispatch`` seam of a recording: every action
+    request ``act()`` was handed, so the cassette holds each one, also those
+    a failing ``act()`` never reached (decision ``not_reached``)."""
+
+    def __init__(self) -> None:
+        self.requests: dict[int, tuple[Any, Any]] = {}
+
+    def __call__(self, requests: list[tuple[int, Any, Any, str | None]]) -> None:
+        for index, function, arguments, _ in requests:
+            self.requests.setdefault(index, (function, arguments))
+
+    def complete(self, calls: list[ToolCallRecord], redactor: Redactor) -> list[ToolCallRecord]:
+        """``calls`` with a ``not_reached`` record for each request they lack."""
+        have = {c.index for c in calls}
+        missing = [ToolCallRecord(index=i, function=f if isinstance(f, str) else None,
+                                  arguments=_decoded(a, redactor), decision="not_reached")
+                   for i, (f, a) in self.requests.items() if i not in have and i >= 0]
+        return sorted([*calls, *missing], key=lambda r: r.index) if missing else calls
+
+
+class RequestCheck:
+    """The runtime ``before_dispatch`` check of a replay: before ``act()``
+    authorizes or invokes anything, each action request must be the recorded
+    one of its index (same function, same arguments once decoded, of the
+    same JSON types), and no recorded request may be missing. So a cassette
+    edited to inject a call, or to change one's arguments, diverges (kind
+    ``tool_call``) before the gate, a hook or a context provider sees it,
+    whatever the recorded trace or outcome says.
+
+    A request the recording never reached (``not_reached``: the recorded
+    ``act()`` raised first) is held back: if the replay reaches it, it is
+    answered as an invalid request, never dispatched, and the run diverges.
     """
 
     def __init__(self, calls: list[ToolCallRecord], redactor: Redactor,
-                 on_divergence: Callable[[ReplayDivergence], None], *, operation: int, cut_short: bool) -> None:
+                 on_divergence: Callable[[ReplayDivergence], None], *, operation: int) -> None:
         self.calls = {c.index: c for c in calls if c.index >= 0}
         self.redactor = redactor
         self.on_divergence = on_divergence
         self.operation = operation
-        self.cut_short = cut_short
+        self.log = RequestLog()
 
     def _arguments(self, arguments: Any) -> Any:
-        """``arguments`` as compared: decoded where they can be (as the event
-        log records them), redacted. Not validated: the gate and the hooks
-        see them as the model wrote them, so ``"1"`` for ``1`` is a change."""
-        try:
-            arguments = decode_arguments(arguments)
-        except (ValueError, TypeError):
-            pass
-        return self.redactor.value(to_jsonable(arguments))
+        return _decoded(arguments, self.redactor)
 
     def _diverge(self, message: str, index: int, expected: str | None, actual: str | None) -> ReplayDivergence:
         err = ReplayDivergence(message, kind="tool_call", index=index, expected=expected, actual=actual,
@@ -331,7 +364,8 @@ class RequestCheck:
         self.on_divergence(err)
         return err
 
-    def __call__(self, requests: list[tuple[int, Any, Any, str | None]]) -> None:
+    def __call__(self, requests: list[tuple[int, Any, Any, str | None]]) -> dict[int, str] | None:
+        self.log(requests)
         seen = set()
         for index, function, arguments, _ in requests:
             seen.add(index)
@@ -340,8 +374,6 @@ class RequestCheck:
             actual = f"#{index} {summarize(live_function, 80)}({summarize(live, 120)})"
             rec = self.calls.get(index)
             if rec is None:
-                if self.cut_short:
-                    continue
                 raise self._diverge(f"action request {actual} is not in the recording; nothing was dispatched",
                                     index, None, actual)
             if not same_json(rec.function, live_function) or not same_json(self._arguments(rec.arguments), live):
@@ -353,10 +385,9 @@ class RequestCheck:
             expected = _call_line(self.calls[missing[0]])
             raise self._diverge(f"the recording has action request {expected}, the run has none at "
                                 f"index {missing[0]}; nothing was dispatched", missing[0], expected, None)
-
-
-def _act_raised(trace: Trace) -> bool:
-    return any(t.source == "act" and t.trigger == "failed" for t in trace.transitions)
+        held = {i: "replay: the recording never reached this request" for i, c in self.calls.items()
+                if c.decision == "not_reached"}
+        return held or None
 
 
 def _call_line(rec: ToolCallRecord | None) -> str | None:
@@ -454,8 +485,7 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
     cli = CliReplay(op.exchanges, redactor, seen.append, operation=operation)
     server = ToolServer(op.tool_calls, redactor, seen.append, operation)
     blocked: list[ReplayDivergence] = []
-    requests = RequestCheck(op.tool_calls, redactor, blocked.append, operation=operation,
-                            cut_short=_act_raised(op.trace_obj()))
+    requests = RequestCheck(op.tool_calls, redactor, blocked.append, operation=operation)
     start = len(branch.logs)
     seams: dict[str, Any] = {
         "http_transport": transport, "cli_transport": cli, "before_dispatch": requests, "clock": RecordingClock(),
@@ -472,7 +502,8 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
         lambda: first_seen("exchange"),
         lambda: blocked[0] if blocked else None,
         lambda: compare_traces(op.trace_obj(), trace, operation=operation) if trace else None,
-        lambda: compare_tool_calls(op.tool_calls, tool_calls_since(branch, start, redactor),
+        lambda: compare_tool_calls(op.tool_calls, requests.log.complete(tool_calls_since(branch, start, redactor),
+                                                                        redactor),
                                    operation=operation, outputs=outputs),
         lambda: first_seen("tool_call"),
         lambda: _unused_exchange((transport, cli), operation),

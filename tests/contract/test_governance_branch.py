@@ -164,23 +164,36 @@ async def test_a_gate_added_by_an_earlier_request_is_asked_for_the_later_ones():
 
 
 async def test_an_authorize_of_a_subclass_or_of_the_branch_is_asked_without_any_gate():
-    """D4: with no gate registered, a Branch subclass's own _authorize (or one set
-    on the branch) still decides every request."""
+    """D4: with no gate registered, a Branch subclass's public authorize() (or one
+    set on the branch) still decides every request, and fails closed as a gate does."""
     ran: list[str] = []
 
     class Audited(Branch):
-        async def _authorize(self, invocation):
-            return ("denied", "audited") if invocation.function == "second" else ("allowed", None)
+        async def authorize(self, invocation):
+            return invocation.function != "second"
 
     branch = Audited(tools=_two_tools(ran))
     assert await _act_twice(branch) == ["allowed", "denied"] and ran == ["first"]
 
     async def deny_all(invocation):
-        return "denied", f"no {invocation.function}"
+        return False
 
     plain = Branch(tools=_two_tools(ran))
-    plain._authorize = deny_all
+    plain.authorize = deny_all
     assert await _act_twice(plain) == ["denied", "denied"] and ran == ["first"]
+
+    for verdict in (None, "yes", 1):
+        odd = Branch(tools=_two_tools(ran))
+        odd.authorize = lambda invocation, v=verdict: v
+        assert await _act_twice(odd) == ["denied", "denied"] and ran == ["first"]
+        assert [e.kind for e in odd.logs][:1] == ["gate_error"]
+
+    def raising(invocation):
+        raise RuntimeError("policy service down")
+
+    broken = Branch(tools=_two_tools(ran))
+    broken.authorize = raising
+    assert await _act_twice(broken) == ["denied", "denied"] and ran == ["first"]
 
 
 async def test_no_gate_records_what_an_allowing_gate_records():

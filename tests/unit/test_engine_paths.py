@@ -1,7 +1,5 @@
-"""The compiled engine's generated loop gives what the driver's generic loop gives.
+"""The compiled engine gives, through the driver's one loop, the runs the reference engine gives.
 
-The compiled engine runs a whole operation through one coroutine generated
-from its table; the reference engine runs through the driver's generic loop.
 Both are driven here over the shipped definition with tables of plain
 functions (guards that read a script, phases that record their calls, raise
 or wait), on every path and every rare firing: a phase raising in each

@@ -1,14 +1,11 @@
-"""``Branch.operate`` runs an operation the way ``operate_traced`` and the driver do.
+"""``Branch.operate`` and ``operate_traced`` run one path: ``run_operation``
+through ``lionops.engine.driver.drive``, on either engine, observed or not.
 
-``operate()`` does what ``run_operation`` does in its own coroutine (unless a
-subclass overrides ``operate_traced``), and both await the compiled engine's
-generated run themselves when nothing observes; the reference engine, an engine
-object without a generated run, and any observer go through
-``lionops.engine.driver.drive``. Each path is run here on real calls (a
-structured answer, a mismatch raised by the exit's outcome, a Middle that
-raises, text with validation skipped, a Middle that annotates its trace) and
-must give the same results, exceptions, rows (timings aside), trace meta and
-kept traces as the others.
+Each way of calling is run here on real calls (a structured answer, a
+mismatch raised by the exit's outcome, a Middle that raises, text with
+validation skipped, a Middle that annotates its trace) and must give the same
+results, exceptions, rows (timings aside), trace meta and kept traces as the
+others.
 """
 
 from __future__ import annotations
@@ -53,16 +50,13 @@ CALLS: dict[str, dict[str, Any]] = {
 }
 
 
-class NoWholeRun(engines.CompiledEngine):
-    """The compiled engine's table without its generated run (the driver's generic loop)."""
-
-    whole_run = None  # type: ignore[assignment]
+class OwnTables(engines.CompiledEngine):
+    """A compiled engine built from the shipped engine's tables (not the process-wide one)."""
 
     def __init__(self) -> None:
         reference = get_engine()
         super().__init__(reference.definition, guards=reference.guards, phases=_phases(reference),
                          outcomes=reference.outcomes, failure_guard="phase_raised")
-        self.whole_run = None
 
 
 def _phases(engine: Any) -> dict[str, Any]:
@@ -113,7 +107,7 @@ async def test_every_way_of_running_an_operation_gives_the_same_run(anyio_backen
     kw = CALLS[call]
     runs = {}
     for engine in (None, "compiled", get_engine(), CompiledEngine(), "transitions", TransitionsEngine(),
-                   NoWholeRun()):
+                   OwnTables()):
         for how in ("operate", "operate_traced"):
             runs[(repr(engine), how, "direct")] = await _call(how, engine, kw)
             observer = Observer()

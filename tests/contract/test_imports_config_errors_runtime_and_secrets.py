@@ -1,11 +1,9 @@
-"""Breaks found by trying the layered structure from the outside.
-
-Each finding is a test through the public API: the import rules, what
-``import lionops`` loads, typed errors for bad configuration, the runtime's
-context variable across anyio tasks, and secrets. Real loopback servers
-(``lionops.testing.OpenAIServer``), real tools; nothing of lionops is mocked.
-A finding that needs more than a small local change is kept as
-``xfail(strict=True)`` with the reason.
+"""The layered structure seen from the outside, through the public API:
+the import rules, what ``import lionops`` loads, typed errors for bad
+configuration, the runtime's context variable across anyio tasks, and
+secrets. Real loopback servers (``lionops.testing.OpenAIServer``), real
+tools; nothing of lionops is mocked. A case that needs more than a small
+local change is kept as ``xfail(strict=True)`` with the reason.
 """
 
 from __future__ import annotations

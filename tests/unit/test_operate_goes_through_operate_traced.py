@@ -1,6 +1,5 @@
-"""Behaviours the operation and act fast paths must keep: ``operate()`` goes
-through an ``operate_traced`` replaced on a branch or on its class after the
-class was made, as it goes through a subclass's own."""
+"""``operate()`` goes through an ``operate_traced`` replaced on a branch or on
+its class after the class was made, as it goes through a subclass's own."""
 
 from __future__ import annotations
 
