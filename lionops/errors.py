@@ -107,6 +107,35 @@ class ConfigurationError(ValueError, LionopsError):
     """
 
 
+class BaseURLError(ConfigurationError):
+    """A ``base_url`` that cannot be an API root, found when the model is built.
+
+    Attributes:
+        fault: what is wrong: ``"space"`` (a space or control character),
+            ``"unreadable"``, ``"no_scheme"``, ``"scheme"`` (not http or https),
+            ``"no_host"``, ``"port"`` (not a number, out of range, or 0) or
+            ``"user_info"`` (``user:password@``, refused: pass ``api_key=``).
+    """
+
+    def __init__(self, message: str, *, fault: str) -> None:
+        super().__init__(message)
+        self.fault = fault
+
+
+class MissingAPIKeyError(ConfigurationError):
+    """A cloud provider was given no API key: neither ``api_key=`` nor its
+    environment variable (nor a credential header). Raised by the first call,
+    before any request is sent; local providers need no key.
+
+    Attributes:
+        variable: the environment variable to set (``OPENAI_API_KEY``, ...).
+    """
+
+    def __init__(self, message: str, *, variable: str | None) -> None:
+        super().__init__(message)
+        self.variable = variable
+
+
 class MachineDefinitionError(ConfigurationError):
     """A state machine definition (``states/*.toml``) is inconsistent, or names a
     guard, phase handler or outcome that the code lacks. The message names the
@@ -327,7 +356,18 @@ class EndpointRateLimitError(EndpointStatusError):
 
 
 class EndpointResponseError(EndpointError):
-    """A 2xx answer whose body is not a Chat Completions JSON object."""
+    """A 2xx answer whose body is not a Chat Completions JSON object.
+
+    Attributes:
+        unfinished: for a stream that ended with ``[DONE]`` but never sent a
+            finish reason, what it carried (a ``ChatCompletion`` whose
+            ``finish_reason`` is ``None``); else ``None``. It is never taken
+            for a whole answer: with no response format asked for,
+            ``communicate`` returns its text as an uncoerced ``RawOutput``
+            (reason ``"no_finish_reason"``) and runs no tool.
+    """
+
+    unfinished: Any = None
 
 
 class EndpointProviderError(EndpointResponseError):

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ArgumentTypeError, did_you_mean
 
-if TYPE_CHECKING:  # httpx itself is imported by the API transport, when one is first used
-    import httpx
+if TYPE_CHECKING:  # httpx2 itself is imported by the API transport, when one is first used
+    import httpx2
 
 __all__ = ["Runtime", "ClockLike", "current_runtime", "use_runtime"]
 
@@ -55,7 +55,7 @@ class Runtime:
     """The seams in force for the current context (``None``: the real one).
 
     Attributes:
-        http_transport: an httpx transport that carries API requests instead
+        http_transport: an httpx2 transport that carries API requests instead
             of the network.
         cli_transport: runs a CLI agent turn instead of spawning the process.
         tool_runner: invokes tools instead of calling their functions.
@@ -68,7 +68,7 @@ class Runtime:
         trace_meta: the ``meta`` dict of the trace being recorded.
     """
 
-    http_transport: httpx.AsyncBaseTransport | None = None
+    http_transport: httpx2.AsyncBaseTransport | None = None
     cli_transport: CLITransport | None = None
     tool_runner: ToolRunner | None = None
     clock: ClockLike | None = None

@@ -40,7 +40,7 @@ __all__ = ["LionopsPlugin", "LionopsPayloadConverter", "data_converter", "Operat
 
 #: Modules imported outside the workflow sandbox.
 PASSTHROUGH_MODULES = (
-    "lionops", "pydantic", "pydantic_core", "anyio", "sniffio", "httpx", "httpcore", "transitions",
+    "lionops", "pydantic", "pydantic_core", "anyio", "sniffio", "httpx2", "httpcore2", "transitions",
     "json_repair", "rapidfuzz", "tenacity",
 )
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from ...usage import Usage
 from .collect import _Collector, _distinct, _failure_message, _object, _usage
 from .process import CLIEndpoint
 from .records import CLIRun, CLIToolEvent
@@ -69,6 +70,7 @@ class CodexStreamCollector(_Collector):
             run.subtype = "success"
             run.usage = _usage(event.get("usage"), self._USAGE, cached_in_input="cached_input_tokens",
                                keep_extra=True)
+            run.tokens = Usage.from_responses(event.get("usage"))
             run.num_turns = (run.num_turns or 0) + 1
         elif kind == "turn.failed":
             self._failed(event)

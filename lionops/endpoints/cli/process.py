@@ -340,6 +340,10 @@ class CLIEndpoint:
         """``text`` with secret ``env`` values replaced by ``***`` (the mark of cassettes)."""
         return self.redact(text, MARK)
 
+    async def aclose(self) -> None:
+        """Nothing to release: every run's process group is stopped and reaped
+        before :meth:`run` returns (the ``home`` folder stays for the next run)."""
+
     def _environ(self) -> dict[str, str]:
         env = dict(os.environ) if self.inherit_env else {}
         env.update(self.env)
