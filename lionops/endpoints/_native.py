@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -40,6 +39,7 @@ import anyio
 import httpx2
 from pydantic import SecretStr
 
+from .._json import loads as bounded_json
 from ..errors import ConfigurationError, EndpointProviderError, EndpointResponseError, EndpointTimeoutError
 from .openai.config import BODY_PREVIEW
 from .openai.response import Answers, ChatCompletion
@@ -404,8 +404,8 @@ def loads_object(text: Any) -> dict[str, Any] | None:
     if not isinstance(text, str):
         return None
     try:
-        value = json.loads(text or "{}")
-    except (ValueError, RecursionError):
+        value = bounded_json(text or "{}", what="tool-call arguments")
+    except ValueError:  # not JSON, or nested past the bound (JSONLimitError)
         return None
     return value if isinstance(value, dict) else None
 

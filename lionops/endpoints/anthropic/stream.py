@@ -13,9 +13,9 @@ is a typed error, never a partial answer.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ..._json import loads as bounded_json
 from .._native import Folder
 
 __all__ = ["MessagesFolder"]
@@ -82,8 +82,8 @@ class MessagesFolder(Folder):
         if block.get("type") in ("tool_use", "server_tool_use"):
             text = "".join(self.partial.pop(index, []))
             try:
-                value = json.loads(text) if text.strip() else (block.get("input") or {})
-            except (ValueError, RecursionError):
+                value = bounded_json(text, what="tool input") if text.strip() else (block.get("input") or {})
+            except ValueError:  # not JSON, or nested past the bound (JSONLimitError)
                 value = None
             if isinstance(value, dict):
                 block["input"] = value
