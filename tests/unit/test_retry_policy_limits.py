@@ -8,6 +8,7 @@ import pytest
 
 from lionops import ConfigurationError, iModel
 from lionops.endpoints.openai import Limits, RetryPolicy
+from lionops.errors import ArgumentTypeError
 
 
 def test_the_groups_are_taken_and_each_keyword_refines_them() -> None:
@@ -31,14 +32,23 @@ def test_the_defaults_are_the_documented_ones() -> None:
 @pytest.mark.parametrize(("group", "kw"), [
     (RetryPolicy, {"max_retries": -1}), (RetryPolicy, {"max_retries": math.inf}),
     (RetryPolicy, {"backoff_max": math.nan}),
-    (RetryPolicy, {"retry_after_cap": -1}), (RetryPolicy, {"backoff_factor": "2"}),
+    (RetryPolicy, {"retry_after_cap": -1}),
     (Limits, {"timeout": 0}), (Limits, {"deadline": -1}), (Limits, {"silence_timeout": math.nan}),
-    (Limits, {"max_response_bytes": math.inf}), (Limits, {"max_response_bytes": 0}), (Limits, {"timeout": True}),
+    (Limits, {"max_response_bytes": math.inf}), (Limits, {"max_response_bytes": 0}),
 ])
 def test_a_bad_bound_is_a_configuration_error_in_the_group_and_as_a_keyword(group, kw) -> None:
     with pytest.raises(ConfigurationError):
         group(**kw)
     with pytest.raises(ConfigurationError):
+        iModel(provider="ollama", model="m", **kw)
+
+
+@pytest.mark.parametrize(("group", "kw"), [(RetryPolicy, {"backoff_factor": "2"}), (Limits, {"timeout": True}),
+                                          (Limits, {"max_response_bytes": "1e6"})])
+def test_a_bound_that_is_no_number_is_a_type_error(group, kw) -> None:
+    with pytest.raises(ArgumentTypeError, match="takes a number"):
+        group(**kw)
+    with pytest.raises(TypeError):
         iModel(provider="ollama", model="m", **kw)
 
 

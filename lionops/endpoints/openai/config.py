@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ... import clock
-from ...errors import BaseURLError, ConfigurationError
+from ...errors import ArgumentTypeError, BaseURLError, ConfigurationError
 from ..base import StructuredMode
 from ..registry import ProviderSpec, register_provider
 
@@ -131,9 +131,10 @@ def check_deadline(value: Any) -> float:
 
 
 def _number(name: str, value: Any, *, count: bool = False) -> float:
-    """``value`` as a number; ``ConfigurationError`` for anything else, ``nan``, or an infinite count."""
+    """``value`` as a number: ``ArgumentTypeError`` (a ``TypeError``) for anything
+    else, ``ConfigurationError`` for ``nan`` or an infinite count."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigurationError(f"{name} must be a number, got {value!r}")
+        raise ArgumentTypeError(f"{name} takes a number of {'items' if count else 'seconds'}, got {value!r}")
     if isinstance(value, float) and (math.isnan(value) or (count and math.isinf(value))):
         raise ConfigurationError(f"{name} must be a number (finite for a count), got {value!r}")
     return value
