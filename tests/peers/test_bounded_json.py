@@ -64,7 +64,7 @@ async def test_a_deep_error_body_is_a_status_error(server, depth, status):  # no
     m = make_model(server, max_retries=0)
     try:
         with pytest.raises(EndpointStatusError) as info:
-            await m.chat(MESSAGES)
+            await m.endpoint.chat(MESSAGES)
     finally:
         await m.aclose()
     assert info.value.status == status
@@ -76,7 +76,7 @@ async def test_a_deep_answer_body_is_a_response_error(server, depth):  # noqa: F
     m = make_model(server)
     try:
         with pytest.raises(EndpointResponseError, match="nested too deep"):
-            await m.chat(MESSAGES)
+            await m.endpoint.chat(MESSAGES)
     finally:
         await m.aclose()
 
@@ -90,7 +90,7 @@ async def test_a_deep_stream_event_is_a_typed_error(server, depth, event):  # no
     m = make_model(server, stream=True, max_retries=0)
     try:
         with pytest.raises((EndpointResponseError, EndpointProviderError)):
-            await m.chat(MESSAGES)
+            await m.endpoint.chat(MESSAGES)
     finally:
         await m.aclose()
 
