@@ -569,7 +569,7 @@ class ActionManager:
             return list(self._tools.values())
         if isinstance(tools, (list, tuple)):
             items = tools
-        elif isinstance(tools, (str, Tool)) or callable(tools) or not isinstance(tools, Iterable):
+        elif isinstance(tools, (str, bytes, bytearray, Tool)) or callable(tools) or not isinstance(tools, Iterable):
             items = [tools]
         else:  # a set, dict keys, a generator...
             items = list(tools)

@@ -1,0 +1,79 @@
+"""A value of the wrong type for a public keyword or registration is a typed
+:class:`~lionops.errors.LionopsError` at once (never a bare ``TypeError`` or a
+pydantic ``ValidationError`` from deep inside, never accepted to fail every call
+later): ``instruction``/``guidance``/``context``/``instruct``, ``middle``,
+``field_models``, a ``tools=`` selector of bytes, a gate check, hook handler or
+context provider that is not callable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lionops import Branch, HookPoint
+from lionops.errors import ArgumentTypeError, GateSignatureError, LionopsError, UnknownToolError
+
+pytestmark = pytest.mark.anyio
+
+
+def refund(order_id: str) -> str:
+    """Refund an order."""
+    return f"refunded {order_id}"
+
+
+async def _never_called(branch: Any, instruction: Any, chat_param: Any, parse_param: Any = None,
+                        clear_messages: bool = False, skip_validation: bool = False) -> Any:
+    raise AssertionError("the Middle must not be awaited for a refused call")
+
+
+@pytest.mark.parametrize("kw", [
+    {"instruction": 3}, {"instruction": ["a"]}, {"guidance": object()},
+    {"instruct": {"instruction": 3}}, {"instruct": {"context": object(), "instruction": {"a"}}},
+], ids=["instruction-int", "instruction-list", "guidance-object", "instruct-map", "instruct-map-two"])
+async def test_an_instruction_keyword_of_the_wrong_type_is_an_argument_type_error(kw, anyio_backend):
+    branch = Branch(tools=[refund])
+    with pytest.raises(ArgumentTypeError, match="instruction keywords of the wrong type") as ei:
+        await branch.operate(middle=_never_called, **kw)
+    assert isinstance(ei.value, TypeError) and ei.value.__cause__ is None
+    assert len(branch.messages) == 0
+
+
+@pytest.mark.parametrize("middle", [3, "communicate", ["x"]], ids=["int", "str", "list"])
+async def test_a_middle_that_is_not_callable_is_refused_before_anything_runs(middle, anyio_backend):
+    branch = Branch(tools=[refund])
+    with pytest.raises(ArgumentTypeError, match="middle must be an async callable"):
+        await branch.operate(instruction="hi", middle=middle)
+    assert len(branch.messages) == 0
+
+
+@pytest.mark.parametrize("field_models", [3, "name", object()], ids=["int", "str", "object"])
+async def test_field_models_that_is_not_a_list_is_an_argument_type_error(field_models, anyio_backend):
+    with pytest.raises(ArgumentTypeError, match="field_models"):
+        await Branch().operate(instruction="hi", middle=_never_called, field_models=field_models)
+
+
+@pytest.mark.parametrize("selector", [b"refnd", bytearray(b"refnd")], ids=["bytes", "bytearray"])
+def test_a_bytes_selector_is_one_name_not_a_list_of_integers(selector):
+    with pytest.raises(UnknownToolError) as ei:
+        Branch(tools=[refund]).acts.select(selector)
+    assert "114" not in str(ei.value) and "refnd" in str(ei.value)
+
+
+@pytest.mark.parametrize("value", ["refund", None, 3, [lambda invocation: True]], ids=["str", "None", "int", "list"])
+def test_a_gate_hook_or_provider_that_is_not_callable_is_refused_when_registered(value):
+    branch = Branch(tools=[refund])
+    with pytest.raises(GateSignatureError, match="must be callable"):
+        branch.gate(value)
+    with pytest.raises(GateSignatureError, match="must be callable"):
+        branch.gate(value, blocking=True)
+    with pytest.raises(GateSignatureError, match="must be callable"):
+        branch.on(HookPoint.TOOL_PRE, value)
+    assert not branch.needs_authorization()
+
+    class Provider:
+        writeback = value
+
+    with pytest.raises(ArgumentTypeError, match="callable writeback"):
+        branch.add_context_provider(Provider())
+    assert isinstance(GateSignatureError("x"), LionopsError)
