@@ -77,3 +77,21 @@ def test_a_gate_hook_or_provider_that_is_not_callable_is_refused_when_registered
     with pytest.raises(ArgumentTypeError, match="callable writeback"):
         branch.add_context_provider(Provider())
     assert isinstance(GateSignatureError("x"), LionopsError)
+
+
+@pytest.mark.parametrize("value", [lambda: True, "x", None, 3], ids=["no-argument", "str", "None", "int"])
+async def test_an_authorize_set_on_the_branch_is_checked_as_a_gate_is(value, anyio_backend):
+    branch = Branch(tools=[refund])
+    with pytest.raises(GateSignatureError, match=r"authorize\(invocation\) -> bool"):
+        branch.authorize = value
+    assert not branch.needs_authorization()  # the branch's own is kept
+    [out] = await branch.act({"function": "refund", "arguments": {"order_id": "1"}})
+    assert out is not None and out.record.decision == "allowed"
+
+    def deny_all(invocation: Any) -> bool:
+        return False
+
+    branch.authorize = deny_all  # one argument: taken, asked, and it denies
+    assert branch.needs_authorization() and branch.fork().authorize is deny_all
+    [out] = await branch.act({"function": "refund", "arguments": {"order_id": "2"}})
+    assert out is not None and out.record.decision == "denied"
