@@ -21,7 +21,7 @@ from typing import Any
 
 from .endpoints import cli as _cli_endpoints
 from .endpoints import openai as _openai_endpoints
-from .errors import ConfigurationError
+from .errors import ArgumentTypeError, ConfigurationError, did_you_mean
 
 __all__ = ["iModel", "PROVIDERS"]
 
@@ -82,10 +82,12 @@ class iModel:  # noqa: N801 - the ADR's name
         if endpoint is None:
             if provider is None:
                 raise ConfigurationError("iModel needs provider= or endpoint=")
+            if not isinstance(provider, str):
+                raise ArgumentTypeError(f"provider must be a provider name (str), got {type(provider).__name__}")
             key = provider.lower()
             if key not in PROVIDERS:
                 raise ConfigurationError(
-                    f"unknown provider {provider!r}; known: {sorted(PROVIDERS)}"
+                    f"unknown provider {provider!r}{did_you_mean(key, PROVIDERS)}; known: {sorted(PROVIDERS)}"
                 )
             endpoint = _load(PROVIDERS[key])(provider=key, model=model, **options)
         self.provider = provider or getattr(endpoint, "provider", None)

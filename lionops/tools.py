@@ -381,6 +381,8 @@ class Tool:
         if not callable(self.func):
             raise ArgumentTypeError(f"Tool needs a callable, got {type(self.func).__name__}")
         self.name = self.name or getattr(_unwrapped(self.func), "__name__", "")
+        if not isinstance(self.name, str):
+            raise ArgumentTypeError(f"tool name must be a str, got {type(self.name).__name__}")
         if not self.name or not self.name.isidentifier():
             raise ConfigurationError(f"tool name must be an identifier, got {self.name!r}")
         self.arguments_model, description, self.is_async, self.positional = _derive(self.func, self.name)

@@ -2,8 +2,10 @@
 :class:`~lionops.errors.LionopsError` at once (never a bare ``TypeError`` or a
 pydantic ``ValidationError`` from deep inside, never accepted to fail every call
 later): ``instruction``/``guidance``/``context``/``instruct``, ``middle``,
-``field_models``, a ``tools=`` selector of bytes, a gate check, hook handler or
-context provider that is not callable."""
+``field_models``, a ``tools=`` selector of bytes, a gate check, hook handler,
+context provider or ``authorize`` that is not callable; a provider or message
+role misspelled (the closest names suggested) or not text; a ``keep_last``
+count, a tool name or trace text of the wrong type."""
 
 from __future__ import annotations
 
@@ -11,8 +13,15 @@ from typing import Any
 
 import pytest
 
-from lionops import Branch, HookPoint
-from lionops.errors import ArgumentTypeError, GateSignatureError, LionopsError, UnknownToolError
+from lionops import Branch, HookPoint, Tool, Trace, iModel
+from lionops.errors import (
+    ArgumentTypeError,
+    ConfigurationError,
+    GateSignatureError,
+    LionopsError,
+    TraceFormatError,
+    UnknownToolError,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -95,3 +104,45 @@ async def test_an_authorize_set_on_the_branch_is_checked_as_a_gate_is(value, any
     assert branch.needs_authorization() and branch.fork().authorize is deny_all
     [out] = await branch.act({"function": "refund", "arguments": {"order_id": "2"}})
     assert out is not None and out.record.decision == "denied"
+
+
+# --------------------------------------------------------------------------- names and values looked up elsewhere
+
+
+def test_a_misspelled_or_non_text_provider_is_typed_and_suggests_the_closest():
+    with pytest.raises(ConfigurationError, match=r"unknown provider 'opnai' \(did you mean 'openai'\?\)"):
+        iModel(provider="opnai", model="m")
+    with pytest.raises(ConfigurationError, match=r"did you mean 'ollama'\?"):
+        iModel(provider="olama", model="m")
+    for provider in (3, ["openai"]):
+        with pytest.raises(ArgumentTypeError, match="provider must be a provider name"):
+            iModel(provider=provider, model="m")
+
+
+@pytest.mark.parametrize("role", ["asistant", "usr", 3, ["user"]], ids=["assistant", "user", "int", "list"])
+def test_a_misspelled_or_non_text_role_is_refused_when_messages_are_looked_up_or_added(role):
+    messages = Branch(system="be brief").messages
+    with pytest.raises(ConfigurationError, match="unknown message role") as looked_up:
+        messages.by_role(role)
+    with pytest.raises(ConfigurationError, match="unknown message role"):
+        messages.add(role, "hi")
+    assert ("did you mean" in str(looked_up.value)) == isinstance(role, str)
+    assert [m.role for m in messages.by_role("system")] == ["system"]
+
+
+@pytest.mark.parametrize(("n", "error"), [("2", ArgumentTypeError), (2.0, ArgumentTypeError), (True, ArgumentTypeError),
+                                          (-1, ConfigurationError)])
+def test_keep_last_takes_a_count(n, error):
+    branch = Branch(system="s")
+    branch.messages.add("user", "a")
+    with pytest.raises(error, match="keep_last takes"):
+        branch.messages.keep_last(n)
+    assert len(branch.messages) == 2  # nothing dropped
+
+
+def test_a_tool_name_that_is_not_text_and_a_trace_that_is_not_json_text_are_typed():
+    with pytest.raises(ArgumentTypeError, match="tool name must be a str"):
+        Tool(refund, name=3)  # type: ignore[arg-type]
+    for text in (3, None, {"machine": "operate"}):
+        with pytest.raises(TraceFormatError, match="a trace is JSON text"):
+            Trace.from_json(text)  # type: ignore[arg-type]
