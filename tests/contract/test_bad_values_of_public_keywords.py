@@ -63,10 +63,12 @@ async def test_field_models_that_is_not_a_list_is_an_argument_type_error(field_m
 
 
 @pytest.mark.parametrize("selector", [b"refnd", bytearray(b"refnd")], ids=["bytes", "bytearray"])
-def test_a_bytes_selector_is_one_name_not_a_list_of_integers(selector):
-    with pytest.raises(UnknownToolError) as ei:
+def test_a_bytes_selector_is_one_value_not_a_list_of_integers(selector):
+    with pytest.raises(ArgumentTypeError, match="tools= selector names tools by name") as ei:
         Branch(tools=[refund]).acts.select(selector)
     assert "114" not in str(ei.value) and "refnd" in str(ei.value)
+    with pytest.raises(UnknownToolError, match="did you mean 'refund'"):
+        Branch(tools=[refund]).acts.select("refnd")
 
 
 @pytest.mark.parametrize("value", ["refund", None, 3, [lambda invocation: True]], ids=["str", "None", "int", "list"])
@@ -146,3 +148,21 @@ def test_a_tool_name_that_is_not_text_and_a_trace_that_is_not_json_text_are_type
     for text in (3, None, {"machine": "operate"}):
         with pytest.raises(TraceFormatError, match="a trace is JSON text"):
             Trace.from_json(text)  # type: ignore[arg-type]
+
+
+async def test_false_as_a_selector_is_an_argument_type_error_and_zero_is_no_tool(anyio_backend):
+    # Neither means "every tool": False says how to select none, 0 names no tool.
+    branch = Branch(tools=[refund])
+    with pytest.raises(ArgumentTypeError, match=r"tools= selector names tools by name.*\[\] for none"):
+        branch.acts.select(False)
+    with pytest.raises(ArgumentTypeError, match="tools= selector"):
+        await branch.operate(instruction="hi", middle=_never_called, actions=True, tools=False)
+    for selector in (0, 1.5, [None]):
+        with pytest.raises(UnknownToolError, match="is not registered"):
+            await branch.operate(instruction="hi", middle=_never_called, actions=True, tools=selector)
+
+
+def test_a_tool_named_twice_in_a_selector_is_offered_once():
+    branch = Branch(tools=[refund])
+    assert [t.name for t in branch.acts.select(["refund", refund, "refund"])] == ["refund"]
+    assert len(branch.acts.get_tool_schema(("refund", "refund"))["tools"]) == 1
