@@ -22,7 +22,7 @@ from typing import Any
 
 from .endpoints.base import Endpoint
 from .endpoints.registry import PROVIDERS, endpoint_class, provider_spec
-from .errors import ConfigurationError
+from .errors import ArgumentTypeError, ConfigurationError
 
 __all__ = ["iModel", "PROVIDERS"]
 
@@ -72,6 +72,8 @@ class iModel:  # noqa: N801 - the ADR's name
         if endpoint is None:
             if provider is None:
                 raise ConfigurationError("iModel needs provider= or endpoint=")
+            if not isinstance(provider, str):
+                raise ArgumentTypeError(f"provider must be a provider name (str), got {type(provider).__name__}")
             spec = provider_spec(provider)
             endpoint = endpoint_class(spec)(provider=spec.name, model=model, **options)
         elif not _meets_contract(endpoint):

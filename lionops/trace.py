@@ -247,6 +247,8 @@ class Trace:
             TraceFormatError (a ValueError): not JSON (or nested too deep to read), or not a trace
                 of the machine (see :meth:`from_dict`).
         """
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise TraceFormatError(f"a trace is JSON text (str or bytes), got {type(text).__name__}")
         try:
             data = bounded_json(text, what="trace JSON")
         except JSONLimitError as exc:

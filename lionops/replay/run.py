@@ -126,7 +126,8 @@ def describe_call(branch: Branch, kw: dict[str, Any], redactor: Redactor) -> Cal
     tool_schemas: list[dict[str, Any]] = []
     if _actions_requested(kw):
         try:
-            tool_schemas = branch.acts.get_tool_schema(tools=kw.get("tools") or True)["tools"]
+            selector = kw.get("tools")  # None offers every registered tool; an empty selector none
+            tool_schemas = branch.acts.get_tool_schema(tools=True if selector is None else selector)["tools"]
         except ValueError:
             tool_schemas = []  # prepare/schema will fail the run; the trace shows it
     endpoint_facts = {k: to_jsonable(getattr(endpoint, k)) for k in _ENDPOINT_FACTS if hasattr(endpoint, k)}
