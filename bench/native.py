@@ -2,6 +2,7 @@
 
     python bench/native.py                 # three rounds, the table to out/bench/native.md
     python bench/native.py --quick         # one pass of everything (smoke)
+    python bench/native.py --profile anthropic:H4   # pyinstrument, lionops alone, to out/bench/
 
 Per protocol (``openai_responses``: ``POST /responses``; ``anthropic``:
 ``POST /v1/messages``; ``google``: ``generateContent`` and
@@ -362,6 +363,25 @@ def render(merged: dict[str, dict[str, list[float]]]) -> str:
     return "\n".join(lines)
 
 
+def profile_case(root: str, spec: str, seconds: float, out: Path, system: str = "lionops") -> str:
+    """``bench/profile.py``'s profile of one system on ``protocol:scenario``."""
+    import importlib.util
+
+    spec_ = importlib.util.spec_from_file_location("bench_profile", HERE / "profile.py")
+    assert spec_ is not None and spec_.loader is not None
+    module = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(module)  # bench/profile.py (its name is the standard library's too)
+    protocol, scenario = spec.split(":")
+    call = BUILD[system](root, protocol, scenario)
+
+    async def once(_: Any) -> Any:
+        return await call()
+
+    text = asyncio.run(module.profile((lambda: None, once), f"{system} {protocol} {scenario} (HTTP)", seconds))
+    (out / f"profile-native-{system}-{protocol}-{scenario}.txt").write_text(text)
+    return text
+
+
 def _all_cases() -> list[tuple[str, str]]:
     return [(p, s) for p in PROTOCOLS for s in SCENARIOS]
 
@@ -372,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=2.0, help="timed seconds per case and worker")
     ap.add_argument("--quick", action="store_true", help="one pass of each case")
     ap.add_argument("--out", default=str(ROOT / "out" / "bench"))
+    ap.add_argument("--profile", metavar="PROTOCOL:SCENARIO", action="append", default=[],
+                    help="profile lionops (and with --profile-system, another system) on a case instead")
+    ap.add_argument("--profile-system", default="lionops", choices=SYSTEMS)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -383,6 +406,11 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     merged: dict[str, dict[str, list[float]]] = {}
+    if args.profile:
+        with Peer() as peer:
+            for spec in args.profile:
+                print(profile_case(peer.root, spec, args.seconds, out, args.profile_system))
+        return 0
     with Peer() as peer:
         for r in range(1 if args.quick else args.rounds):
             print(f"  native round {r + 1}", file=sys.stderr, flush=True)
