@@ -181,14 +181,16 @@ async def serve(port: int) -> None:
 
 
 class Peer:
-    """The peer as a child process: ``with Peer() as peer: peer.base_url("h2")``."""
+    """The peer as a child process: ``with Peer() as peer: peer.base_url("h2")``;
+    ``script``: another peer script that prints ``port N`` when listening."""
 
-    def __init__(self) -> None:
+    def __init__(self, script: Path | None = None) -> None:
+        self.script = script or Path(__file__).resolve()
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
 
     def __enter__(self) -> Peer:
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve())], stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, str(self.script)], stdout=subprocess.PIPE,
                                      text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()

@@ -11,7 +11,8 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 #: The bench modules a test may import; dropped again after each test.
-MODULES = ("common", "systems", "reference", "report", "untraced", "run", "e2e", "floor", "peer")
+MODULES = ("common", "systems", "reference", "report", "untraced", "run", "e2e", "floor", "peer", "native",
+           "native_peer")
 
 
 @pytest.fixture()
