@@ -112,6 +112,16 @@ _REQUEST_OPTIONS = (
     ("presence_penalty", "gen_ai.request.presence_penalty"), ("top_k", "gen_ai.request.top_k"),
 )
 
+#: Attributes of an inference span the conventions' ``invoke_agent`` span does
+#: not list -> the ``lionops.*`` name a CLI agent run carries them under.
+_NOT_ON_AGENT_SPANS = {"gen_ai.response.model": "lionops.response.model", "gen_ai.response.id": "lionops.response.id",
+                       "gen_ai.usage.reasoning.output_tokens": "lionops.usage.reasoning.output_tokens",
+                       "gen_ai.response.time_to_first_chunk": "lionops.response.time_to_first_chunk",
+                       "gen_ai.request.stream": "lionops.request.stream"}
+
+#: Span attributes the details event does not list (the span group adds them, the event does not).
+_NOT_ON_DETAILS = frozenset({"gen_ai.provider.name", "gen_ai.request.top_k"})
+
 #: Exception type names of a failed request -> decision.
 _FAILURE_DECISIONS = {
     "InvalidActionRequest": "invalid",
@@ -608,6 +618,10 @@ class OpenTelemetryObserver:
         anthropic = cli is not None or metric_attributes.get("gen_ai.provider.name") == "anthropic"
         tokens = usage_tokens(meta, anthropic=anthropic)
         attributes = _answer_attributes(meta, cli, tokens)
+        if metric_attributes.get("gen_ai.operation.name") == "invoke_agent":
+            for key, own in _NOT_ON_AGENT_SPANS.items():  # the agent span lists none of these
+                if key in attributes:
+                    attributes[own] = attributes.pop(key)
         if stream and error is not None:
             attributes["gen_ai.response.finish_reasons"] = ["error"]
         if chunks.first is not None:
@@ -627,14 +641,14 @@ class OpenTelemetryObserver:
             op.usage[2] = 1
         if self.capture_content and op is not None:
             self._chat_content(span, op.ctx, scrub)
-        response_model = attributes.get("gen_ai.response.model")
+        response_model = attributes.get("gen_ai.response.model", attributes.get("lionops.response.model"))
         if response_model:
             metric_attributes = {**metric_attributes, "gen_ai.response.model": response_model}
         if error is not None:
             _fail(span, error, scrub, self.capture_content)
             metric_attributes = {**metric_attributes, "error.type": _error_type(error)}
             self._exception_event(span, error, scrub, metric_attributes)
-        elif self.capture_content:
+        elif self.capture_content and metric_attributes.get("gen_ai.operation.name") == "chat":
             self._details_event(span)
         self._chat_metrics(t0, metric_attributes, tokens, chunks)
         span.end()
@@ -645,9 +659,10 @@ class OpenTelemetryObserver:
             if _is_count(count):
                 self.token_usage.record(count, {**metric_attributes, "gen_ai.token.type": kind})
         if chunks.first is not None:
-            self.time_to_first_chunk.record(chunks.first - chunks.t0, metric_attributes)
+            chunk_attributes = {k: v for k, v in metric_attributes.items() if k != "error.type"}
+            self.time_to_first_chunk.record(chunks.first - chunks.t0, chunk_attributes)
             for gap in chunks.gaps:
-                self.time_per_output_chunk.record(gap, metric_attributes)
+                self.time_per_output_chunk.record(gap, chunk_attributes)
 
     def _details_event(self, span: Any) -> None:
         """``gen_ai.client.inference.operation.details``: the inference span's
@@ -656,7 +671,8 @@ class OpenTelemetryObserver:
         self.events.emit(event_name="gen_ai.client.inference.operation.details",
                          context=otel_trace.set_span_in_context(span),
                          severity_number=otel_logs.SeverityNumber.INFO,
-                         attributes={k: v for k, v in attributes.items() if k.startswith(("gen_ai.", "server."))})
+                         attributes={k: v for k, v in attributes.items()
+                                     if k.startswith(("gen_ai.", "server.")) and k not in _NOT_ON_DETAILS})
 
     def _exception_event(self, span: Any, error: BaseException, scrub: _Scrub,
                          metric_attributes: dict[str, Any]) -> None:
