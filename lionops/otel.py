@@ -626,12 +626,7 @@ class OpenTelemetryObserver:
             attributes["gen_ai.response.finish_reasons"] = ["error"]
         if chunks.first is not None:
             attributes["gen_ai.response.time_to_first_chunk"] = chunks.first - chunks.t0
-        for number, retry in enumerate(meta.get("http_retries") or [], 1):
-            if isinstance(retry, dict):
-                event: dict[str, Any] = {"lionops.http.retry": number}
-                _set(event, "http.response.status_code", retry.get("status"))
-                _set(event, "lionops.http.retry_delay_s", retry.get("delay_s"))
-                span.add_event("http_retry", event)
+        _retry_events(span, meta.get("http_retries") or [])
         span.set_attributes(attributes)
         if op is not None and result is not None:
             op.native_calls = _native_calls(op.ctx.branch)
@@ -845,6 +840,16 @@ def _take_call_id(op: _Operation, function: Any, arguments: Any) -> str | None:
             call_id, entry[2] = entry[2], None
             return str(call_id)
     return None
+
+
+def _retry_events(span: Any, retries: list[Any]) -> None:
+    """One ``http_retry`` event per retried HTTP request."""
+    for number, retry in enumerate(retries, 1):
+        if isinstance(retry, dict):
+            event: dict[str, Any] = {"lionops.http.retry": number}
+            _set(event, "http.response.status_code", retry.get("status"))
+            _set(event, "lionops.http.retry_delay_s", retry.get("delay_s"))
+            span.add_event("http_retry", event)
 
 
 def _model_of(ctx: Any, endpoint: Any) -> Any:
