@@ -1,23 +1,30 @@
 """OpenTelemetry export of ``operate()`` (imported only by ``lionops.instrument()``).
 
-One trace per ``operate()``:
+One trace per ``operate()``, following the OpenTelemetry GenAI semantic
+conventions (:data:`SCHEMA_URL`; docs/observability.md has the mapping):
 
-- ``operate [CallerModel]`` (INTERNAL): the root span. Attributes: exit
-  trigger, terminal state, states visited, engine, middle, caller model.
-  Every fired transition is a span event named by its trigger, carrying the
-  guards evaluated (``lionops.guard.<name>``: value), at the moment it fired.
-  Status ERROR, with the exception recorded (secrets scrubbed; its message,
-  which may quote content, only with ``capture_content``), when the call raised.
-- ``chat {model}`` (CLIENT): the adapter call, GenAI semantic conventions
-  (``gen_ai.*``), HTTP attempts and retries; for a CLI agent its session id
-  and its own tool uses as events.
+- ``invoke_agent {agent}`` (INTERNAL): the root span, the operation as an
+  agent run (``gen_ai.agent.name``: the branch's name, else :data:`AGENT_NAME`;
+  ``gen_ai.conversation.id``: the branch id). The machine's facts stay in
+  ``lionops.*``: exit trigger, terminal state, states visited, engine, middle,
+  caller model. Every fired transition is a span event named by its trigger,
+  carrying the guards evaluated (``lionops.guard.<name>``: value), at the
+  moment it fired. Status ERROR, with the exception recorded (secrets
+  scrubbed; its message, which may quote content, only with
+  ``capture_content``), when the call raised.
+- ``chat {model}`` (CLIENT): an API adapter call (``gen_ai.*``), HTTP attempts
+  and retries, stream chunk timing. A CLI agent run is ``invoke_agent
+  {provider}`` (CLIENT), with its session id and its own tool uses as events.
 - ``execute_tool {tool}`` (INTERNAL): one per action request, with the
   decision (``lionops.tool.decision``) and hooks as events.
 - ``writeback`` (INTERNAL): the context-provider offer before enrichment.
 
-Metrics: ``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage``
-(GenAI conventions, advised buckets), ``lionops.operation.duration`` and the
-counter ``lionops.operation.exits`` by exit trigger.
+Metrics: ``gen_ai.client.operation.duration``, ``gen_ai.client.token.usage``,
+the two stream chunk histograms, ``gen_ai.invoke_agent.duration`` and
+``gen_ai.execute_tool.duration`` (GenAI conventions, advised buckets),
+``lionops.operation.duration`` and the counter ``lionops.operation.exits``.
+Events (log records): ``gen_ai.client.inference.operation.details`` with
+content capture, ``gen_ai.client.operation.exception`` for a failed call.
 
 Content (instructions, answers, tool arguments and outputs, and exception
 messages, which may quote them) is recorded only with ``capture_content=True``.
@@ -431,29 +438,24 @@ class OpenTelemetryObserver:
         self.tracer = otel_trace.get_tracer("lionops", __version__, tracer_provider, schema_url=SCHEMA_URL)
         self.events = otel_logs.get_logger("lionops", __version__, logger_provider, schema_url=SCHEMA_URL)
         meter = otel_metrics.get_meter("lionops", __version__, meter_provider, schema_url=SCHEMA_URL)
-        self.duration = meter.create_histogram(
-            "gen_ai.client.operation.duration", unit="s", description="GenAI operation duration.",
-            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
-        self.token_usage = meter.create_histogram(
-            "gen_ai.client.token.usage", unit="{token}", description="Number of input and output tokens used.",
-            explicit_bucket_boundaries_advisory=list(TOKEN_BUCKETS))
-        self.time_to_first_chunk = meter.create_histogram(
-            "gen_ai.client.operation.time_to_first_chunk", unit="s",
-            description="Time to receive the first chunk of a streamed answer.",
-            explicit_bucket_boundaries_advisory=list(CHUNK_BUCKETS))
-        self.time_per_output_chunk = meter.create_histogram(
-            "gen_ai.client.operation.time_per_output_chunk", unit="s",
-            description="Time between consecutive chunks of a streamed answer.",
-            explicit_bucket_boundaries_advisory=list(CHUNK_BUCKETS))
-        self.agent_duration = meter.create_histogram(
-            "gen_ai.invoke_agent.duration", unit="s", description="Duration of one operate() as an agent run.",
-            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
-        self.tool_duration = meter.create_histogram(
-            "gen_ai.execute_tool.duration", unit="s", description="Duration of one tool request through act().",
-            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
-        self.operation_duration = meter.create_histogram(
-            "lionops.operation.duration", unit="s", description="Duration of one operate() call.",
-            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
+        def histogram(name: str, unit: str, description: str, buckets: tuple[float, ...]) -> Any:
+            return meter.create_histogram(name, unit=unit, description=description,
+                                          explicit_bucket_boundaries_advisory=list(buckets))
+
+        self.duration = histogram("gen_ai.client.operation.duration", "s", "GenAI operation duration.",
+                                  DURATION_BUCKETS)
+        self.token_usage = histogram("gen_ai.client.token.usage", "{token}",
+                                     "Number of input and output tokens used.", TOKEN_BUCKETS)
+        self.time_to_first_chunk = histogram("gen_ai.client.operation.time_to_first_chunk", "s",
+                                             "Time to receive the first chunk of a streamed answer.", CHUNK_BUCKETS)
+        self.time_per_output_chunk = histogram("gen_ai.client.operation.time_per_output_chunk", "s",
+                                               "Time between consecutive chunks of a streamed answer.", CHUNK_BUCKETS)
+        self.agent_duration = histogram("gen_ai.invoke_agent.duration", "s",
+                                        "Duration of one operate() as an agent run.", DURATION_BUCKETS)
+        self.tool_duration = histogram("gen_ai.execute_tool.duration", "s",
+                                       "Duration of one tool request through act().", DURATION_BUCKETS)
+        self.operation_duration = histogram("lionops.operation.duration", "s", "Duration of one operate() call.",
+                                            DURATION_BUCKETS)
         self.exits = meter.create_counter(
             "lionops.operation.exits", unit="{operation}", description="operate() calls by exit trigger.")
         self.redactor = Redactor()
