@@ -107,7 +107,7 @@ TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4
 
 #: lionops provider names whose ``gen_ai.provider.name`` is a registered value
 #: of the conventions under another name (used when no provider registry says).
-_PROVIDER_NAMES = {"claude_code": "anthropic", "codex": "openai", "gemini": "gcp.gemini",
+_PROVIDER_NAMES = {"claude_code": "anthropic", "codex": "openai", "openai_responses": "openai", "gemini": "gcp.gemini",
                    "google": "gcp.gemini", "gcp.gemini": "gcp.gemini", "anthropic": "anthropic",
                    "openai": "openai", "mistral": "mistral_ai", "xai": "x_ai", "bedrock": "aws.bedrock"}
 

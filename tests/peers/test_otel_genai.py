@@ -21,7 +21,8 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.mark.parametrize("provider, expected", [
-    ("openai", "openai"), ("claude_code", "anthropic"), ("codex", "openai"), ("gemini", "gcp.gemini"),
+    ("openai", "openai"), ("openai_responses", "openai"), ("claude_code", "anthropic"), ("codex", "openai"),
+    ("gemini", "gcp.gemini"), ("google", "gcp.gemini"),
     ("anthropic", "anthropic"), ("gcp.gemini", "gcp.gemini"), ("ollama", "ollama"), ("vllm", "vllm"),
 ])
 def test_every_provider_has_its_registered_name(provider, expected):
