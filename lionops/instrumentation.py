@@ -31,7 +31,7 @@ class InstrumentationError(LionopsError, ImportError):
 
 def instrument(tracer_provider: Any = None, *, meter_provider: Any = None, logger_provider: Any = None,
                capture_content: bool | None = None) -> Any:
-    """Export every ``operate()`` in this process as OpenTelemetry spans and metrics.
+    """Export every ``operate()`` in this process as OpenTelemetry spans, metrics and events.
 
     Args:
         tracer_provider: the ``TracerProvider`` to use; the global one when ``None``.
