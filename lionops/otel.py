@@ -41,7 +41,6 @@ Secrets never are: every text that reaches a span goes through the cassette
 from __future__ import annotations
 
 import contextvars
-import importlib
 import json
 import os
 import time
@@ -57,8 +56,11 @@ from opentelemetry import trace as otel_trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ._version import __version__
+from .endpoints.registry import provider_spec
+from .errors import ConfigurationError
 from .messages import to_jsonable
 from .replay.redact import Redactor
+from .usage import Usage
 
 __all__ = ["OpenTelemetryObserver", "logged_decision", "tool_decision", "provider_name", "capture_from_env",
            "DECISIONS", "SCHEMA_URL", "CAPTURE_CONTENT_ENV", "AGENT_NAME", "UNKNOWN_TOOL",
@@ -104,12 +106,6 @@ DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 
 CHUNK_BUCKETS = (0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 #: GenAI conventions: advised buckets of ``gen_ai.client.token.usage``.
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
-
-#: lionops provider names whose ``gen_ai.provider.name`` is a registered value
-#: of the conventions under another name (used when no provider registry says).
-_PROVIDER_NAMES = {"claude_code": "anthropic", "codex": "openai", "openai_responses": "openai", "gemini": "gcp.gemini",
-                   "google": "gcp.gemini", "gcp.gemini": "gcp.gemini", "anthropic": "anthropic",
-                   "openai": "openai", "mistral": "mistral_ai", "xai": "x_ai", "bedrock": "aws.bedrock"}
 
 #: Numeric request options (``operate()`` keywords) -> their GenAI request attribute.
 _REQUEST_OPTIONS = (
@@ -201,23 +197,14 @@ def tool_decision(record: Any, error: BaseException | None) -> str:
 
 
 def provider_name(provider: str) -> str:
-    """The ``gen_ai.provider.name`` of lionops provider ``provider``: what the
-    provider registry declares when there is one, else the registered value of
-    the conventions (``openai``, ``anthropic``, ``gcp.gemini``, ...), else the
-    name itself (a provider the conventions do not list: ``ollama``, ``vllm``)."""
+    """The ``gen_ai.provider.name`` of lionops provider ``provider``, as the
+    provider registry declares it (:mod:`lionops.endpoints.registry`: the
+    conventions' registered value, ``openai``, ``anthropic``, ``gcp.gemini``,
+    ...); a name not registered is kept."""
     try:
-        registry: Any = importlib.import_module("lionops.endpoints.registry")
-    except ImportError:
-        registry = None
-    lookup = getattr(registry, "otel_provider_name", None)
-    if callable(lookup):
-        try:
-            value = lookup(provider)
-        except Exception:  # noqa: BLE001 - an unknown name: the table below
-            value = None
-        if isinstance(value, str) and value and value != provider:
-            return value
-    return _PROVIDER_NAMES.get(provider.lower(), provider)
+        return provider_spec(provider).otel_name
+    except (ConfigurationError, ImportError):  # not a registered provider: its own name
+        return provider
 
 
 def capture_from_env(value: str | None = None) -> bool:
@@ -226,51 +213,26 @@ def capture_from_env(value: str | None = None) -> bool:
     return raw.strip().lower() in _CAPTURE_VALUES
 
 
-@dataclass(frozen=True, slots=True)
-class Tokens:
-    """The token counts of one model call, counted the conventions' way
-    (input includes cache reads and writes, output includes reasoning)."""
-
-    input: int | None = None
-    output: int | None = None
-    cache_read: int | None = None
-    cache_write: int | None = None
-    reasoning: int | None = None
-
-
-def usage_tokens(meta: dict[str, Any], *, anthropic: bool) -> Tokens:
-    """The counts of one call from its trace facts: the one usage record
-    (``meta["tokens"]``) when the endpoint reports it, else the provider's
-    own usage object (``meta["usage"]``)."""
+def usage_tokens(meta: dict[str, Any], *, anthropic: bool) -> Usage:
+    """The token counts of one call from its trace facts, counted the
+    conventions' way (input includes cache reads and writes, output includes
+    reasoning): the call's one usage record (``meta["tokens"]``, a
+    :class:`~lionops.usage.Usage` as a dict); for an endpoint that reports
+    only its provider's usage object (``meta["usage"]``), that object read
+    by :class:`~lionops.usage.Usage`."""
     record = meta.get("tokens")
     if isinstance(record, dict) and record:
-        return Tokens(_count(record.get("input_tokens")), _count(record.get("output_tokens")),
-                      _count(record.get("cache_read_tokens")), _count(record.get("cache_write_tokens")),
-                      _count(record.get("reasoning_tokens")))
+        return Usage(input_tokens=_count(record.get("input_tokens")),
+                     output_tokens=_count(record.get("output_tokens")),
+                     cache_read_tokens=_count(record.get("cache_read_tokens")),
+                     cache_write_tokens=_count(record.get("cache_write_tokens")),
+                     reasoning_tokens=_count(record.get("reasoning_tokens")))
     raw = meta.get("usage")
-    usage: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    if "prompt_tokens" in usage or "completion_tokens" in usage:  # Chat Completions
-        return Tokens(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")),
-                      _count(_dig(usage, "prompt_tokens_details", "cached_tokens")),
-                      _count(usage.get("cache_creation_input_tokens")),
-                      _count(_dig(usage, "completion_tokens_details", "reasoning_tokens")))
-    read = _count(usage.get("cache_read_input_tokens"))
-    write = _count(usage.get("cache_creation_input_tokens"))
-    input_tokens = _count(usage.get("input_tokens"))
-    if anthropic and input_tokens is not None:  # Anthropic's input_tokens leave the cache out
-        input_tokens += (read or 0) + (write or 0)
-    return Tokens(input_tokens, _count(usage.get("output_tokens")),
-                  read if read is not None else _count(usage.get("cached_input_tokens")
-                                                       or _dig(usage, "input_tokens_details", "cached_tokens")),
-                  write,
-                  _count(usage.get("reasoning_output_tokens")
-                         or _dig(usage, "output_tokens_details", "reasoning_tokens")))
-
-
-def _dig(value: Any, *path: str) -> Any:
-    for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
+    if not isinstance(raw, dict):
+        return Usage()
+    if "prompt_tokens" in raw or "completion_tokens" in raw:
+        return Usage.from_chat_completions(raw)
+    return Usage.from_anthropic(raw) if anthropic else Usage.from_responses(raw)
 
 
 def _count(value: Any) -> int | None:
@@ -632,9 +594,9 @@ class OpenTelemetryObserver:
         span.set_attributes(attributes)
         if op is not None and result is not None:
             op.native_calls = _native_calls(op.ctx.branch)
-        if op is not None and _is_count(tokens.input) and _is_count(tokens.output):
-            op.usage[0] += tokens.input
-            op.usage[1] += tokens.output
+        if op is not None and _is_count(tokens.input_tokens) and _is_count(tokens.output_tokens):
+            op.usage[0] += tokens.input_tokens
+            op.usage[1] += tokens.output_tokens
             op.usage[2] = 1
         if self.capture_content and op is not None:
             self._chat_content(span, op.ctx, scrub)
@@ -650,9 +612,9 @@ class OpenTelemetryObserver:
         self._chat_metrics(t0, metric_attributes, tokens, chunks)
         span.end()
 
-    def _chat_metrics(self, t0: float, metric_attributes: dict[str, Any], tokens: Tokens, chunks: _Chunks) -> None:
+    def _chat_metrics(self, t0: float, metric_attributes: dict[str, Any], tokens: Usage, chunks: _Chunks) -> None:
         self.duration.record(time.perf_counter() - t0, metric_attributes)
-        for kind, count in (("input", tokens.input), ("output", tokens.output)):
+        for kind, count in (("input", tokens.input_tokens), ("output", tokens.output_tokens)):
             if _is_count(count):
                 self.token_usage.record(count, {**metric_attributes, "gen_ai.token.type": kind})
         if chunks.first is not None:
@@ -891,14 +853,14 @@ def _server(attributes: dict[str, Any], base_url: Any, scrub: _Scrub) -> None:
         pass
 
 
-def _answer_attributes(meta: dict[str, Any], cli: dict[str, Any] | None, tokens: Tokens) -> dict[str, Any]:
+def _answer_attributes(meta: dict[str, Any], cli: dict[str, Any] | None, tokens: Usage) -> dict[str, Any]:
     """The chat span's attributes from the call's trace facts."""
     attributes: dict[str, Any] = {}
-    _set(attributes, "gen_ai.usage.input_tokens", tokens.input)
-    _set(attributes, "gen_ai.usage.output_tokens", tokens.output)
-    _set(attributes, "gen_ai.usage.cache_read.input_tokens", tokens.cache_read)
-    _set(attributes, "gen_ai.usage.cache_creation.input_tokens", tokens.cache_write)
-    _set(attributes, "gen_ai.usage.reasoning.output_tokens", tokens.reasoning)
+    _set(attributes, "gen_ai.usage.input_tokens", tokens.input_tokens)
+    _set(attributes, "gen_ai.usage.output_tokens", tokens.output_tokens)
+    _set(attributes, "gen_ai.usage.cache_read.input_tokens", tokens.cache_read_tokens)
+    _set(attributes, "gen_ai.usage.cache_creation.input_tokens", tokens.cache_write_tokens)
+    _set(attributes, "gen_ai.usage.reasoning.output_tokens", tokens.reasoning_tokens)
     _set(attributes, "gen_ai.response.model", meta.get("model") or (cli or {}).get("model"))
     _set(attributes, "gen_ai.response.id", meta.get("response_id"))
     if meta.get("finish_reason"):

@@ -43,13 +43,13 @@ def test_every_provider_has_its_registered_name(provider, expected):
 ])
 def test_usage_counts_cache_and_reasoning_tokens_the_conventions_way(meta, expected):
     t = usage_tokens(meta, anthropic=False)
-    assert (t.input, t.output, t.cache_read, t.cache_write, t.reasoning) == expected
+    assert (t.input_tokens, t.output_tokens, t.cache_read_tokens, t.cache_write_tokens, t.reasoning_tokens) == expected
 
 
 def test_anthropic_input_tokens_add_the_cache():
     t = usage_tokens({"usage": {"input_tokens": 10, "cache_read_input_tokens": 5,
                                 "cache_creation_input_tokens": 3, "output_tokens": 2}}, anthropic=True)
-    assert (t.input, t.cache_read, t.cache_write) == (18, 5, 3)
+    assert (t.input_tokens, t.cache_read_tokens, t.cache_write_tokens) == (18, 5, 3)
 
 
 @pytest.mark.parametrize("value, on", [("true", True), ("TRUE", True), ("span_only", True),
