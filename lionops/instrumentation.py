@@ -29,15 +29,19 @@ class InstrumentationError(LionopsError, ImportError):
     """``instrument()`` cannot run: the OpenTelemetry API is not installed."""
 
 
-def instrument(tracer_provider: Any = None, *, meter_provider: Any = None, capture_content: bool = False) -> Any:
-    """Export every ``operate()`` in this process as OpenTelemetry spans and metrics.
+def instrument(tracer_provider: Any = None, *, meter_provider: Any = None, logger_provider: Any = None,
+               capture_content: bool | None = None) -> Any:
+    """Export every ``operate()`` in this process as OpenTelemetry spans, metrics and events.
 
     Args:
         tracer_provider: the ``TracerProvider`` to use; the global one when ``None``.
         meter_provider: the ``MeterProvider`` of the metrics; the global one when ``None``.
+        logger_provider: the ``LoggerProvider`` of the GenAI events; the global one when ``None``.
         capture_content: also record instructions, answers, tool arguments and
-            outputs (redacted of secrets). Off by default: spans then carry
-            names, decisions, counts and timings only.
+            outputs (redacted of secrets). ``None`` (the default): on when the
+            environment variable ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``
+            says so (``true``, ``span_only``, ``event_only``, ``span_and_event``), else
+            off: spans then carry names, decisions, counts and timings only.
 
     Returns:
         The active instrumentation (its ``repr`` says what it exports to).
@@ -49,14 +53,15 @@ def instrument(tracer_provider: Any = None, *, meter_provider: Any = None, captu
     """
     global _active
     try:
-        from .otel import OpenTelemetryObserver
+        from .otel import OpenTelemetryObserver, capture_from_env
     except ImportError as exc:
         raise InstrumentationError(
             f"lionops.instrument() needs the OpenTelemetry API: pip install '{OTEL_EXTRA}' "
             f"(missing: {exc.name or exc})"
         ) from None
+    capture = capture_from_env() if capture_content is None else bool(capture_content)
     observer = OpenTelemetryObserver(tracer_provider, meter_provider=meter_provider,
-                                     capture_content=bool(capture_content))
+                                     logger_provider=logger_provider, capture_content=capture)
     with _lock:
         if _active is not None:
             observe.remove_observer(_active)

@@ -8,7 +8,8 @@ each place costs one truthiness check and nothing else is built:
 - the ``adapter`` phase, around the awaited Middle (:func:`observe_adapter`);
 - ``act()``, around each request (:func:`observe_tool`);
 - the ``enrich`` phase, around the writeback offer (:func:`observe_step`);
-- a tool hook being emitted, and a CLI agent's own tool call (:func:`note`).
+- a tool hook being emitted, a CLI agent's own tool call, and chunks of a
+  streamed answer arriving (:func:`note`).
 
 An observer is any object with the methods of :class:`Observer`. An
 observer that raises is logged and ignored: it never changes an operation's

@@ -1,23 +1,30 @@
 """OpenTelemetry export of ``operate()`` (imported only by ``lionops.instrument()``).
 
-One trace per ``operate()``:
+One trace per ``operate()``, following the OpenTelemetry GenAI semantic
+conventions (:data:`SCHEMA_URL`; docs/observability.md has the mapping):
 
-- ``operate [CallerModel]`` (INTERNAL): the root span. Attributes: exit
-  trigger, terminal state, states visited, engine, middle, caller model.
-  Every fired transition is a span event named by its trigger, carrying the
-  guards evaluated (``lionops.guard.<name>``: value), at the moment it fired.
-  Status ERROR, with the exception recorded (secrets scrubbed; its message,
-  which may quote content, only with ``capture_content``), when the call raised.
-- ``chat {model}`` (CLIENT): the adapter call, GenAI semantic conventions
-  (``gen_ai.*``), HTTP attempts and retries; for a CLI agent its session id
-  and its own tool uses as events.
+- ``invoke_agent {agent}`` (INTERNAL): the root span, the operation as an
+  agent run (``gen_ai.agent.name``: the branch's name, else :data:`AGENT_NAME`;
+  ``gen_ai.conversation.id``: the branch id). The machine's facts stay in
+  ``lionops.*``: exit trigger, terminal state, states visited, engine, middle,
+  caller model. Every fired transition is a span event named by its trigger,
+  carrying the guards evaluated (``lionops.guard.<name>``: value), at the
+  moment it fired. Status ERROR, with the exception recorded (secrets
+  scrubbed; its message, which may quote content, only with
+  ``capture_content``), when the call raised.
+- ``chat {model}`` (CLIENT): an API adapter call (``gen_ai.*``), HTTP attempts
+  and retries, stream chunk timing. A CLI agent run is ``invoke_agent
+  {provider}`` (CLIENT), with its session id and its own tool uses as events.
 - ``execute_tool {tool}`` (INTERNAL): one per action request, with the
   decision (``lionops.tool.decision``) and hooks as events.
 - ``writeback`` (INTERNAL): the context-provider offer before enrichment.
 
-Metrics: ``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage``
-(GenAI conventions, advised buckets), ``lionops.operation.duration`` and the
-counter ``lionops.operation.exits`` by exit trigger.
+Metrics: ``gen_ai.client.operation.duration``, ``gen_ai.client.token.usage``,
+the two stream chunk histograms, ``gen_ai.invoke_agent.duration`` and
+``gen_ai.execute_tool.duration`` (GenAI conventions, advised buckets),
+``lionops.operation.duration`` and the counter ``lionops.operation.exits``.
+Events (log records): ``gen_ai.client.inference.operation.details`` with
+content capture, ``gen_ai.client.operation.exception`` for a failed call.
 
 Content (instructions, answers, tool arguments and outputs, and exception
 messages, which may quote them) is recorded only with ``capture_content=True``.
@@ -35,22 +42,29 @@ from __future__ import annotations
 
 import contextvars
 import json
+import os
 import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
+from urllib.parse import urlsplit
 
+from opentelemetry import _logs as otel_logs
 from opentelemetry import context as otel_context
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ._version import __version__
+from .endpoints.registry import provider_spec
+from .errors import ConfigurationError
 from .messages import to_jsonable
 from .replay.redact import Redactor
+from .usage import Usage
 
-__all__ = ["OpenTelemetryObserver", "logged_decision", "tool_decision", "DECISIONS", "SCHEMA_URL",
-           "UNKNOWN_TOOL", "MAX_ATTRIBUTE_CHARS", "MAX_CONTENT_CHARS"]
+__all__ = ["OpenTelemetryObserver", "logged_decision", "tool_decision", "provider_name", "capture_from_env",
+           "DECISIONS", "SCHEMA_URL", "CAPTURE_CONTENT_ENV", "AGENT_NAME", "UNKNOWN_TOOL",
+           "MAX_ATTRIBUTE_CHARS", "MAX_CONTENT_CHARS"]
 
 #: The tool name exported for a requested tool that is not registered (or not
 #: offered) without ``capture_content``: the model's text never reaches a span.
@@ -72,26 +86,44 @@ _CLI_BUILTIN_TOOLS = frozenset({
 })
 
 #: Semantic conventions schema the attribute names follow.
-SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
+SCHEMA_URL = "https://opentelemetry.io/schemas/gen-ai/1.42.0"
+
+#: The environment variable that turns content capture on when
+#: ``instrument(capture_content=...)`` is not given (``true``, ``span_only``,
+#: ``event_only`` or ``span_and_event``; anything else leaves it off).
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+_CAPTURE_VALUES = frozenset({"true", "1", "yes", "span_only", "event_only", "span_and_event"})
+
+#: ``gen_ai.agent.name`` of an operation on a branch without a name.
+AGENT_NAME = "lionops"
 
 #: ``lionops.tool.decision`` values.
 DECISIONS = ("allowed", "denied", "invalid", "rejected", "not_offered", "error", "timed_out")
 
 #: GenAI conventions: advised buckets of ``gen_ai.client.operation.duration`` (s).
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+#: GenAI conventions: advised buckets of the per-chunk stream histograms (s).
+CHUNK_BUCKETS = (0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 #: GenAI conventions: advised buckets of ``gen_ai.client.token.usage``.
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
-
-#: lionops provider names whose GenAI ``gen_ai.provider.name`` differs.
-_PROVIDER_NAMES = {"claude_code": "anthropic", "codex": "openai", "openai_responses": "openai", "google": "gcp.gemini"}
 
 #: Numeric request options (``operate()`` keywords) -> their GenAI request attribute.
 _REQUEST_OPTIONS = (
     ("max_completion_tokens", "gen_ai.request.max_tokens"), ("max_tokens", "gen_ai.request.max_tokens"),
     ("temperature", "gen_ai.request.temperature"), ("top_p", "gen_ai.request.top_p"),
     ("seed", "gen_ai.request.seed"), ("frequency_penalty", "gen_ai.request.frequency_penalty"),
-    ("presence_penalty", "gen_ai.request.presence_penalty"),
+    ("presence_penalty", "gen_ai.request.presence_penalty"), ("top_k", "gen_ai.request.top_k"),
 )
+
+#: Attributes of an inference span the conventions' ``invoke_agent`` span does
+#: not list -> the ``lionops.*`` name a CLI agent run carries them under.
+_NOT_ON_AGENT_SPANS = {"gen_ai.response.model": "lionops.response.model", "gen_ai.response.id": "lionops.response.id",
+                       "gen_ai.usage.reasoning.output_tokens": "lionops.usage.reasoning.output_tokens",
+                       "gen_ai.response.time_to_first_chunk": "lionops.response.time_to_first_chunk",
+                       "gen_ai.request.stream": "lionops.request.stream"}
+
+#: Span attributes the details event does not list (the span group adds them, the event does not).
+_NOT_ON_DETAILS = frozenset({"gen_ai.provider.name", "gen_ai.request.top_k"})
 
 #: Exception type names of a failed request -> decision.
 _FAILURE_DECISIONS = {
@@ -107,6 +139,28 @@ _FAILURE_DECISIONS = {
 _LOGGED = frozenset({"action", "denied", "action_error"})
 
 _OPERATION: contextvars.ContextVar[_Operation | None] = contextvars.ContextVar("lionops_otel_operation", default=None)
+
+
+@dataclass(slots=True, eq=False)
+class _Chunks:
+    """Arrival times (``perf_counter``) of a streamed answer's chunks."""
+
+    t0: float
+    first: float | None = None
+    last: float | None = None
+    gaps: list[float] = field(default_factory=list)
+
+    def add(self, count: int) -> None:
+        now = time.perf_counter()
+        if self.first is None:
+            self.first = now
+        elif self.last is not None and len(self.gaps) < 100_000:
+            self.gaps.append(now - self.last)
+        self.gaps.extend([0.0] * max(0, min(count - 1, 100_000 - len(self.gaps))))
+        self.last = now
+
+
+_CHUNKS: contextvars.ContextVar[_Chunks | None] = contextvars.ContextVar("lionops_otel_chunks", default=None)
 
 
 def logged_decision(branch: Any, start: int | None, request: Any) -> str | None:
@@ -140,6 +194,49 @@ def tool_decision(record: Any, error: BaseException | None) -> str:
             if cls.__name__ in _FAILURE_DECISIONS:
                 return _FAILURE_DECISIONS[cls.__name__]
     return "error"
+
+
+def provider_name(provider: str) -> str:
+    """The ``gen_ai.provider.name`` of lionops provider ``provider``, as the
+    provider registry declares it (:mod:`lionops.endpoints.registry`: the
+    conventions' registered value, ``openai``, ``anthropic``, ``gcp.gemini``,
+    ...); a name not registered is kept."""
+    try:
+        return provider_spec(provider).otel_name
+    except (ConfigurationError, ImportError):  # not a registered provider: its own name
+        return provider
+
+
+def capture_from_env(value: str | None = None) -> bool:
+    """Whether :data:`CAPTURE_CONTENT_ENV` (or ``value``) turns content capture on."""
+    raw = os.environ.get(CAPTURE_CONTENT_ENV, "") if value is None else value
+    return raw.strip().lower() in _CAPTURE_VALUES
+
+
+def usage_tokens(meta: dict[str, Any], *, anthropic: bool) -> Usage:
+    """The token counts of one call from its trace facts, counted the
+    conventions' way (input includes cache reads and writes, output includes
+    reasoning): the call's one usage record (``meta["tokens"]``, a
+    :class:`~lionops.usage.Usage` as a dict); for an endpoint that reports
+    only its provider's usage object (``meta["usage"]``), that object read
+    by :class:`~lionops.usage.Usage`."""
+    record = meta.get("tokens")
+    if isinstance(record, dict) and record:
+        return Usage(input_tokens=_count(record.get("input_tokens")),
+                     output_tokens=_count(record.get("output_tokens")),
+                     cache_read_tokens=_count(record.get("cache_read_tokens")),
+                     cache_write_tokens=_count(record.get("cache_write_tokens")),
+                     reasoning_tokens=_count(record.get("reasoning_tokens")))
+    raw = meta.get("usage")
+    if not isinstance(raw, dict):
+        return Usage()
+    if "prompt_tokens" in raw or "completion_tokens" in raw:
+        return Usage.from_chat_completions(raw)
+    return Usage.from_anthropic(raw) if anthropic else Usage.from_responses(raw)
+
+
+def _count(value: Any) -> int | None:
+    return value if _is_count(value) and value >= 0 else None
 
 
 class _Scrub:
@@ -194,6 +291,10 @@ class _Operation:
     trace: Any
     scrub: _Scrub
     tokens: tuple[Any, Any] | None = None
+    #: ``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.agent.name``, ``gen_ai.request.model``
+    metric_attributes: dict[str, Any] = field(default_factory=dict)
+    #: input and output tokens of the operation's model calls, summed
+    usage: list[int] = field(default_factory=lambda: [0, 0, 0])
     #: native tool calls of the adapter's answer: [function, arguments, id]; matched by tool spans
     native_calls: list[list[Any]] = field(default_factory=list)
 
@@ -290,29 +391,41 @@ def _text_parts(content: Any) -> list[dict[str, Any]]:
 class OpenTelemetryObserver:
     """The observer ``lionops.instrument()`` registers (see the module docstring)."""
 
-    def __init__(self, tracer_provider: Any = None, *, meter_provider: Any = None,
+    def __init__(self, tracer_provider: Any = None, *, meter_provider: Any = None, logger_provider: Any = None,
                  capture_content: bool = False) -> None:
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
+        self.logger_provider = logger_provider
         self.capture_content = capture_content
         self.tracer = otel_trace.get_tracer("lionops", __version__, tracer_provider, schema_url=SCHEMA_URL)
+        self.events = otel_logs.get_logger("lionops", __version__, logger_provider, schema_url=SCHEMA_URL)
         meter = otel_metrics.get_meter("lionops", __version__, meter_provider, schema_url=SCHEMA_URL)
-        self.duration = meter.create_histogram(
-            "gen_ai.client.operation.duration", unit="s", description="GenAI operation duration.",
-            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
-        self.token_usage = meter.create_histogram(
-            "gen_ai.client.token.usage", unit="{token}", description="Number of input and output tokens used.",
-            explicit_bucket_boundaries_advisory=list(TOKEN_BUCKETS))
-        self.operation_duration = meter.create_histogram(
-            "lionops.operation.duration", unit="s", description="Duration of one operate() call.",
-            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
+        def histogram(name: str, unit: str, description: str, buckets: tuple[float, ...]) -> Any:
+            return meter.create_histogram(name, unit=unit, description=description,
+                                          explicit_bucket_boundaries_advisory=list(buckets))
+
+        self.duration = histogram("gen_ai.client.operation.duration", "s", "GenAI operation duration.",
+                                  DURATION_BUCKETS)
+        self.token_usage = histogram("gen_ai.client.token.usage", "{token}",
+                                     "Number of input and output tokens used.", TOKEN_BUCKETS)
+        self.time_to_first_chunk = histogram("gen_ai.client.operation.time_to_first_chunk", "s",
+                                             "Time to receive the first chunk of a streamed answer.", CHUNK_BUCKETS)
+        self.time_per_output_chunk = histogram("gen_ai.client.operation.time_per_output_chunk", "s",
+                                               "Time between consecutive chunks of a streamed answer.", CHUNK_BUCKETS)
+        self.agent_duration = histogram("gen_ai.invoke_agent.duration", "s",
+                                        "Duration of one operate() as an agent run.", DURATION_BUCKETS)
+        self.tool_duration = histogram("gen_ai.execute_tool.duration", "s",
+                                       "Duration of one tool request through act().", DURATION_BUCKETS)
+        self.operation_duration = histogram("lionops.operation.duration", "s", "Duration of one operate() call.",
+                                            DURATION_BUCKETS)
         self.exits = meter.create_counter(
             "lionops.operation.exits", unit="{operation}", description="operate() calls by exit trigger.")
         self.redactor = Redactor()
 
     def __repr__(self) -> str:
         return (f"OpenTelemetryObserver(tracer_provider={self.tracer_provider!r}, "
-                f"meter_provider={self.meter_provider!r}, capture_content={self.capture_content})")
+                f"meter_provider={self.meter_provider!r}, logger_provider={self.logger_provider!r}, "
+                f"capture_content={self.capture_content})")
 
     # ------------------------------------------------------------ helpers
 
@@ -337,13 +450,24 @@ class OpenTelemetryObserver:
     def operation_start(self, ctx: Any, engine: Any, trace: Any) -> _Operation:
         branch = ctx.branch
         start_ns = time.time_ns()
-        span = self.tracer.start_span("operate", kind=SpanKind.INTERNAL, start_time=start_ns, attributes={
+        name = getattr(branch, "name", None)
+        agent = _cut(name) if isinstance(name, str) and name else AGENT_NAME
+        endpoint = _endpoint_of(ctx)
+        provider = getattr(endpoint, "provider", None)
+        attributes: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
+                                      "gen_ai.provider.name": provider_name(provider) if provider else AGENT_NAME}
+        _set(attributes, "gen_ai.request.model", _model_of(ctx, endpoint))
+        metric_attributes = dict(attributes)
+        attributes.update({
+            "gen_ai.conversation.id": str(getattr(branch, "id", "")),
             "lionops.machine": getattr(trace, "machine", "operate"),
             "lionops.engine": getattr(engine, "name", type(engine).__name__),
             "lionops.branch.id": str(getattr(branch, "id", "")),
         })
+        span = self.tracer.start_span(f"invoke_agent {agent}", kind=SpanKind.INTERNAL, start_time=start_ns,
+                                      attributes=attributes)
         scrub = self._scrub_for(getattr(branch, "chat_model", None), getattr(branch, "parse_model", None))
-        op = _Operation(span, start_ns, time.perf_counter(), ctx, trace, scrub)
+        op = _Operation(span, start_ns, time.perf_counter(), ctx, trace, scrub, metric_attributes=metric_attributes)
         op.tokens = (self._enter(span), _OPERATION.set(op))
         return op
 
@@ -373,9 +497,9 @@ class OpenTelemetryObserver:
             span.add_event(rec.trigger, attributes, timestamp=op.start_ns + rec.at_ns)
         model_class = getattr(ctx, "model_class", None)
         caller_model = getattr(model_class, "__name__", None)
-        if caller_model:
-            span.update_name(_cut(f"operate {caller_model}"))
         attributes = {}
+        if op.usage[2]:
+            attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"] = op.usage[:2]
         _set(attributes, "lionops.exit", trace.exit)
         _set(attributes, "lionops.terminal", trace.terminal)
         attributes["lionops.states"] = list(trace.states)
@@ -389,11 +513,14 @@ class OpenTelemetryObserver:
         if self.capture_content and error is None:
             span.set_attribute("lionops.result", scrub.json(result))
         metric_attributes: dict[str, Any] = {"lionops.exit": trace.exit or "none"}
+        agent_attributes = dict(op.metric_attributes)
         if error is not None:
             _fail(span, error, scrub, self.capture_content)
-            metric_attributes["error.type"] = _error_type(error)
+            metric_attributes["error.type"] = agent_attributes["error.type"] = _error_type(error)
+        elapsed = time.perf_counter() - op.t0
         self.exits.add(1, metric_attributes)
-        self.operation_duration.record(time.perf_counter() - op.t0, metric_attributes)
+        self.operation_duration.record(elapsed, metric_attributes)
+        self.agent_duration.record(elapsed, agent_attributes)
         span.end()
 
     # ------------------------------------------------------------ adapter
@@ -404,134 +531,142 @@ class OpenTelemetryObserver:
         scrub = op.scrub if op is not None else self._scrub_for()
         scrub.add(endpoint)
         provider = getattr(endpoint, "provider", None)
-        options = getattr(ctx.chat_param, "imodel_kw", None) or {}
-        model = options.get("model") if isinstance(options.get("model"), str) else getattr(endpoint, "model", None)
-        attributes: dict[str, Any] = {"gen_ai.operation.name": "chat"}
+        cli = getattr(endpoint, "is_cli", False) is True
+        model = _model_of(ctx, endpoint)
+        attributes: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent" if cli else "chat"}
         if provider:
-            attributes["gen_ai.provider.name"] = _PROVIDER_NAMES.get(provider, provider)
-            attributes["lionops.provider"] = provider
+            attributes["gen_ai.provider.name"] = _cut(provider_name(provider))
+            attributes["lionops.provider"] = _cut(provider)
+        if cli:
+            _set(attributes, "gen_ai.agent.name", provider)
         _set(attributes, "gen_ai.request.model", model)
-        for option, key in _REQUEST_OPTIONS:
-            if isinstance(options.get(option), (int, float)) and not isinstance(options.get(option), bool):
-                attributes.setdefault(key, options[option])
-        if getattr(endpoint, "stream", False) is True:
+        _request_options(attributes, getattr(ctx.chat_param, "imodel_kw", None) or {})
+        stream = getattr(endpoint, "stream", False) is True
+        if stream:
             attributes["gen_ai.request.stream"] = True
-        if not getattr(endpoint, "is_cli", False):
+        if not cli:
             has_format = getattr(ctx.chat_param, "response_format", None) is not None
             attributes["gen_ai.output.type"] = "json" if has_format else "text"
         _set(attributes, "lionops.middle", getattr(ctx, "middle_name", None))
-        base_url = getattr(endpoint, "base_url", None)
-        if isinstance(base_url, str) and base_url:
-            try:
-                from urllib.parse import urlsplit
-
-                parts = urlsplit(scrub.redactor.url(base_url))
-                _set(attributes, "server.address", parts.hostname)
-                _set(attributes, "server.port", parts.port or (443 if parts.scheme == "https" else 80))
-            except ValueError:
-                pass
-        if getattr(endpoint, "is_cli", False):
+        _server(attributes, getattr(endpoint, "base_url", None), scrub)
+        if op is not None:
+            attributes["gen_ai.conversation.id"] = _cut(str(getattr(op.ctx.branch, "id", "")))
+        if cli:
             attributes["lionops.cli"] = True
         metric_attributes = {k: v for k, v in attributes.items()
                              if k in ("gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model",
                                       "server.address", "server.port")}
-        span = self.tracer.start_span(_cut(f"chat {model}") if model else "chat", kind=SpanKind.CLIENT,
-                                      attributes=attributes)
-        return span, self._enter(span), time.perf_counter(), metric_attributes, scrub, op
+        verb = attributes["gen_ai.operation.name"]
+        target = provider if cli else model
+        span = self.tracer.start_span(_cut(f"{verb} {target}") if target else verb,
+                                      kind=SpanKind.CLIENT, attributes=attributes)
+        chunks = _Chunks(time.perf_counter())
+        chunk_token = _CHUNKS.set(chunks)
+        return span, self._enter(span), chunks.t0, metric_attributes, scrub, op, (chunks, chunk_token, stream)
 
     def adapter_end(self, handle: tuple[Any, ...], result: Any, error: BaseException | None) -> None:
-        span, token, t0, metric_attributes, scrub, op = handle
+        span, token, t0, metric_attributes, scrub, op, (chunks, chunk_token, stream) = handle
         self._leave(token)
+        try:
+            _CHUNKS.reset(chunk_token)
+        except ValueError:  # ended in another context
+            pass
         from .trace import current_meta
 
         meta = current_meta()
         if meta is None:
             meta = getattr(op.ctx, "meta", None) if op is not None else None
         meta = meta or {}
-        attributes: dict[str, Any] = {}
-        raw_cli, raw_usage = meta.get("cli"), meta.get("usage")
+        raw_cli = meta.get("cli")
         cli: dict[str, Any] | None = raw_cli if isinstance(raw_cli, dict) else None
-        usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
-        input_tokens = usage.get("prompt_tokens", usage.get("input_tokens"))
-        output_tokens = usage.get("completion_tokens", usage.get("output_tokens"))
-        anthropic = metric_attributes.get("gen_ai.provider.name") == "anthropic"
-        if "prompt_tokens" not in usage and (cli is not None or anthropic):
-            # Anthropic's input_tokens, and every CLI agent's as lionops reports them, leave out
-            # cache reads and writes; the conventions count them in
-            input_tokens = _total_input(input_tokens, usage)
-        _set(attributes, "gen_ai.usage.input_tokens", input_tokens)
-        _set(attributes, "gen_ai.usage.output_tokens", output_tokens)
-        _set(attributes, "gen_ai.usage.cache_read.input_tokens", usage.get("cache_read_input_tokens"))
-        _set(attributes, "gen_ai.usage.cache_creation.input_tokens", usage.get("cache_creation_input_tokens"))
-        response_model = meta.get("model") or (cli or {}).get("model")
-        _set(attributes, "gen_ai.response.model", response_model)
-        _set(attributes, "gen_ai.response.id", meta.get("response_id"))
-        if meta.get("finish_reason"):
-            attributes["gen_ai.response.finish_reasons"] = [_cut(str(meta["finish_reason"]))]
-        _set(attributes, "lionops.http.attempts", meta.get("http_attempts"))
-        retries = meta.get("http_retries") or []
-        if meta.get("http_attempts") is not None:
-            attributes["lionops.http.retries"] = len(retries)
-        _set(attributes, "lionops.structured_output", meta.get("structured_output"))
-        _set(attributes, "lionops.tool_calls", meta.get("tool_calls"))
-        _set(attributes, "lionops.cost_usd", meta.get("cost_usd"))
-        if cli is not None:
-            _set(attributes, "gen_ai.conversation.id", cli.get("session_id"))
-            _set(attributes, "lionops.cli.session_id", cli.get("session_id"))
-            _set(attributes, "lionops.cli.exit_code", cli.get("exit_code"))
-            _set(attributes, "lionops.cli.subtype", cli.get("subtype"))
-            _set(attributes, "lionops.cli.num_turns", cli.get("num_turns"))
-            _set(attributes, "lionops.cli.tool_calls", cli.get("cli_tool_calls"))
-            _set(attributes, "lionops.cli.duration_ms", cli.get("duration_ms"))
-        for number, retry in enumerate(retries, 1):
-            if isinstance(retry, dict):
-                event: dict[str, Any] = {"lionops.http.retry": number}
-                _set(event, "http.response.status_code", retry.get("status"))
-                _set(event, "lionops.http.retry_delay_s", retry.get("delay_s"))
-                span.add_event("http_retry", event)
+        anthropic = cli is not None or metric_attributes.get("gen_ai.provider.name") == "anthropic"
+        tokens = usage_tokens(meta, anthropic=anthropic)
+        attributes = _answer_attributes(meta, cli, tokens)
+        if metric_attributes.get("gen_ai.operation.name") == "invoke_agent":
+            for key, own in _NOT_ON_AGENT_SPANS.items():  # the agent span lists none of these
+                if key in attributes:
+                    attributes[own] = attributes.pop(key)
+        if stream and error is not None:
+            attributes["gen_ai.response.finish_reasons"] = ["error"]
+        if chunks.first is not None:
+            attributes["gen_ai.response.time_to_first_chunk"] = chunks.first - chunks.t0
+        _retry_events(span, meta.get("http_retries") or [])
         span.set_attributes(attributes)
         if op is not None and result is not None:
             op.native_calls = _native_calls(op.ctx.branch)
+        if op is not None and _is_count(tokens.input_tokens) and _is_count(tokens.output_tokens):
+            op.usage[0] += tokens.input_tokens
+            op.usage[1] += tokens.output_tokens
+            op.usage[2] = 1
         if self.capture_content and op is not None:
-            self._chat_content(span, op.ctx.branch, scrub)
+            self._chat_content(span, op.ctx, scrub)
+        response_model = attributes.get("gen_ai.response.model", attributes.get("lionops.response.model"))
         if response_model:
-            metric_attributes = {**metric_attributes, "gen_ai.response.model": _cut(str(response_model))}
+            metric_attributes = {**metric_attributes, "gen_ai.response.model": response_model}
         if error is not None:
             _fail(span, error, scrub, self.capture_content)
             metric_attributes = {**metric_attributes, "error.type": _error_type(error)}
-        self.duration.record(time.perf_counter() - t0, metric_attributes)
-        for kind, count in (("input", input_tokens), ("output", output_tokens)):
-            if _is_count(count):
-                self.token_usage.record(count, {**metric_attributes, "gen_ai.token.type": kind})
+            self._exception_event(span, error, scrub, metric_attributes)
+        elif self.capture_content and metric_attributes.get("gen_ai.operation.name") == "chat":
+            self._details_event(span)
+        self._chat_metrics(t0, metric_attributes, tokens, chunks)
         span.end()
 
-    def _chat_content(self, span: Any, branch: Any, scrub: _Scrub) -> None:
-        """``gen_ai.system_instructions``, this turn's ``gen_ai.input.messages``
-        and ``gen_ai.output.messages`` (JSON, redacted)."""
-        messages = list(getattr(branch, "messages", ()))
+    def _chat_metrics(self, t0: float, metric_attributes: dict[str, Any], tokens: Usage, chunks: _Chunks) -> None:
+        self.duration.record(time.perf_counter() - t0, metric_attributes)
+        for kind, count in (("input", tokens.input_tokens), ("output", tokens.output_tokens)):
+            if _is_count(count):
+                self.token_usage.record(count, {**metric_attributes, "gen_ai.token.type": kind})
+        if chunks.first is not None:
+            chunk_attributes = {k: v for k, v in metric_attributes.items() if k != "error.type"}
+            self.time_to_first_chunk.record(chunks.first - chunks.t0, chunk_attributes)
+            for gap in chunks.gaps:
+                self.time_per_output_chunk.record(gap, chunk_attributes)
+
+    def _details_event(self, span: Any) -> None:
+        """``gen_ai.client.inference.operation.details``: the inference span's
+        attributes, content included (only with content capture)."""
+        attributes = dict(getattr(span, "attributes", None) or {})
+        self.events.emit(event_name="gen_ai.client.inference.operation.details",
+                         context=otel_trace.set_span_in_context(span),
+                         severity_number=otel_logs.SeverityNumber.INFO,
+                         attributes={k: v for k, v in attributes.items()
+                                     if k.startswith(("gen_ai.", "server.")) and k not in _NOT_ON_DETAILS})
+
+    def _exception_event(self, span: Any, error: BaseException, scrub: _Scrub,
+                         metric_attributes: dict[str, Any]) -> None:
+        """``gen_ai.client.operation.exception`` (severity WARN), the message
+        only with content capture, as on the span."""
+        attributes: dict[str, Any] = {
+            "exception.type": _cut(_error_type(error)),
+            "exception.message": _cut(scrub.error(error, self.capture_content),
+                                      MAX_CONTENT_CHARS if self.capture_content else MAX_ATTRIBUTE_CHARS),
+            **metric_attributes,
+        }
+        self.events.emit(event_name="gen_ai.client.operation.exception",
+                         context=otel_trace.set_span_in_context(span),
+                         severity_number=otel_logs.SeverityNumber.WARN, severity_text="WARN",
+                         attributes=attributes)
+
+    def _chat_content(self, span: Any, ctx: Any, scrub: _Scrub) -> None:
+        """``gen_ai.system_instructions``, ``gen_ai.input.messages`` (the whole
+        history sent, in order), ``gen_ai.output.messages`` and
+        ``gen_ai.tool.definitions`` (JSON, redacted)."""
+        messages = list(getattr(ctx.branch, "messages", ()))
         turn = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "user"), None)
         if turn is None:
             return
         system = [part for m in messages if m.role == "system" for part in _text_parts(m.content)]
         if system:
             span.set_attribute("gen_ai.system_instructions", scrub.json(system))
-        user = messages[turn]
-        span.set_attribute("gen_ai.input.messages", scrub.json([{"role": "user", "parts": _text_parts(user.content)}]))
-        output = []
-        for m in messages[turn + 1:]:
-            if m.role != "assistant":
-                continue
-            parts = _text_parts(m.content)
-            for call in m.metadata.get("tool_calls") or []:
-                if isinstance(call, dict):
-                    parts.append({"type": "tool_call", "id": call.get("id"), "name": call.get("function"),
-                                  "arguments": call.get("arguments")})
-            entry: dict[str, Any] = {"role": "assistant", "parts": parts}
-            if m.metadata.get("finish_reason"):
-                entry["finish_reason"] = m.metadata["finish_reason"]
-            output.append(entry)
+        sent = [_input_message(m) for m in messages[: turn + 1] if m.role != "system"]
+        span.set_attribute("gen_ai.input.messages", scrub.json([m for m in sent if m is not None]))
+        output = [_output_message(m) for m in messages[turn + 1:] if m.role == "assistant"]
         if output:
             span.set_attribute("gen_ai.output.messages", scrub.json(output))
+        schemas = getattr(ctx.chat_param, "tool_schemas", None)
+        if schemas:
+            span.set_attribute("gen_ai.tool.definitions", scrub.json([_tool_definition(t) for t in schemas]))
 
     # ------------------------------------------------------------ tools
 
@@ -558,10 +693,11 @@ class OpenTelemetryObserver:
         _set(attributes, "gen_ai.tool.call.id", call_id)
         span = self.tracer.start_span(f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attributes)
         logs = getattr(branch, "logs", None)
-        return span, self._enter(span), request, scrub, branch, None if logs is None else len(logs)
+        return (span, self._enter(span), request, scrub, branch, None if logs is None else len(logs),
+                time.perf_counter())
 
     def tool_end(self, handle: tuple[Any, ...], response: Any, error: BaseException | None) -> None:
-        span, token, request, scrub, branch, start = handle
+        span, token, request, scrub, branch, start, t0 = handle
         self._leave(token)
         decision = (getattr(response, "decision", None) or logged_decision(branch, start, request)
                     or tool_decision(response, error))
@@ -582,6 +718,12 @@ class OpenTelemetryObserver:
                                                           MAX_CONTENT_CHARS if self.capture_content
                                                           else MAX_ATTRIBUTE_CHARS)))
             span.set_attribute("error.type", _cut(str(output.get("type") or decision)))
+        metric_attributes = {"gen_ai.operation.name": "execute_tool",
+                             "gen_ai.tool.name": UNKNOWN_TOOL if decision == "not_offered" else _tool_name_of(span)}
+        error_type = (getattr(span, "attributes", None) or {}).get("error.type")
+        if error_type:
+            metric_attributes["error.type"] = error_type
+        self.tool_duration.record(time.perf_counter() - t0, metric_attributes)
         span.end()
 
     # ------------------------------------------------------------ steps and notes
@@ -602,6 +744,11 @@ class OpenTelemetryObserver:
         span.end()
 
     def note(self, name: str, facts: dict[str, Any]) -> None:
+        if name == "stream_chunk":
+            chunks = _CHUNKS.get()
+            if chunks is not None:
+                chunks.add(facts.get("count", 1) if _is_count(facts.get("count")) else 1)
+            return
         span = otel_trace.get_current_span()
         if not span.is_recording():
             return
@@ -635,14 +782,6 @@ class OpenTelemetryObserver:
             span.add_event("cli_tool_result", attributes)
 
 
-def _total_input(input_tokens: Any, usage: dict[str, Any]) -> Any:
-    """Anthropic usage's ``input_tokens`` plus its cache reads and writes."""
-    if not _is_count(input_tokens):
-        return input_tokens
-    cached = [usage.get(k) for k in ("cache_read_input_tokens", "cache_creation_input_tokens")]
-    return input_tokens + sum(c for c in cached if _is_count(c))
-
-
 def _is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -668,3 +807,123 @@ def _take_call_id(op: _Operation, function: Any, arguments: Any) -> str | None:
             call_id, entry[2] = entry[2], None
             return str(call_id)
     return None
+
+
+def _retry_events(span: Any, retries: list[Any]) -> None:
+    """One ``http_retry`` event per retried HTTP request."""
+    for number, retry in enumerate(retries, 1):
+        if isinstance(retry, dict):
+            event: dict[str, Any] = {"lionops.http.retry": number}
+            _set(event, "http.response.status_code", retry.get("status"))
+            _set(event, "lionops.http.retry_delay_s", retry.get("delay_s"))
+            span.add_event("http_retry", event)
+
+
+def _model_of(ctx: Any, endpoint: Any) -> Any:
+    """The model asked for: an ``operate(model=...)`` option wins over the endpoint's."""
+    options = getattr(getattr(ctx, "chat_param", None), "imodel_kw", None) or {}
+    return options.get("model") if isinstance(options.get("model"), str) else getattr(endpoint, "model", None)
+
+
+def _request_options(attributes: dict[str, Any], options: dict[str, Any]) -> None:
+    """The request options a call set, as GenAI request attributes."""
+    for option, key in _REQUEST_OPTIONS:
+        value = options.get(option)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            attributes.setdefault(key, value)
+    stop = options.get("stop", options.get("stop_sequences"))
+    if isinstance(stop, str):
+        stop = [stop]
+    if isinstance(stop, (list, tuple)) and stop and all(isinstance(s, str) for s in stop):
+        attributes["gen_ai.request.stop_sequences"] = [_cut(s) for s in stop[:64]]
+    count = options.get("n", options.get("candidate_count"))
+    if _is_count(count) and count != 1:
+        attributes["gen_ai.request.choice.count"] = count
+
+
+def _server(attributes: dict[str, Any], base_url: Any, scrub: _Scrub) -> None:
+    """``server.address`` and ``server.port`` of an API endpoint (never its credentials or query)."""
+    if not isinstance(base_url, str) or not base_url:
+        return
+    try:
+        parts = urlsplit(scrub.redactor.url(base_url))
+        _set(attributes, "server.address", parts.hostname)
+        _set(attributes, "server.port", parts.port or (443 if parts.scheme == "https" else 80))
+    except ValueError:
+        pass
+
+
+def _answer_attributes(meta: dict[str, Any], cli: dict[str, Any] | None, tokens: Usage) -> dict[str, Any]:
+    """The chat span's attributes from the call's trace facts."""
+    attributes: dict[str, Any] = {}
+    _set(attributes, "gen_ai.usage.input_tokens", tokens.input_tokens)
+    _set(attributes, "gen_ai.usage.output_tokens", tokens.output_tokens)
+    _set(attributes, "gen_ai.usage.cache_read.input_tokens", tokens.cache_read_tokens)
+    _set(attributes, "gen_ai.usage.cache_creation.input_tokens", tokens.cache_write_tokens)
+    _set(attributes, "gen_ai.usage.reasoning.output_tokens", tokens.reasoning_tokens)
+    _set(attributes, "gen_ai.response.model", meta.get("model") or (cli or {}).get("model"))
+    _set(attributes, "gen_ai.response.id", meta.get("response_id"))
+    if meta.get("finish_reason"):
+        attributes["gen_ai.response.finish_reasons"] = [_cut(str(meta["finish_reason"]))]
+    _set(attributes, "lionops.http.attempts", meta.get("http_attempts"))
+    if meta.get("http_attempts") is not None:
+        attributes["lionops.http.retries"] = len(meta.get("http_retries") or [])
+    _set(attributes, "lionops.structured_output", meta.get("structured_output"))
+    _set(attributes, "lionops.tool_calls", meta.get("tool_calls"))
+    _set(attributes, "lionops.cost_usd", meta.get("cost_usd"))
+    if cli is not None:
+        for key in ("session_id", "exit_code", "subtype", "num_turns", "duration_ms"):
+            _set(attributes, f"lionops.cli.{key}", cli.get(key))
+        _set(attributes, "lionops.cli.tool_calls", cli.get("cli_tool_calls"))
+    return attributes
+
+
+def _arguments(value: Any) -> Any:
+    """Tool-call arguments as an object: a JSON text is parsed, anything else kept."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError):
+            return value
+    return value
+
+
+def _input_message(message: Any) -> dict[str, Any] | None:
+    """One message of the history sent, in the conventions' shape."""
+    role = message.role
+    if role == "assistant":
+        return _output_message(message)
+    if role == "action_response":
+        content = message.content if isinstance(message.content, dict) else {}
+        return {"role": "tool", "parts": [{"type": "tool_call_response", "id": message.metadata.get("call_id"),
+                                           "response": content.get("output", message.content)}]}
+    if role == "action_request":
+        return None  # implied by its response, as sent
+    return {"role": "user", "parts": _text_parts(message.content)}
+
+
+def _output_message(message: Any) -> dict[str, Any]:
+    parts = _text_parts(message.content)
+    for call in message.metadata.get("tool_calls") or []:
+        if isinstance(call, dict):
+            parts.append({"type": "tool_call", "id": call.get("id"), "name": call.get("function"),
+                          "arguments": _arguments(call.get("arguments"))})
+    entry: dict[str, Any] = {"role": "assistant", "parts": parts}
+    if message.metadata.get("finish_reason"):
+        entry["finish_reason"] = message.metadata["finish_reason"]
+    return entry
+
+
+def _tool_definition(schema: Any) -> Any:
+    """An offered tool schema (Chat Completions shape) as a ``gen_ai.tool.definitions`` entry."""
+    if isinstance(schema, dict) and isinstance(schema.get("function"), dict):
+        function = schema["function"]
+        return {"type": schema.get("type", "function"), "name": function.get("name"),
+                "description": function.get("description"), "parameters": function.get("parameters")}
+    return schema
+
+
+def _tool_name_of(span: Any) -> str:
+    """The ``gen_ai.tool.name`` a tool span carries."""
+    value = (getattr(span, "attributes", None) or {}).get("gen_ai.tool.name")
+    return value if isinstance(value, str) else UNKNOWN_TOOL

@@ -9,11 +9,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
 
 import lionops
 
@@ -24,6 +27,7 @@ class Telemetry:
     reader: InMemoryMetricReader
     tracer_provider: TracerProvider
     meter_provider: MeterProvider
+    logs: InMemoryLogRecordExporter
 
     def spans(self) -> list[ReadableSpan]:
         return list(self.exporter.get_finished_spans())
@@ -31,9 +35,21 @@ class Telemetry:
     def named(self, prefix: str) -> list[ReadableSpan]:
         return [s for s in self.spans() if s.name.split(" ")[0] == prefix]
 
+    def roots(self) -> list[ReadableSpan]:
+        """The operations' spans (``invoke_agent``, INTERNAL)."""
+        return [s for s in self.named("invoke_agent") if s.kind is SpanKind.INTERNAL]
+
+    def cli_runs(self) -> list[ReadableSpan]:
+        """The CLI agent runs (``invoke_agent``, CLIENT)."""
+        return [s for s in self.named("invoke_agent") if s.kind is SpanKind.CLIENT]
+
     def root(self) -> ReadableSpan:
-        (root,) = self.named("operate")
+        (root,) = self.roots()
         return root
+
+    def records(self) -> list[Any]:
+        """The exported log records (the GenAI events)."""
+        return [r.log_record for r in self.logs.get_finished_logs()]
 
     def children(self, parent: ReadableSpan) -> list[ReadableSpan]:
         kids = [s for s in self.spans() if s.parent is not None and s.parent.span_id == parent.context.span_id]
@@ -60,13 +76,18 @@ def telemetry(capture_content: bool = False) -> Iterator[Telemetry]:
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
-    lionops.instrument(tracer_provider, meter_provider=meter_provider, capture_content=capture_content)
+    logs = InMemoryLogRecordExporter()
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    lionops.instrument(tracer_provider, meter_provider=meter_provider, logger_provider=logger_provider,
+                       capture_content=capture_content)
     try:
-        yield Telemetry(exporter, reader, tracer_provider, meter_provider)
+        yield Telemetry(exporter, reader, tracer_provider, meter_provider, logs)
     finally:
         lionops.uninstrument()
         tracer_provider.shutdown()
         meter_provider.shutdown()
+        logger_provider.shutdown()
 
 
 def events(span: ReadableSpan) -> list[str]:

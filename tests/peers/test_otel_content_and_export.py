@@ -74,7 +74,7 @@ async def test_error_messages_that_quote_content_are_absent_by_default(server, o
     dump = otel.dump()
     for text in CONTENT_IN_ERRORS:
         assert text not in dump, text
-    roots = otel.named("operate")
+    roots = otel.roots()
     assert [r.status.status_code for r in roots] == [StatusCode.ERROR, StatusCode.UNSET]
     assert roots[0].status.description == "MismatchError"
     (event,) = [e for e in roots[0].events if e.name == "exception"]
@@ -107,7 +107,7 @@ async def test_input_tokens_include_cached_tokens_as_the_conventions_say(otel, p
 
     model = fake_model(session, provider=provider, **({"model": "gpt-5-codex"} if provider == "codex" else {}))
     await Branch(chat_model=model).operate(instruction="hi")
-    (chat,) = otel.named("chat")
+    (chat,) = otel.cli_runs()
     assert chat.attributes["gen_ai.usage.input_tokens"] == expected["input"]
     assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == expected["cache_read"]
     assert chat.attributes["gen_ai.usage.output_tokens"] == expected["output"]

@@ -29,12 +29,14 @@ async def test_cli_agent_session_and_its_own_tool_uses(otel_content):
     result = await branch.operate(instruction="Weather?", response_format=Answer, actions=True)
     assert result.answer == 7
     root = otel_content.root()
-    (chat,) = otel_content.named("chat")
-    assert chat.name == "chat claude-sonnet-4-5" and chat.kind is SpanKind.CLIENT
+    (chat,) = otel_content.cli_runs()
+    assert chat.name == "invoke_agent claude_code" and chat.kind is SpanKind.CLIENT
+    assert chat.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert chat.attributes["gen_ai.agent.name"] == "claude_code"
     assert chat.parent.span_id == root.context.span_id
     a = chat.attributes
     assert a["gen_ai.provider.name"] == "anthropic" and a["lionops.provider"] == "claude_code"
-    assert a["gen_ai.conversation.id"] == SESSION and a["lionops.cli.session_id"] == SESSION
+    assert a["gen_ai.conversation.id"] == str(branch.id) and a["lionops.cli.session_id"] == SESSION
     assert a["lionops.cli.exit_code"] == 0 and a["lionops.cli.tool_calls"] == 2
     assert a["lionops.middle"] == "run_and_collect"
     assert isinstance(a["gen_ai.usage.input_tokens"], int)
@@ -61,7 +63,7 @@ async def test_cli_failure_is_an_error_span_without_the_secret(otel):
     with pytest.raises(CLIProcessError):
         await branch.operate(instruction="hi")
     root = otel.root()
-    (chat,) = otel.named("chat")
+    (chat,) = otel.cli_runs()
     for span in (root, chat):
         assert span.status.status_code is StatusCode.ERROR
         assert span.attributes["error.type"] == f"{CLIProcessError.__module__}.{CLIProcessError.__qualname__}"
@@ -114,13 +116,13 @@ async def test_concurrent_operations_never_share_or_cross_spans(otel_content):
     assert len(by_trace) == N and len({s.context.span_id for s in spans}) == len(spans)
     for n, caller in callers.items():
         mine = {s.name.split(" ")[0]: s for s in by_trace[caller.trace_id]}
-        assert set(mine) == {"caller", "operate", "chat", "execute_tool", "writeback"}
-        assert mine["operate"].parent.span_id == caller.span_id
-        root = mine["operate"].context.span_id
+        assert set(mine) == {"caller", "invoke_agent", "chat", "execute_tool", "writeback"}
+        assert mine["invoke_agent"].parent.span_id == caller.span_id
+        root = mine["invoke_agent"].context.span_id
         for kind in ("chat", "execute_tool", "writeback"):
             assert mine[kind].parent.span_id == root
         assert json.loads(mine["execute_tool"].attributes["gen_ai.tool.call.arguments"]) == {"text": str(n)}
-        assert json.loads(mine["operate"].attributes["lionops.result"])["answer"] == n
+        assert json.loads(mine["invoke_agent"].attributes["lionops.result"])["answer"] == n
 
 
 def test_import_lionops_loads_no_opentelemetry_and_instrument_names_the_extra():

@@ -31,7 +31,7 @@ HOSTILE = {
     "a registered tool not offered": "send_message",
     "a near miss of a registered tool": "get_weather ",
 }
-SPAN_NAMES = {"operate Answer", "operate", "chat gpt-4o-mini", "chat claude-sonnet-4-5", "writeback",
+SPAN_NAMES = {"invoke_agent lionops", "invoke_agent claude_code", "chat gpt-4o-mini", "writeback",
               "execute_tool get_weather", f"execute_tool {UNKNOWN_TOOL}"}
 
 
@@ -110,7 +110,7 @@ async def test_a_cli_agents_own_tool_named_by_the_model_is_a_placeholder(otel, t
     hostile.write_text(text)
     branch = Branch(chat_model=fake_model(str(hostile)), tools=ToolBox().tools())
     await branch.operate(instruction="Weather?", response_format=Answer, actions=True)
-    (chat,) = otel.named("chat")
+    (chat,) = otel.cli_runs()
     names = [e.attributes["gen_ai.tool.name"] for e in chat.events if e.name.startswith("cli_tool")]
     assert names == ["Bash", UNKNOWN_TOOL, "Bash", UNKNOWN_TOOL]
     (tool,) = otel.named("execute_tool")

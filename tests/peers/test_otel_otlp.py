@@ -122,8 +122,8 @@ async def test_spans_and_metrics_over_otlp_http(server, receiver):
     (scope,) = {ss.scope.name for req in receiver.traces for rs in req.resource_spans for ss in rs.scope_spans}
     assert scope == "lionops"
     spans = {span.name: span for span in receiver.spans()}
-    assert set(spans) == {"operate Answer", "chat gpt-4o-mini", "execute_tool get_weather", "writeback"}
-    root = spans["operate Answer"]
+    assert set(spans) == {"invoke_agent lionops", "chat gpt-4o-mini", "execute_tool get_weather", "writeback"}
+    root = spans["invoke_agent lionops"]
     assert root.parent_span_id == b""
     for name in ("chat gpt-4o-mini", "execute_tool get_weather", "writeback"):
         assert spans[name].parent_span_id == root.span_id and spans[name].trace_id == root.trace_id
@@ -170,6 +170,6 @@ def test_the_observability_page_examples_run(receiver, monkeypatch):
         lionops.uninstrument()
         namespace["provider"].shutdown()
     spans = {span.name: attributes(span) for span in receiver.spans()}
-    assert spans["operate Forecast"]["lionops.exit"] == "enriched"
+    assert spans["invoke_agent lionops"]["lionops.exit"] == "enriched"
     assert spans["execute_tool send_email"]["lionops.tool.decision"] == "denied"
     assert spans["execute_tool get_weather"]["lionops.tool.decision"] == "allowed"

@@ -73,8 +73,8 @@ def test_a_run_is_exported_once_and_its_replay_exports_nothing(otel, model):
     record, history = _run(dev_server_address(), f"otel-{uuid.uuid4().hex[:8]}", cached=True)
     assert "error" not in record
     once = _names(otel)
-    assert once["operate"] == 1 and once["execute_tool"] == 3, once
-    assert not [s for s in otel.named("operate") if not s.status.is_ok and s.status.status_code.name == "ERROR"]
+    assert once["invoke_agent"] == 1 and once["execute_tool"] == 3, once
+    assert not [s for s in otel.roots() if not s.status.is_ok and s.status.status_code.name == "ERROR"]
     exits = _exits(otel)
 
     async def replay() -> None:
@@ -90,7 +90,7 @@ def test_a_worker_without_a_workflow_cache_exports_no_span_twice_and_no_eviction
     record, _ = _run(dev_server_address(), f"otel0-{uuid.uuid4().hex[:8]}", cached=False)
     assert "error" not in record
     names = _names(otel)
-    assert all(n <= 1 for k, n in names.items() if k in ("operate", "chat")), names
+    assert all(n <= 1 for k, n in names.items() if k in ("invoke_agent", "chat")), names
     assert names["execute_tool"] <= 3, names
     assert not [s for s in otel.spans() if s.status.status_code.name == "ERROR"], names
     assert sum(_exits(otel).values()) <= 1

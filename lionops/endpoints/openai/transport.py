@@ -33,7 +33,7 @@ from pydantic import SecretStr
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
-from ... import clock
+from ... import clock, observe
 from ..._frozen import FrozenDict, FrozenList
 from ..._json import loads as bounded_json
 from ..._names import near_miss
@@ -786,6 +786,8 @@ class ChatCompletionsEndpoint:
                 payloads = fields.feed(lines, end=ended)
                 if payloads:
                     last_data = anyio.current_time()
+                    if observe.observers:
+                        _note_chunks(payloads)
                 if fold_events(acc, payloads, response.status_code, self._answers):
                     return stream_end(acc, True, response.status_code, self._answers)
         finally:
@@ -975,3 +977,10 @@ def _error_message(response: httpx2.Response) -> str:
             if isinstance(message, str):
                 return message
     return response.text
+
+
+def _note_chunks(payloads: list[tuple[str | None, str]]) -> None:
+    """Tell the observers that stream chunks arrived (their timing: time to first chunk)."""
+    count = sum(1 for _, payload in payloads if payload != "[DONE]")
+    if count:
+        observe.note("stream_chunk", count=count)
