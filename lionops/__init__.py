@@ -12,6 +12,7 @@ from ._version import __version__
 from .alcall import AlcallParams
 from .branch import Branch
 from .errors import (
+    CallAlreadyDecidedError,
     CLIError,
     CLIProcessError,
     CLIResultError,
@@ -31,9 +32,15 @@ from .errors import (
     MisspelledKeywordError,
     RefusalError,
     RemovedKeywordError,
+    ResumeError,
+    SnapshotError,
+    ToolChangedError,
     TruncatedOutputError,
+    UnknownCallError,
+    UsageLimitExceeded,
 )
 from .fields import FieldModel, Spec
+from .governance import Approve, Defer, Deny, PendingCall
 from .hooks import HookPoint
 from .imodel import iModel
 from .instrumentation import InstrumentationError, instrument, uninstrument
@@ -64,5 +71,9 @@ __all__ = [
     "EndpointResponseError", "EndpointProviderError", "EndpointConnectionError", "EndpointTimeoutError",
     "CLIError", "CLIProcessError", "CLIResultError", "CLIStreamError", "CLITimeoutError",
     "InstrumentationError",
+    "ResumeError", "UnknownCallError", "CallAlreadyDecidedError", "ToolChangedError", "SnapshotError",
+    "UsageLimitExceeded",
+    # deferred tool calls
+    "Defer", "Approve", "Deny", "PendingCall",
     "__version__",
 ]

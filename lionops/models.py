@@ -181,8 +181,12 @@ class ActionRequestModel(HashableModel):
 
 
 #: What ``act()`` decided for one action request (see :class:`ActionRecord`).
-Decision: TypeAlias = Literal["allowed", "denied", "invalid", "rejected", "not_offered", "error", "timed_out"]
-DECISIONS: tuple[str, ...] = ("allowed", "denied", "invalid", "rejected", "not_offered", "error", "timed_out")
+Decision: TypeAlias = Literal[
+    "allowed", "denied", "invalid", "rejected", "not_offered", "error", "timed_out", "deferred",
+]
+DECISIONS: tuple[str, ...] = (
+    "allowed", "denied", "invalid", "rejected", "not_offered", "error", "timed_out", "deferred",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +211,9 @@ class ActionRecord:
             that do not fit, or over the per-call request cap),
             ``"not_offered"`` (a registered tool not offered in this call),
             ``"error"`` (the tool, or a hook around it, raised),
-            ``"timed_out"`` (the gate or the tool exceeded its bound).
+            ``"timed_out"`` (the gate or the tool exceeded its bound),
+            ``"deferred"`` (a gate answered ``Defer``: not run, a decision
+            comes through ``Branch.resume()``).
         reason: why, in words, for every decision but ``"allowed"``.
         output: the tool's return value, or the error payload the model sees.
         error_type: the exception class name when something raised.

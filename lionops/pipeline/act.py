@@ -243,7 +243,11 @@ def _error_payload(function: Any, exc: BaseException) -> dict[str, Any]:
 _LOG_KIND: dict[str, str] = {
     "denied": "denied", "invalid": "action_error", "rejected": "action_error",
     "not_offered": "action_error", "error": "action_error", "timed_out": "action_error",
+    "deferred": "deferred",
 }
+
+#: what the model is shown for a deferred call until it is decided
+DEFERRED_NOTE = "deferred for a decision"
 
 
 #: a record's request index (the order messages are written in)
@@ -278,7 +282,7 @@ class _Batch:
         if rec.call_id is not None:
             content["call_id"] = rec.call_id
         kind = _LOG_KIND[rec.decision]
-        if kind == "denied":
+        if kind in ("denied", "deferred"):
             content["reason"] = rec.reason
         else:
             content.update(stage=rec.decision, error=safe_str(exc) if exc is not None else rec.reason,
@@ -367,8 +371,8 @@ def _interrupted(batch: _Batch, req: _Request, raw: Any, exc: BaseException, wha
                        duration_s=duration, invoked=invoked), exc)
 
 
-async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> ActionRecord:  # noqa: C901 - split at its numbered steps with the act() work
-    branch, param = batch.branch, batch.param
+async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> ActionRecord:
+    branch = batch.branch
     raw: Any
     index, function, raw, invalid, call_id = req
     # 1. content of the request: never invoke what cannot be invoked.
@@ -413,13 +417,24 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         except BaseException as exc:
             _interrupted(batch, req, raw, exc, "gate", arguments=kwargs, started=None, invoked=False)
             raise
+    if verdict == "deferred":  # a gate deferred it: not run now, a decision comes later (resume)
+        return batch.keep(_record(req, raw, "deferred", arguments=kwargs, reason=reason,
+                                  output={"pending": DEFERRED_NOTE, "function": function, "reason": reason}))
     if verdict != "allowed":
         output: dict[str, Any] = {"error": DENIAL_ERROR, "function": function}
         if verdict == "timed_out":
             output["reason"] = reason
         return batch.keep(_record(req, raw, verdict, arguments=kwargs, reason=reason, output=output))  # type: ignore[arg-type]
+    return await invoke(batch, req, tool, raw, kwargs, given, timeout)
 
-    # 4. invocation with hooks.
+
+async def invoke(batch: _Batch, req: _Request, tool: Tool, raw: Any, kwargs: dict[str, Any],
+                 given: dict[str, Any], timeout: float | None) -> ActionRecord:
+    """Step 4 of a request every decision allowed: ``TOOL_PRE`` → the tool
+    called with ``given`` (a copy of ``kwargs``) → ``TOOL_POST`` or
+    ``TOOL_ERROR``; one record. A resumed deferred call enters here too."""
+    branch, param = batch.branch, batch.param
+    index, function, call_id = req.index, req.function, req.call_id
     if param.verbose_action:
         logger.debug("Invoking action %s with %s.", function, summarize(kwargs, VERBOSE_ARGS_LIMIT))
     started: float | None = None

@@ -19,7 +19,7 @@ from ..engine.driver import drive
 from ..engine.engines import Engine
 from ..runtime import ClockLike
 from ..trace import Trace, Traced, started_trace
-from . import act, adapter, enrich, prepare, schema
+from . import adapter, enrich, prepare, resume, schema
 from .context import OperationContext
 from .outcomes import OUTCOMES
 from .validate import GUARDS
@@ -32,7 +32,7 @@ __all__ = [
 #: handler name (as in states/operate.toml) -> coroutine function of the context.
 PHASES: dict[str, Callable[[OperationContext], Any]] = {
     "prepare": prepare.phase, "schema": schema.phase, "adapter": adapter.phase,
-    "act": act.phase, "enrich": enrich.phase,
+    "act": resume.act_phase, "enrich": enrich.phase,
 }
 
 #: The guard of the wildcard transition an exception leaving a phase fires.

@@ -20,6 +20,7 @@ D = default_definition()
 DESIGN_STATES = ["prepare", "schema", "adapter", "validate", "gate", "act", "enrich"]
 DESIGN_ROWS = [  # (source, trigger, dest): the machine's published transition table
     ("prepare", "prepared", "schema"),
+    ("prepare", "resumed", "act"),
     ("schema", "schema_ready", "adapter"),
     ("adapter", "adapter_returned", "validate"),
     ("validate", "skip_validation", "returned"),
@@ -32,6 +33,7 @@ DESIGN_ROWS = [  # (source, trigger, dest): the machine's published transition t
     ("gate", "no_requests", "returned"),
     ("gate", "requests_found", "act"),
     ("gate", "no_response_slot", "returned"),
+    ("act", "deferred", "suspended"),
     ("act", "acted", "enrich"),
     ("enrich", "no_responses", "returned"),
     ("enrich", "enriched", "returned"),
@@ -40,7 +42,7 @@ DESIGN_ROWS = [  # (source, trigger, dest): the machine's published transition t
 
 def test_states_and_terminals_follow_design():
     assert D.nonterminal == DESIGN_STATES
-    assert list(D.terminals) == ["returned", "raised"]
+    assert list(D.terminals) == ["returned", "raised", "suspended"]
     assert D.initial == "prepare"
 
 

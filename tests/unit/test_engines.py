@@ -36,7 +36,8 @@ def _state_guard_names(state):
 #: written out by hand from ADR-0022 D1-D4: ``failed`` first, then the
 #: validation policy, then the gate's checks in order.
 FIRING_ORDER = {
-    "prepare": [("failed", "raised", "phase_raised"), ("prepared", "schema", "preparation_succeeded")],
+    "prepare": [("failed", "raised", "phase_raised"), ("prepared", "schema", "preparation_succeeded"),
+                ("resumed", "act", "resume_requested")],
     "schema": [("failed", "raised", "phase_raised"), ("schema_ready", "adapter", "schema_published")],
     "adapter": [("failed", "raised", "phase_raised"), ("adapter_returned", "validate", "adapter_awaited_once")],
     "validate": [("failed", "raised", "phase_raised"), ("skip_validation", "returned", "skip_validation_set"),
@@ -47,7 +48,8 @@ FIRING_ORDER = {
              ("no_action_param", "returned", "action_param_absent"), ("no_requests", "returned", "requests_absent"),
              ("requests_found", "act", "requests_present"),
              ("no_response_slot", "returned", "responses_unattachable")],
-    "act": [("failed", "raised", "phase_raised"), ("acted", "enrich", "all_requests_acted")],
+    "act": [("failed", "raised", "phase_raised"), ("deferred", "suspended", "calls_deferred"),
+            ("acted", "enrich", "all_requests_acted")],
     "enrich": [("failed", "raised", "phase_raised"), ("no_responses", "returned", "responses_empty"),
                ("enriched", "returned", "result_enriched")],
 }
