@@ -44,6 +44,7 @@ from .governance import Approve, Defer, Deny, PendingCall
 from .hooks import HookPoint
 from .imodel import iModel
 from .instrumentation import InstrumentationError, instrument, uninstrument
+from .limits import UsageLimits
 from .middles import Middle
 from .middles.api import communicate
 from .middles.cli import run_and_collect
@@ -75,5 +76,7 @@ __all__ = [
     "UsageLimitExceeded",
     # deferred tool calls
     "Defer", "Approve", "Deny", "PendingCall",
+    # usage limits
+    "UsageLimits",
     "__version__",
 ]

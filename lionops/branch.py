@@ -32,6 +32,7 @@ from .alcall import AlcallParams
 from .errors import ConfigurationError, SnapshotError
 from .governance import Approve, Defer, Deny, PendingCall
 from .hooks import HookPoint
+from .limits import UsageLimits, UsageSoFar
 from .messages import EventLog, MessageLog, to_jsonable
 from .models import ActionResponseModel
 from .params import ActionParam
@@ -123,6 +124,11 @@ class Branch:
             the model. ``None`` (default): keep everything.
         max_traces: keep at most this many traces (the newest). ``None``
             (default): keep every trace.
+        limits: :class:`~lionops.UsageLimits` on model requests, reported
+            tokens, tool calls and cost, checked before each model request
+            (exit ``over_limit``, ``UsageLimitExceeded``) and each tool call
+            (decision ``over_limit``). ``branch.usage`` holds the usage so far
+            (shared with forks). ``None`` (default): no limits.
 
     Attributes:
         messages: ordered :class:`~lionops.messages.Message` list. It grows
@@ -152,12 +158,18 @@ class Branch:
         max_requests: int | None = DEFAULT_MAX_REQUESTS,
         max_messages: int | None = None,
         max_traces: int | None = None,
+        limits: UsageLimits | None = None,
     ) -> None:
         self.gate_timeout = _check_limit("gate_timeout", gate_timeout)
         self.observer_timeout = _check_limit("observer_timeout", observer_timeout)
         self.max_requests = _check_limit("max_requests", max_requests, integer=True)
         self.max_messages = _check_limit("max_messages", max_messages, integer=True)
         self.max_traces = _check_limit("max_traces", max_traces, integer=True)
+        if limits is not None and not isinstance(limits, UsageLimits):
+            raise TypeError(f"limits must be a lionops.UsageLimits or None, got {type(limits).__name__}")
+        self.limits = limits
+        #: what this branch (and its forks, which share it) used: requests, tokens, tool calls, cost
+        self.usage = UsageSoFar()
         self.id = _new_id()
         self.name = name
         self.user = user
@@ -518,8 +530,8 @@ class Branch:
         return self.logs.dump(path)
 
     def snapshot(self, path: str | Path) -> Path:
-        """Write messages, logs, traces and the suspended operations (their
-        pending calls) as one JSON document, atomically."""
+        """Write messages, logs, traces, the usage so far and the suspended
+        operations (their pending calls) as one JSON document, atomically."""
         doc = {
             "branch": self.id,
             "name": self.name,
@@ -528,6 +540,7 @@ class Branch:
             # trace meta holds adapter facts that may not be JSON
             "traces": [to_jsonable(t.to_dict()) for t in self.traces],
             "suspended": self.suspensions.to_dict(),
+            "usage": self.usage.as_dict(),
         }
         return atomic_write_text(path, json.dumps(doc, indent=2))
 
@@ -561,6 +574,7 @@ class Branch:
                 branch.logs.log(str(e["kind"]), dict(e["content"]))
             branch.traces = [Trace.from_dict(t) for t in doc["traces"]]
             branch.suspensions = Suspensions.from_dict(doc.get("suspended", {}))
+            branch.usage = UsageSoFar(**doc.get("usage", {}))
         except SnapshotError:
             raise
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:

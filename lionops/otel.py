@@ -75,7 +75,8 @@ _CLI_BUILTIN_TOOLS = frozenset({
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
 
 #: ``lionops.tool.decision`` values.
-DECISIONS = ("allowed", "denied", "invalid", "rejected", "not_offered", "error", "timed_out", "deferred")
+DECISIONS = ("allowed", "denied", "invalid", "rejected", "not_offered", "error", "timed_out", "deferred",
+             "over_limit")
 
 #: GenAI conventions: advised buckets of ``gen_ai.client.operation.duration`` (s).
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)

@@ -55,6 +55,7 @@ from .._invalid_mark import invalid_reason
 from ..alcall import AlcallParams, in_own_context, is_cancellation
 from ..errors import ConfigurationError, InvalidActionRequest, RequestLimitError, ToolOutputError
 from ..hooks import HookPoint
+from ..limits import claim_tool_call
 from ..models import (
     ActionRecord,
     ActionRequestModel,
@@ -243,7 +244,7 @@ def _error_payload(function: Any, exc: BaseException) -> dict[str, Any]:
 _LOG_KIND: dict[str, str] = {
     "denied": "denied", "invalid": "action_error", "rejected": "action_error",
     "not_offered": "action_error", "error": "action_error", "timed_out": "action_error",
-    "deferred": "deferred",
+    "deferred": "deferred", "over_limit": "action_error",
 }
 
 #: what the model is shown for a deferred call until it is decided
@@ -435,6 +436,11 @@ async def invoke(batch: _Batch, req: _Request, tool: Tool, raw: Any, kwargs: dic
     ``TOOL_ERROR``; one record. A resumed deferred call enters here too."""
     branch, param = batch.branch, batch.param
     index, function, call_id = req.index, req.function, req.call_id
+    used = getattr(branch, "usage", None)
+    over = claim_tool_call(getattr(branch, "limits", None), used) if used is not None else None
+    if over is not None:  # checked (and counted) before the call it limits
+        return batch.keep(_record(req, raw, "over_limit", arguments=kwargs, reason=str(over),
+                                  output=_error_payload(function, over), exc=over))
     if param.verbose_action:
         logger.debug("Invoking action %s with %s.", function, summarize(kwargs, VERBOSE_ARGS_LIMIT))
     started: float | None = None

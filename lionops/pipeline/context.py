@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 if TYPE_CHECKING:
+    from ..errors import UsageLimitExceeded
     from ..hooks import HookPoint
     from ..messages import EventLog, MessageLog
     from ..models import ActionRecord, ActionResponseModel
@@ -120,6 +121,8 @@ class OperationContext:
     deferred: bool = False
     #: a resumption of a suspended operation (its first transition is ``resumed``)
     resume: Any = None
+    #: the usage limit the next model request would pass (the adapter phase made no request)
+    limit_error: UsageLimitExceeded | None = None
     # failure
     error: BaseException | None = None
     meta: dict[str, Any] = field(default_factory=dict)

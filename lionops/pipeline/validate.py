@@ -43,6 +43,10 @@ def adapter_awaited_once(ctx: OperationContext) -> bool:
     return ctx.adapter_calls == 1
 
 
+def request_limit_reached(ctx: OperationContext) -> bool:
+    return ctx.limit_error is not None
+
+
 def skip_validation_set(ctx: OperationContext) -> bool:
     return bool(ctx.skip_validation)
 
@@ -104,6 +108,7 @@ GUARDS: dict[str, Guard] = {
     f.__name__: f
     for f in (
         phase_raised, preparation_succeeded, resume_requested, schema_published, adapter_awaited_once,
+        request_limit_reached,
         skip_validation_set, mismatch_policy_return_value, mismatch_policy_return_none,
         mismatch_policy_raise, validation_passed, invoke_actions_false, action_param_absent,
         requests_absent, responses_unattachable, requests_present, calls_deferred, all_requests_acted,

@@ -230,7 +230,7 @@ def test_invariant_1_exhaustive(backend):
     assert set(exits) == {t.trigger for t in D.transitions} - {"prepared", "schema_ready",
                                                                "adapter_returned", "validated",
                                                                "requests_found", "acted",
-                                                               "resumed", "deferred"}
+                                                               "resumed", "deferred", "over_limit"}
 
 
 # ---------------------------------------------------------------- properties

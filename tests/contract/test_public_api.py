@@ -21,7 +21,7 @@ PUBLIC = {
     "InstrumentationError",
     "ResumeError", "UnknownCallError", "CallAlreadyDecidedError", "ToolChangedError", "SnapshotError",
     "UsageLimitExceeded",
-    "Defer", "Approve", "Deny", "PendingCall",
+    "Defer", "Approve", "Deny", "PendingCall", "UsageLimits",
     "__version__",
 }
 

@@ -23,6 +23,7 @@ DESIGN_ROWS = [  # (source, trigger, dest): the machine's published transition t
     ("prepare", "resumed", "act"),
     ("schema", "schema_ready", "adapter"),
     ("adapter", "adapter_returned", "validate"),
+    ("adapter", "over_limit", "raised"),
     ("validate", "skip_validation", "returned"),
     ("validate", "mismatch_return_value", "returned"),
     ("validate", "mismatch_return_none", "returned"),

@@ -72,6 +72,7 @@ MAIN_FLOW_EDGES = """\
     prepare --> act: resumed [resume_requested]
     schema --> adapter: schema_ready [schema_published]
     adapter --> validate: adapter_returned [adapter_awaited_once]
+    adapter --> raised: over_limit [request_limit_reached]
     validate --> returned: skip_validation [skip_validation_set]
     validate --> returned: mismatch_return_value [mismatch_policy_return_value]
     validate --> returned: mismatch_return_none [mismatch_policy_return_none]
