@@ -48,11 +48,13 @@ from typing import Any, NamedTuple
 import anyio
 import pydantic_core
 from pydantic import BaseModel
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from .. import observe
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS
 from .._invalid_mark import invalid_reason
-from ..alcall import AlcallParams, in_own_context, is_cancellation
+from ..alcall import AlcallParams, _BackoffWait, in_own_context, is_cancellation
+from ..clock import current_clock
 from ..errors import ConfigurationError, InvalidActionRequest, RequestLimitError, ToolOutputError
 from ..hooks import HookPoint
 from ..limits import claim_tool_call
@@ -444,7 +446,8 @@ async def invoke(batch: _Batch, req: _Request, tool: Tool, raw: Any, kwargs: dic
     if param.verbose_action:
         logger.debug("Invoking action %s with %s.", function, summarize(kwargs, VERBOSE_ARGS_LIMIT))
     started: float | None = None
-    timed_out = False
+    if tool.timeout is not None:
+        timeout = tool.timeout
     try:
         if branch.has_hooks(HookPoint.TOOL_PRE):
             await branch.emit(HookPoint.TOOL_PRE, {
@@ -452,19 +455,17 @@ async def invoke(batch: _Batch, req: _Request, tool: Tool, raw: Any, kwargs: dic
                 "call_id": call_id, "branch": branch.id,
             })
         started = time.perf_counter()
-        if timeout is None:
+        if tool.retries:
+            output = await _retried(branch, req, tool, given, timeout)
+        elif timeout is None:
             output = await tool._call(given)
         else:
-            with anyio.move_on_after(timeout) as scope:
-                output = await tool._call(given)
-            if scope.cancelled_caught:
-                timed_out = True
-                raise TimeoutError(f"{function!r} did not return within {timeout}s")
+            output = await _bounded(tool, given, timeout)
         if type(output) not in _ATOMIC:  # None and plain scalars always serialize
             _check_output(function, output)
     except Exception as exc:
         elapsed = time.perf_counter() - started if started is not None else None
-        decision: Decision = "timed_out" if timed_out else "error"
+        decision: Decision = "timed_out" if _was_cut(exc) else "error"
         rec = _record(req, raw, decision, arguments=kwargs, reason=safe_str(exc),
                       output=_error_payload(function, exc), exc=exc, duration_s=elapsed, invoked=started is not None)
         batch.keep(rec, exc)
@@ -489,6 +490,48 @@ async def invoke(batch: _Batch, req: _Request, tool: Tool, raw: Any, kwargs: dic
     if param.verbose_action:
         logger.debug("Action %s invoked in %.3fs.", function, elapsed)
     return rec
+
+
+#: the attribute that marks the TimeoutError of a cut tool call (a tool raising TimeoutError itself is an ``error``)
+_CUT_MARK = "_lionops_cut"
+
+
+def _was_cut(exc: BaseException) -> bool:
+    return getattr(exc, _CUT_MARK, False) is True
+
+
+async def _bounded(tool: Tool, given: dict[str, Any], timeout: float) -> Any:
+    """One call of ``tool`` cut after ``timeout`` seconds (a marked TimeoutError)."""
+    with anyio.move_on_after(timeout):
+        return await tool._call(given)
+    # only reached when the call was cut
+    cut = TimeoutError(f"{tool.name!r} did not return within {timeout}s")
+    setattr(cut, _CUT_MARK, True)
+    raise cut
+
+
+async def _retried(branch: BranchLike, req: _Request, tool: Tool, given: dict[str, Any],
+                   timeout: float | None) -> Any:
+    """Call an idempotent ``tool`` up to ``1 + tool.retries`` times on the
+    failures it retries, each attempt with its own copy of ``given`` and
+    bounded by ``timeout``; every failed attempt is logged (``tool_attempt``)."""
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(tool.retries + 1), wait=_BackoffWait(tool.retry_delay, tool.retry_backoff),
+        retry=retry_if_exception_type(tool.retry_on), sleep=current_clock().sleep, reraise=True,
+    )
+    async for attempt in retrying:
+        with attempt:
+            args = copy.deepcopy(given)
+            try:
+                return await (tool._call(args) if timeout is None else _bounded(tool, args, timeout))
+            except Exception as exc:
+                branch.logs.log("tool_attempt", {
+                    "function": tool.name, "index": req.index, "call_id": req.call_id, "branch": branch.id,
+                    "attempt": attempt.retry_state.attempt_number, "of": tool.retries + 1,
+                    "timed_out": _was_cut(exc), "error": safe_str(exc), "type": type(exc).__name__,
+                })
+                raise
+    raise AssertionError("unreachable: tenacity re-raises the last failure")  # pragma: no cover
 
 
 def _finish(batch: _Batch, records: list[ActionRecord] | None, raising: BaseException | None) -> None:
