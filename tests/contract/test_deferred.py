@@ -342,3 +342,20 @@ def test_invariant_7_every_decision_then_exactly_that_call_once(calls, rounds, r
         assert sorted(runs) == sorted(approved)  # exactly the approved calls, with the deferred values, once
 
     anyio.run(main)
+
+
+async def test_a_model_result_is_enriched_in_process_and_comes_back_as_data_after_a_restore(tmp_path):
+    from tests.helpers import Answer, as_response
+
+    branch, shop = shop_branch()
+    middle = ScriptedMiddle(as_response({"answer": 7, "action_requests": [
+        {"function": "refund", "arguments": {"order": "A", "amount": 3}, "call_id": "c0"}]}))
+    first = await branch.operate(instruction="go", response_format=Answer, actions=True, middle=middle)
+    path = branch.snapshot(tmp_path / "b.json")
+    result = await branch.resume({"c0": Approve(by="ann")})
+    assert result is first and result.action_responses[0].output == {"refunded": 3, "order": "A"}
+
+    restored = Branch.restore(path, tools=Shop().tools())
+    data = await restored.resume({"c0": Approve(by="ann")})
+    assert isinstance(data, dict) and data["answer"] == 7
+    assert data["action_responses"][0].output == {"refunded": 3, "order": "A"}

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from lionops import Branch, ConfigurationError, UsageLimitExceeded, UsageLimits
+from lionops import Approve, Branch, ConfigurationError, Defer, UsageLimitExceeded, UsageLimits
 from lionops.testing import completion, tool_call
+from tests.cli_support import fake_model
+from tests.helpers import ScriptedMiddle
 from tests.openai_server import make_model, server  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.anyio
@@ -113,3 +115,31 @@ def test_limits_are_checked_when_made():
         Branch(limits={"requests": 1})  # type: ignore[arg-type]
 
 
+
+
+async def test_a_cli_agent_reports_its_tokens_and_its_own_cost():
+    model = fake_model("plain_answer.jsonl")
+    branch = Branch(chat_model=model, limits=UsageLimits(cost=0.003))
+    await branch.operate(instruction="hello")
+    assert (branch.usage.input_tokens, branch.usage.output_tokens) == (1200, 45)
+    assert branch.usage.cost == pytest.approx(0.00321)  # the CLI's own total_cost_usd, not a table price
+    with pytest.raises(UsageLimitExceeded, match="cost"):
+        await branch.operate(instruction="again")
+
+
+async def test_an_approved_call_past_the_tool_call_limit_does_not_run():
+    ran: list[str] = []
+
+    def refund(order: str) -> str:
+        """Refund."""
+        ran.append(order)
+        return order
+
+    branch = Branch(tools=[refund], limits=UsageLimits(tool_calls=1))
+    branch.gate(lambda inv: Defer(reason="ask") if inv.arguments["order"] == "B" else True)
+    await branch.operate(instruction="go", actions=True, action_strategy="sequential", middle=ScriptedMiddle(
+        {"action_requests": [{"function": "refund", "arguments": {"order": o}} for o in ("A", "B")]}))
+    [call] = branch.pending_calls()
+    result = await branch.resume({call.call_id: Approve(by="ann")})
+    assert ran == ["A"]
+    assert [r.record.decision for r in result["action_responses"]] == ["allowed", "over_limit"]
