@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import observe
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS
 from ..errors import (
     CallAlreadyDecidedError,
@@ -251,7 +252,8 @@ async def phase(ctx: OperationContext, suspensions: Suspensions) -> None:
             req = _Request(call.index, call.function, raw, None, provider_id)
             if approved:
                 assert tool is not None and values is not None
-                await invoke(batch, req, tool, raw, values, copy.deepcopy(values), call_params.retry_timeout)
+                await observe.tool_call(branch, req, invoke(batch, req, tool, raw, values, copy.deepcopy(values),
+                                                           call_params.retry_timeout))
             else:
                 output = {"error": DENIAL_ERROR, "function": call.function, "by": decision.by,
                           "reason": decision.reason}

@@ -359,3 +359,18 @@ async def test_a_model_result_is_enriched_in_process_and_comes_back_as_data_afte
     data = await restored.resume({"c0": Approve(by="ann")})
     assert isinstance(data, dict) and data["answer"] == 7
     assert data["action_responses"][0].output == {"refunded": 3, "order": "A"}
+
+
+async def test_decisions_are_span_events_and_resumed_calls_are_tool_spans(otel_content):
+    branch, _ = shop_branch()
+    await branch.operate(instruction="go", actions=True, middle=answer(
+        ("refund", {"order": "A", "amount": 5}), ("refund", {"order": "B", "amount": 6})))
+    otel_content.exporter.clear()
+    await branch.resume({"c0": Approve(by="ann", reason="fine"), "c1": Deny(by="bob")})
+    root = otel_content.root()
+    assert dict(root.attributes)["lionops.exit"] == "enriched"
+    approvals = [dict(e.attributes) for e in root.events if e.name == "lionops.approval"]
+    assert [(a["lionops.approval.decision"], a["lionops.approval.by"], a["gen_ai.tool.name"]) for a in approvals] == [
+        ("approved", "ann", "refund"), ("denied", "bob", "refund")]
+    tools = otel_content.named("execute_tool")
+    assert [dict(s.attributes)["lionops.tool.decision"] for s in tools] == ["allowed"]
