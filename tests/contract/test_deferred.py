@@ -374,3 +374,25 @@ async def test_decisions_are_span_events_and_resumed_calls_are_tool_spans(otel_c
         ("approved", "ann", "refund"), ("denied", "bob", "refund")]
     tools = otel_content.named("execute_tool")
     assert [dict(s.attributes)["lionops.tool.decision"] for s in tools] == ["allowed"]
+
+
+async def test_a_deferring_operation_records_and_replays_from_its_cassette(tmp_path):
+    from lionops import iModel
+    from lionops.replay import record, replay
+    from lionops.testing import OpenAIServer, completion, tool_call
+
+    with OpenAIServer() as srv:
+        srv.push(completion(tool_calls=[tool_call("refund", {"order": "A", "amount": 5}, call_id="c1")]))
+
+        def new_branch() -> tuple[Branch, Shop]:
+            model = iModel(provider="openai", model="gpt-4o-mini", base_url=srv.base_url, api_key="k")
+            return shop_branch(chat_model=model)
+
+        first, _ = new_branch()
+        recorded = await record(tmp_path / "c.json", first, instruction="refund", actions=True)
+        again, shop = new_branch()
+        replayed = await replay(tmp_path / "c.json", again, instruction="refund", actions=True)
+        assert recorded.trace.path() == replayed.trace.path() and replayed.trace.exit == "deferred"
+        assert len(srv.chat_requests) == 1 and shop.ran == []
+        await again.resume({"c1": Approve(by="ann")})
+        assert shop.ran == [("refund", {"order": "A", "amount": 5})]
