@@ -34,8 +34,8 @@ DESIGN_ROWS = [  # (source, trigger, dest): the machine's published transition t
     ("gate", "no_requests", "returned"),
     ("gate", "requests_found", "act"),
     ("gate", "no_response_slot", "returned"),
-    ("act", "deferred", "suspended"),
     ("act", "acted", "enrich"),
+    ("act", "deferred", "suspended"),
     ("enrich", "no_responses", "returned"),
     ("enrich", "enriched", "returned"),
 ]

@@ -83,8 +83,8 @@ MAIN_FLOW_EDGES = """\
     gate --> returned: no_requests [requests_absent]
     gate --> act: requests_found [requests_present]
     gate --> returned: no_response_slot [responses_unattachable]
-    act --> suspended: deferred [calls_deferred]
     act --> enrich: acted [all_requests_acted]
+    act --> suspended: deferred [calls_deferred]
     enrich --> returned: no_responses [responses_empty]
     enrich --> returned: enriched [result_enriched]
 """

@@ -49,8 +49,8 @@ FIRING_ORDER = {
              ("no_action_param", "returned", "action_param_absent"), ("no_requests", "returned", "requests_absent"),
              ("requests_found", "act", "requests_present"),
              ("no_response_slot", "returned", "responses_unattachable")],
-    "act": [("failed", "raised", "phase_raised"), ("deferred", "suspended", "calls_deferred"),
-            ("acted", "enrich", "all_requests_acted")],
+    "act": [("failed", "raised", "phase_raised"), ("acted", "enrich", "all_requests_acted"),
+            ("deferred", "suspended", "calls_deferred")],
     "enrich": [("failed", "raised", "phase_raised"), ("no_responses", "returned", "responses_empty"),
                ("enriched", "returned", "result_enriched")],
 }
