@@ -40,7 +40,7 @@ from .pipeline.act import act as act_fn
 from .pipeline.context import Authorization, OperationContext
 from .pipeline.machine import run_operation
 from .pipeline.prepare import OperateKwargs, check_flags
-from .pipeline.resume import Suspensions, claim
+from .pipeline.resume import Suspensions, claim, release
 from .text import safe_str
 from .tools import ActionManager, Tool, ToolInvocation
 from .trace import Trace, Traced
@@ -411,7 +411,10 @@ class Branch:
     async def resume_traced(self, decisions: dict[str, Approve | Deny]) -> Traced:
         """:meth:`resume` returning ``Traced(result, trace)``."""
         work = claim(self.suspensions, self.acts, decisions)
-        return await run_operation(OperationContext(branch=self, resume=work))
+        try:
+            return await run_operation(OperationContext(branch=self, resume=work))
+        finally:
+            release(self.suspensions, work)
 
     async def resume(self, decisions: dict[str, Approve | Deny]) -> Any:
         """Continue a suspended operation with decisions ``{call_id: Approve(by=...) | Deny(by=...)}``.

@@ -45,7 +45,7 @@ from . import act as act_module
 from .act import DENIAL_ERROR, _Batch, _record, _Request, invoke
 from .context import OperationContext
 
-__all__ = ["Suspended", "Suspensions", "ResumeWork", "suspend", "claim", "phase", "act_phase"]
+__all__ = ["Suspended", "Suspensions", "ResumeWork", "suspend", "claim", "release", "phase", "act_phase"]
 
 
 @dataclass(eq=False, slots=True)
@@ -64,6 +64,8 @@ class Suspended:
     #: call id -> the validated values the gate saw (in this process only; absent after a restore)
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
     operative: Any = None
+    #: resumptions of this operation in flight (only the last to end enriches)
+    running: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form kept in a branch snapshot (data only)."""
@@ -130,8 +132,11 @@ class ResumeWork:
     """What one resumption runs: checked decisions with the values each approved call gets."""
 
     op: Suspended
-    #: call id -> (decision, the arguments an approved call runs with, its tool), in request order
-    calls: dict[str, tuple[Approve | Deny, dict[str, Any] | None, Tool | None]]
+    #: call id -> (its pending call, the decision, the arguments an approved call runs with, its tool),
+    #: in request order
+    calls: dict[str, tuple[PendingCall, Approve | Deny, dict[str, Any] | None, Tool | None]]
+    #: whether the ``act`` phase took the calls (else :func:`release` gives them back)
+    started: bool = False
 
 
 def _new_call_id() -> str:
@@ -213,23 +218,41 @@ def claim(suspensions: Suspensions, tools: Any, decisions: Any) -> ResumeWork:
     if len({id(op) for op in owners.values()}) > 1:
         raise ResumeError("the decisions are for calls of several suspended operations; resume each on its own")
     op = next(iter(owners.values()))
-    calls: dict[str, tuple[Approve | Deny, dict[str, Any] | None, Tool | None]] = {}
+    calls: dict[str, tuple[PendingCall, Approve | Deny, dict[str, Any] | None, Tool | None]] = {}
     for call in sorted((op.pending[c] for c in decisions), key=lambda p: p.index):
         decision = decisions[call.call_id]
         if isinstance(decision, Approve):
             tool = tools.get(call.function)
-            calls[call.call_id] = (decision, _arguments(op, call, tool), tool)
+            calls[call.call_id] = (call, decision, _arguments(op, call, tool), tool)
         else:
-            calls[call.call_id] = (decision, None, None)
-    for call_id, (decision, _, _) in calls.items():
+            calls[call.call_id] = (call, decision, None, None)
+    # Claimed at once, with nothing awaited since the checks: no other
+    # resumption can decide these calls, and none lists them as pending.
+    for call_id, (_, decision, _, _) in calls.items():
         verb = "approved" if isinstance(decision, Approve) else "denied"
         suspensions.decided[call_id] = f"{verb} by {decision.by}"
+        del op.pending[call_id]
+    op.running += 1
     return ResumeWork(op, calls)
+
+
+def release(suspensions: Suspensions, work: ResumeWork) -> None:
+    """Give back the calls of a resumption that ended before its ``act``
+    phase took them (cancelled on the way): nothing of them ran, so they are
+    pending and undecided again."""
+    if work.started:
+        return
+    work.started = True
+    work.op.running -= 1
+    for call_id, (call, _, _, _) in work.calls.items():
+        suspensions.decided.pop(call_id, None)
+        work.op.pending[call_id] = call
 
 
 async def phase(ctx: OperationContext, suspensions: Suspensions) -> None:
     """The ``act`` phase of a resumption: run or deny each decided call, record every decision."""
     work: ResumeWork = ctx.resume
+    work.started = True
     op, branch = work.op, ctx.branch
     ctx.meta["resumed"] = op.id
     call_params = op.action_param.action_call_params or DEFAULT_ACTION_CALL_PARAMS
@@ -237,8 +260,7 @@ async def phase(ctx: OperationContext, suspensions: Suspensions) -> None:
     approvals = ctx.meta.setdefault("approvals", [])
     notes: dict[int, dict[str, Any]] = {}
     try:
-        for call_id, (decision, values, tool) in work.calls.items():
-            call = op.pending.pop(call_id)
+        for call_id, (call, decision, values, tool) in work.calls.items():
             raw, provider_id = op.requests.pop(call_id)
             op.values.pop(call_id, None)
             approved = isinstance(decision, Approve)
@@ -264,7 +286,8 @@ async def phase(ctx: OperationContext, suspensions: Suspensions) -> None:
         ctx.actions.extend(new)
         op.records.extend(new)
         _write_messages(branch, new, notes)
-    if op.pending:
+        op.running -= 1
+    if op.pending or op.running:  # calls wait, or another resumption of the round is still running
         ctx.deferred = True
         return
     suspensions.ops.pop(op.id, None)

@@ -396,3 +396,30 @@ async def test_a_deferring_operation_records_and_replays_from_its_cassette(tmp_p
         assert len(srv.chat_requests) == 1 and shop.ran == []
         await again.resume({"c1": Approve(by="ann")})
         assert shop.ran == [("refund", {"order": "A", "amount": 5})]
+
+
+async def test_two_resumptions_of_one_round_running_at_once_enrich_it_once_with_every_response():
+    branch, shop = shop_branch()
+    first = await branch.operate(instruction="go", actions=True, middle=answer(
+        ("refund", {"order": "A", "amount": 1}), ("refund", {"order": "B", "amount": 2})))
+    exits: list[str] = []
+
+    async def decide(call_id: str) -> None:
+        exits.append((await branch.resume_traced({call_id: Approve(by="ann")})).trace.exit)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(decide, "c0")
+        tg.start_soon(decide, "c1")
+    assert sorted(exits) == ["deferred", "enriched"]
+    assert [r.output["order"] for r in first["action_responses"]] == ["A", "B"]
+    with pytest.raises(ResumeError, match="several suspended operations"):
+        await _two_operations_at_once()
+
+
+async def _two_operations_at_once() -> None:
+    branch, _ = shop_branch()
+    for order in ("X", "Y"):
+        await branch.operate(instruction="go", actions=True, middle=ScriptedMiddle({"action_requests": [
+            {"function": "refund", "arguments": {"order": order, "amount": 1}, "call_id": order}]}))
+    await branch.resume({"X": Approve(by="ann"), "Y": Approve(by="ann")})
+
