@@ -254,6 +254,7 @@ async def phase(ctx: OperationContext, suspensions: Suspensions) -> None:
     work: ResumeWork = ctx.resume
     work.started = True
     op, branch = work.op, ctx.branch
+    ctx.result = op.result  # what the caller gets also while calls still wait (exit deferred)
     ctx.meta["resumed"] = op.id
     call_params = op.action_param.action_call_params or DEFAULT_ACTION_CALL_PARAMS
     batch = _Batch(branch, op.action_param, {})
@@ -291,7 +292,7 @@ async def phase(ctx: OperationContext, suspensions: Suspensions) -> None:
         ctx.deferred = True
         return
     suspensions.ops.pop(op.id, None)
-    ctx.result, ctx.attachable, ctx.operative = op.result, op.attachable, op.operative
+    ctx.attachable, ctx.operative = op.attachable, op.operative
     ctx.action_param = op.action_param
     ctx.responses = [r.response() for r in sorted(op.records, key=lambda r: r.index)]
     ctx.acted = True

@@ -131,6 +131,9 @@ async def test_missing_decisions_stay_pending_and_the_trace_ends_deferred_again(
     assert [p.call_id for p in branch.pending_calls()] == ["c0", "c1"]
     first = await branch.resume_traced({"c1": Approve(by="ann")})
     assert list(first.trace.path()) == [("prepare", "resumed", "act"), ("act", "deferred", "suspended")]
+    assert first.result == {"action_requests": [
+        {"function": "refund", "arguments": {"order": o, "amount": n}, "call_id": f"c{i}"}
+        for i, (o, n) in enumerate((("A", 1), ("B", 2)))]}  # the round's result, not yet enriched
     assert [p.call_id for p in branch.pending_calls()] == ["c0"]
     assert shop.ran == [("refund", {"order": "B", "amount": 2})]
     last = await branch.resume_traced({"c0": Deny(by="bob")})
