@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .errors import ReadOnlyError
+
 __all__ = ["FrozenDict", "FrozenList", "freeze", "thaw"]
 
 
@@ -22,7 +24,7 @@ class FrozenDict(dict):  # type: ignore[type-arg]
     _refusal = "this mapping is shared and read-only; copy it to change it"
 
     def _refuse(self, *_: Any, **__: Any) -> None:
-        raise TypeError(self._refusal)
+        raise ReadOnlyError(self._refusal)
 
     __setitem__ = __delitem__ = __ior__ = _refuse  # type: ignore[assignment]
     clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
@@ -40,7 +42,7 @@ class FrozenList(list):  # type: ignore[type-arg]
     __slots__ = ()
 
     def _refuse(self, *_: Any, **__: Any) -> None:
-        raise TypeError("this list is shared and read-only; copy it to change it")
+        raise ReadOnlyError("this list is shared and read-only; copy it to change it")
 
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
     append = extend = insert = remove = pop = clear = sort = reverse = _refuse

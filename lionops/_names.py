@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein
 
-__all__ = ["PROVIDER_OPTIONS", "near_miss"]
+__all__ = ["PROVIDER_OPTIONS", "closest", "near_miss"]
 
 #: Request options of OpenAI-compatible servers: leftover keywords that are
 #: never taken for a misspelled keyword, however close they are.
@@ -46,3 +46,26 @@ def near_miss(name: str, keywords: Iterable[str], allowed: Iterable[str] = ()) -
     limit = 1 if len(name) < 8 else 2
     found = process.extractOne(name, keywords, scorer=DamerauLevenshtein.distance, score_cutoff=limit)
     return None if found is None else found[0]
+
+
+def closest(name: str, names: Iterable[str], limit: int = 3) -> list[str]:
+    """The names of ``names`` closest to ``name`` (at most ``limit``, closest
+    first), for a "did you mean" hint on a misspelled name (a pure function).
+
+    A name is close within a third of its length in edits (at least one; a
+    swap of neighbours counts as one), or when one name contains the other
+    (``"fund"`` for ``"refund"``).
+    """
+    pool = list(dict.fromkeys(n for n in names if isinstance(n, str)))
+    if not name or not pool:
+        return []
+    cutoff = max(1, len(name) // 3)
+    found = process.extract(name, pool, scorer=DamerauLevenshtein.distance, score_cutoff=cutoff, limit=limit)
+    out = [n for n, _, _ in found]
+    lowered = name.lower()
+    for n in pool:
+        if len(out) >= limit:
+            break
+        if n not in out and len(name) >= 3 and (lowered in n.lower() or n.lower() in lowered):
+            out.append(n)
+    return out

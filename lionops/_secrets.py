@@ -28,7 +28,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 __all__ = [
     "MARK", "TEXT_MARK", "MIN_SECRET", "is_secret_name", "is_secret_variable", "secret_variables",
-    "replace_secrets", "redact_header", "scrub_url", "url_query_secrets", "scrubbed_preview",
+    "replace_secrets", "redact_header", "scrub_url", "url_query_secrets", "scrubbed_preview", "scrubbed_message",
 ]
 
 #: What a secret is replaced with in URLs, headers, cassettes and HTTP endpoint messages.
@@ -121,3 +121,19 @@ def scrubbed_preview(text: str, scrub: Callable[[str], str], longest: int, limit
         if window >= len(text) or len(clean) >= limit + longest:
             return clean[:limit]
         window *= 4
+
+
+_CREDENTIAL_TEXT = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}|\bsk-[A-Za-z0-9_-]{8,}")
+
+
+def scrubbed_message(text: str, env: Mapping[str, str], limit: int = 200) -> str:
+    """At most ``limit`` characters of ``text`` (an exception's message) with
+    the values of ``env``'s secret variables, bearer and basic credentials and
+    ``sk-`` keys replaced by :data:`TEXT_MARK`; ``...`` marks a cut."""
+    secrets = sorted(secret_variables(env, min_length=8), key=len, reverse=True)
+
+    def scrub(part: str) -> str:
+        return _CREDENTIAL_TEXT.sub(TEXT_MARK, replace_secrets(part, secrets, TEXT_MARK))
+
+    shown = scrubbed_preview(text, scrub, len(secrets[0]) if secrets else 0, limit + 1)
+    return shown if len(shown) <= limit else shown[:limit] + "..."

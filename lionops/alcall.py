@@ -30,6 +30,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 from tenacity.wait import wait_base
 
 from . import clock
+from .errors import ConfigurationError
 
 __all__ = ["AlcallParams", "alcall", "in_own_context", "is_cancellation"]
 
@@ -97,12 +98,12 @@ class AlcallParams:
 
     def __post_init__(self) -> None:
         if self.retry_attempts < 0:
-            raise ValueError("retry_attempts must be >= 0")
+            raise ConfigurationError("retry_attempts must be >= 0")
         if self.max_concurrent is not None and self.max_concurrent < 1:
-            raise ValueError("max_concurrent must be >= 1 or None")
+            raise ConfigurationError("max_concurrent must be >= 1 or None")
         for name in ("retry_initial_delay", "retry_backoff"):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0")
+                raise ConfigurationError(f"{name} must be >= 0")
 
     async def __call__(
         self, inputs: Sequence[T], func: Callable[[T], Awaitable[R]]

@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, Unpack
@@ -28,10 +29,11 @@ from ._defaults import (
     DEFAULT_OBSERVER_TIMEOUT,
 )
 from ._files import atomic_write_text
+from ._secrets import scrubbed_message
 from .alcall import AlcallParams
-from .errors import ConfigurationError, SnapshotError
+from .errors import ArgumentTypeError, ConfigurationError, SnapshotError
 from .governance import Approve, Defer, Deny, PendingCall
-from .hooks import HookPoint
+from .hooks import HookPoint, check_one_argument
 from .limits import UsageLimits, UsageSoFar
 from .messages import EventLog, MessageLog, to_jsonable
 from .models import ActionResponseModel
@@ -86,13 +88,36 @@ def _new_id() -> str:
     return raw.hex()
 
 
+def _message(exc: BaseException) -> str:
+    """An exception's message for a gate's denial reason and log: at most 200
+    characters, credentials and the values of secret environment variables removed."""
+    return scrubbed_message(safe_str(exc), os.environ)
+
+
+#: Gates already warned about for answering something other than a bool.
+_WARNED_NOT_BOOL: set[str] = set()
+
+
+def _warn_not_bool(name: str, verdict: object) -> None:
+    """Log and warn, once per gate, that it answered ``verdict`` instead of a bool."""
+    if name in _WARNED_NOT_BOOL:
+        return
+    _WARNED_NOT_BOOL.add(name)
+    text = (f"gate {name} returned {type(verdict).__name__}, not a bool, so the tool call was denied; "
+            "a gate check must return True to allow the call or False to deny it"
+            + (" (a missing 'return'?)" if verdict is None else ""))
+    logger.warning("%s", text)
+    warnings.warn(text, UserWarning, stacklevel=2)
+
+
 def _check_limit(name: str, value: Any, *, integer: bool = False) -> Any:
     """``None`` or a positive number (an int for counts); else TypeError/ConfigurationError."""
     if value is None:
         return None
     kinds = (int,) if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds):
-        raise TypeError(f"{name} must be {'an int' if integer else 'a number'} or None, got {type(value).__name__}")
+        raise ArgumentTypeError(
+            f"{name} must be {'an int' if integer else 'a number'} or None, got {type(value).__name__}")
     if not value > 0:
         raise ConfigurationError(f"{name} must be > 0 or None, got {value!r}")
     return value
@@ -213,12 +238,15 @@ class Branch:
         runs inline, which is cheapest but cannot be interrupted. An abandoned
         thread holds one of anyio's worker threads (40 by default) until its
         check returns, and the interpreter waits for it at exit; an async check
-        marked ``blocking`` is a ``TypeError``.
+        marked ``blocking`` is a ``TypeError``. A check that cannot be called with
+        one positional argument is a :class:`~lionops.errors.GateSignatureError`.
         """
+        check_one_argument(check, "gate", "check(invocation) -> bool")
         if blocking and (inspect.iscoroutinefunction(check)
                          or inspect.iscoroutinefunction(type(check).__call__)):
-            raise TypeError(f"gate {getattr(check, '__qualname__', type(check).__name__)} is async: "
-                            "blocking=True is for sync code (an async check is awaited and its timeout cancels it)")
+            raise ArgumentTypeError(
+                f"gate {getattr(check, '__qualname__', type(check).__name__)} is async: "
+                "blocking=True is for sync code (an async check is awaited and its timeout cancels it)")
         self._gates.append(_InThread(check) if blocking else check)
         return check
 
@@ -267,10 +295,11 @@ class Branch:
                 if inspect.isawaitable(verdict):
                     verdict = await verdict
             except Exception as exc:  # noqa: BLE001 - fail closed
+                message = _message(exc)
                 self.logs.log("gate_error", {
-                    "function": invocation.function, "error": safe_str(exc), "type": type(exc).__name__,
+                    "function": invocation.function, "error": message, "type": type(exc).__name__,
                 })
-                return Authorization("denied", f"gate {name} raised {type(exc).__name__}")
+                return Authorization("denied", f"gate {name} raised {type(exc).__name__}: {message}")
         # A gate that cannot be interrupted (sync code that blocks, an async
         # one that shields itself) still answers late: a late answer denies.
         if scope.cancelled_caught or anyio.current_time() >= scope.deadline:
@@ -286,6 +315,7 @@ class Branch:
                 "error": f"gate returned {type(verdict).__name__}, not bool",
                 "type": "TypeError",
             })
+            _warn_not_bool(name, verdict)
             return Authorization("denied", f"gate {name} returned {type(verdict).__name__}, not bool")
         return Authorization("allowed" if verdict else "denied", None if verdict else f"denied by gate {name}")
 
@@ -313,7 +343,9 @@ class Branch:
         A handler that raises is logged (``hook_error``) and ignored; one that
         does not return within ``observer_timeout`` seconds is abandoned and
         logged (``hook_timeout``)."""
-        self._hooks[HookPoint(point)].append(handler)
+        point = HookPoint(point)
+        check_one_argument(handler, "hook", "handler(payload)")
+        self._hooks[point].append(handler)
         return handler
 
     async def emit(self, point: HookPoint, payload: dict[str, Any]) -> None:
@@ -342,7 +374,8 @@ class Branch:
         (sync or async) is offered every non-None response before enrichment,
         denials and errors included (ADR-0022 D4)."""
         if not callable(getattr(provider, "writeback", None)):
-            raise TypeError("a context provider needs a callable writeback(response) method")
+            raise ArgumentTypeError("a context provider needs a callable writeback(response) method")
+        check_one_argument(provider.writeback, "context provider", "writeback(response)")
         self._providers.append(provider)
         return provider
 

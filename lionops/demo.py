@@ -16,7 +16,8 @@ printed with the reason it is not a plan, and no tool runs.
 The result, the trace as a table and the adapter's facts (model, tokens,
 latency) are printed; the trace JSON is written to ``out/demo-trace.json``
 and a cassette of the run to ``out/demo-cassette.json`` (replay it offline
-with ``python -m lionops replay out/demo-cassette.json``).
+with the command the demo prints, ``.venv/bin/python -m lionops replay
+out/demo-cassette.json`` after ``make demo``).
 Exit status 1 when the loopback run does not take the recorded path.
 """
 
@@ -25,6 +26,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
+import shutil
 import sys
 from collections.abc import Iterator
 from importlib import resources
@@ -122,9 +125,22 @@ async def run(out_dir: str | Path = "out") -> dict[str, Any]:
     facts = {k: trace.meta.get(k) for k in ("model", "usage", "latency_ms", "http_attempts", "structured_output")}
     print("\nadapter:", json.dumps(facts))
     print(f"\ntrace written to {path}")
-    print(f"cassette written to {cassette}; replay it offline: python -m lionops replay {cassette}")
+    print(f"cassette written to {cassette}; replay it offline: {replay_command(cassette)}")
     return {"result": result, "trace": trace, "denied": denied, "ran": ran, "path": path, "cassette": cassette,
             "replayed": server is not None}
+
+
+def replay_command(cassette: Path) -> str:
+    """The command that replays ``cassette``, as it works when typed in this
+    directory: the interpreter running the demo (``.venv/bin/python`` after
+    ``make demo``), or ``python`` when that is the one on ``PATH``."""
+    exe = Path(sys.executable).absolute()
+    for name in ("python", "python3"):
+        found = shutil.which(name)
+        if found is not None and Path(found).absolute() == exe:
+            return f"{name} -m lionops replay {shlex.quote(str(cassette))}"
+    shown = exe.relative_to(Path.cwd()) if exe.is_relative_to(Path.cwd()) else exe
+    return f"{shlex.quote(str(shown))} -m lionops replay {shlex.quote(str(cassette))}"
 
 
 def main(out_dir: str = "out") -> int:

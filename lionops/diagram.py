@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .engine.definition import WILDCARD, MachineDefinition, TransitionDef, definition_path, load_definition
+from .errors import TraceFormatError
 from .trace import Trace
 
 __all__ = [
@@ -100,15 +101,15 @@ class Overlay:
     def from_trace(cls, d: MachineDefinition, trace: Trace) -> Overlay:
         """Raises ``ValueError`` when the trace does not run on ``d``."""
         if trace.machine != d.name:
-            raise ValueError(f"trace is of machine {trace.machine!r}, not {d.name!r}")
+            raise TraceFormatError(f"trace is of machine {trace.machine!r}, not {d.name!r}")
         if trace.initial != d.initial:
-            raise ValueError(f"trace starts at {trace.initial!r}, the machine at {d.initial!r}")
+            raise TraceFormatError(f"trace starts at {trace.initial!r}, the machine at {d.initial!r}")
         declared = {e.key for e in edges(d)}
         steps: dict[tuple[str, str, str], tuple[int, ...]] = {}
         for n, rec in enumerate(trace.transitions, 1):
             key = (rec.source, rec.trigger, rec.dest)
             if key not in declared:
-                raise ValueError(f"step {n}: {rec.source} --{rec.trigger}--> {rec.dest} is not a declared edge")
+                raise TraceFormatError(f"step {n}: {rec.source} --{rec.trigger}--> {rec.dest} is not a declared edge")
             steps[key] = (*steps.get(key, ()), n)
         return cls(steps=steps, visited=tuple(dict.fromkeys(trace.states)),
                    terminal=trace.terminal, exit=trace.exit)

@@ -8,13 +8,20 @@ library family::
 
     LionopsError
     ├── ConfigurationError (ValueError)
+    │   └── MachineDefinitionError
+    ├── UnknownStateError (KeyError)
+    ├── ArgumentTypeError (TypeError)
+    │   └── GateSignatureError
+    ├── ReadOnlyError (TypeError)
+    ├── NotStartedError (RuntimeError)
+    ├── TraceFormatError (ValueError)
     ├── RemovedKeywordError (TypeError)
     ├── MisspelledKeywordError (TypeError)
     ├── MismatchError (ValueError)
     │   ├── RefusalError
     │   └── TruncatedOutputError
     ├── InternalInvariantError
-    ├── UnknownToolError (LookupError)
+    ├── UnknownToolError (LookupError, ValueError)
     ├── ToolNotOfferedError (LookupError)
     ├── ToolArgumentsError (ValueError)
     ├── InvalidActionRequest (ValueError)
@@ -58,6 +65,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from ._names import closest
+
 if TYPE_CHECKING:
     from .endpoints.cli.records import CLIRun
     from .trace import Trace
@@ -71,7 +80,23 @@ __all__ = [
     "RefusalError",
     "TruncatedOutputError",
     "InternalInvariantError",
+    "MachineDefinitionError",
+    "UnknownStateError",
+    "ArgumentTypeError",
+    "GateSignatureError",
+    "ReadOnlyError",
+    "NotStartedError",
+    "TraceFormatError",
 ]
+
+
+def did_you_mean(name: Any, known: Iterable[str]) -> str:
+    """`` " (did you mean 'a' or 'b'?)"`` for the names of ``known`` closest to
+    ``name`` (at most three), or ``""`` when none is close."""
+    found = closest(name, known) if isinstance(name, str) else []
+    if not found:
+        return ""
+    return " (did you mean " + " or ".join(repr(n) for n in found) + "?)"
 
 
 class LionopsError(Exception):
@@ -85,6 +110,59 @@ class ConfigurationError(ValueError, LionopsError):
     ``"sequential"`` or ``"concurrent"`` (ADR-0022 D4), or when no endpoint is
     configured for the selected adapter (D3).
     """
+
+
+class MachineDefinitionError(ConfigurationError):
+    """A state machine definition (``states/*.toml``) is inconsistent, or names a
+    guard, phase handler or outcome that the code lacks. The message names the
+    first fault; fix the definition (``python -m lionops diagram --check``)."""
+
+
+class UnknownStateError(KeyError, LionopsError):
+    """A state name that the machine does not declare (a ``KeyError``); the
+    message names the closest declared states."""
+
+    def __init__(self, name: Any, known: Iterable[str]) -> None:
+        self.name = name
+        self.known = list(known)
+        super().__init__(f"unknown state {name!r}{did_you_mean(name, self.known)}; declared: {self.known}")
+
+    def __str__(self) -> str:  # KeyError would show the repr of the message
+        return str(self.args[0])
+
+
+class ArgumentTypeError(TypeError, LionopsError):
+    """A value of the wrong type was passed (a ``TypeError``).
+
+    The message names the parameter and the type it takes; pass a value of
+    that type.
+    """
+
+
+class GateSignatureError(ArgumentTypeError):
+    """A gate check, hook handler or context provider cannot be called the way
+    lionops calls it (one positional argument: the ``ToolInvocation``, the hook
+    payload or the response). Refused when it is registered, so it never
+    silently denies or fails later; give the function exactly one parameter
+    without a default, e.g. ``def check(invocation) -> bool``."""
+
+
+class ReadOnlyError(TypeError, LionopsError):
+    """A shared read-only value (a mapping or list lionops hands to a gate, a
+    hook or a trace reader) was changed in place. Copy it (``dict(x)``,
+    ``list(x)``) and change the copy."""
+
+
+class NotStartedError(RuntimeError, LionopsError):
+    """An object was used before it was started (a test server's ``url`` before
+    ``start()`` or its ``with`` block). Start it first."""
+
+
+class TraceFormatError(ValueError, LionopsError):
+    """A trace (or its JSON form) is not a valid trace of the machine: not JSON,
+    an unsupported format number, a missing field, a step that is not a declared
+    edge. The message names where and what; the trace was written by another
+    machine or edited by hand."""
 
 
 class RemovedKeywordError(TypeError, LionopsError):
@@ -314,13 +392,29 @@ __all__ += [
 ]
 
 
-class UnknownToolError(LookupError, LionopsError):
-    """The requested function is not a registered tool."""
+class UnknownToolError(LookupError, ValueError, LionopsError):
+    """The requested function is not a registered tool (a ``LookupError``, and a
+    ``ValueError`` as ``tools=`` selectors always raised).
 
-    def __init__(self, name: Any, known: Iterable[str]) -> None:
+    The message lists the registered tools and, for a near miss, the closest
+    names (``tools=["refnd"]``: ``did you mean 'refund'?``). Register the tool
+    (``Branch(tools=...)``, ``branch.register_tools``) or fix the name.
+
+    Attributes:
+        name: the name asked for.
+        known: the registered names, sorted.
+        suggestions: the registered names closest to ``name`` (at most three).
+    """
+
+    def __init__(self, name: Any, known: Iterable[str], *, selector: bool = False) -> None:
         self.name = name
         self.known = sorted(known)
-        super().__init__(f"unknown function {name!r}; registered tools: {self.known}")
+        self.suggestions = closest(name, self.known) if isinstance(name, str) else []
+        hint = did_you_mean(name, self.known)
+        if selector:  # a tools= selector names a tool that is not registered
+            super().__init__(f"tool {name!r} is not registered{hint}")
+        else:
+            super().__init__(f"unknown function {name!r}{hint}; registered tools: {self.known}")
 
 
 class ToolNotOfferedError(LookupError, LionopsError):

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from .errors import ArgumentTypeError
 from .models import ActionRequestModel, ActionResponseModel, Reason
 
 __all__ = ["Spec", "FieldModel", "default_field", "to_fields_dict"]
@@ -123,7 +124,7 @@ def to_fields_dict(field_models: list[Any] | None) -> dict[str, Spec] | None:
         elif isinstance(fm, Spec):
             spec = fm
         else:
-            raise TypeError(f"Expected FieldModel or Spec, got {type(fm)}")
+            raise ArgumentTypeError(f"Expected FieldModel or Spec, got {type(fm)}")
         if spec.name:
             out[spec.name] = spec
     return out

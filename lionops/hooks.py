@@ -17,6 +17,10 @@ abandoned and logged; a ``BaseException`` (a stray cancellation) propagates.
 from __future__ import annotations
 
 import enum
+import inspect
+from typing import Any
+
+from .errors import ConfigurationError, GateSignatureError, did_you_mean
 
 # Truncation lives in lionops.text; these names stay importable from here.
 from .text import SUMMARY_LIMIT, VERBOSE_ARGS_LIMIT, safe_str, summarize
@@ -30,3 +34,29 @@ class HookPoint(str, enum.Enum):  # noqa: UP042 - str() keeps the Enum form, as 
     TOOL_PRE = "tool_pre"
     TOOL_POST = "tool_post"
     TOOL_ERROR = "tool_error"
+
+    @classmethod
+    def _missing_(cls, value: Any) -> None:
+        """An unknown hook point (``branch.on("tool_pr", ...)``) is a
+        :class:`~lionops.errors.ConfigurationError` naming the closest points."""
+        known = [p.value for p in cls]
+        raise ConfigurationError(f"unknown hook point {value!r}{did_you_mean(value, known)}; known: {known}")
+
+
+def check_one_argument(fn: Any, what: str, example: str) -> None:
+    """Refuse ``fn`` (a gate check, hook handler or ``writeback``) with a
+    :class:`~lionops.errors.GateSignatureError` unless it can be called with one
+    positional argument, as lionops calls it. A callable whose signature
+    cannot be read (some built-ins) is taken as it is."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(None)
+    except TypeError as exc:
+        name = getattr(fn, "__qualname__", None) or type(fn).__name__
+        raise GateSignatureError(
+            f"{what} {name}{signature} cannot be called with one argument ({exc}); "
+            f"lionops calls it as {example}"
+        ) from None

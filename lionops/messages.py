@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
 import itertools
 import json
@@ -19,9 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from ._files import atomic_write_text
+from .errors import ArgumentTypeError, ConfigurationError, did_you_mean
 from .text import safe_str
 
 if TYPE_CHECKING:
@@ -52,6 +55,11 @@ def to_jsonable(value: Any) -> Any:
     return _jsonable(value, set(), 0)
 
 
+@functools.lru_cache(maxsize=256)
+def _adapter(cls: type) -> TypeAdapter[Any]:
+    return TypeAdapter(cls)
+
+
 def _jsonable(value: Any, active: set[int], depth: int) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
@@ -62,6 +70,11 @@ def _jsonable(value: Any, active: set[int], depth: int) -> Any:
     if isinstance(value, BaseModel):
         try:
             return value.model_dump(mode="json")
+        except Exception:  # noqa: BLE001
+            return _repr(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # as pydantic dumps it
+        try:
+            return _jsonable(_adapter(type(value)).dump_python(value, mode="json"), active, depth)
         except Exception:  # noqa: BLE001
             return _repr(value)
     if not isinstance(value, (dict, list, tuple, set, frozenset)):
@@ -136,7 +149,8 @@ class MessageLog:
     def add(self, role: Role, content: Any, **kw: Any) -> Message:
         """Append a message and return it. ``role`` must be one of the five roles."""
         if role not in ROLES:
-            raise ValueError(f"unknown message role {role!r}; expected one of {sorted(ROLES)}")
+            raise ConfigurationError(
+                f"unknown message role {role!r}{did_you_mean(role, ROLES)}; expected one of {sorted(ROLES)}")
         msg = Message(role=role, content=content, **kw)
         self._items.append(msg)
         return msg
@@ -297,7 +311,7 @@ class EventLog:
         Raises ``TypeError`` for an async function: ``log()`` is synchronous.
         """
         if inspect.iscoroutinefunction(sink):
-            raise TypeError("a log sink must be a sync callable; forward to async code with send_nowait")
+            raise ArgumentTypeError("a log sink must be a sync callable; forward to async code with send_nowait")
         self._sinks.append(sink)
 
         def unsubscribe() -> None:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field
 from pydantic.json_schema import SkipJsonSchema
 
 from ._invalid_mark import invalid_reason
+from .errors import TraceFormatError
 from .messages import to_jsonable
 from .text import safe_str, summarize
 
@@ -255,7 +256,7 @@ class ActionRecord:
         """The inverse of :meth:`to_dict`. Raises ``ValueError`` on a malformed record."""
         index = d.get("index") if isinstance(d, dict) else None
         if type(index) is not int or d.get("decision") not in DECISIONS:
-            raise ValueError(f"not an action record: {summarize(d, use_repr=True)}")
+            raise TraceFormatError(f"not an action record: {summarize(d, use_repr=True)}")
         args = d.get("arguments")
         duration = d.get("duration_s")
         return cls(

@@ -19,6 +19,7 @@ and removed with :func:`add_observer` / :func:`remove_observer`
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -26,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 
 __all__ = [
     "Observer", "observers", "add_observer", "remove_observer",
-    "observe_operation", "observe_adapter", "observe_tool", "tool_call", "observe_step", "note",
+    "observe_operation", "observe_adapter", "observe_tool", "tool_call", "observe_step", "note", "quiet",
 ]
 
 logger = logging.getLogger("lionops.observe")
@@ -37,6 +38,14 @@ T = TypeVar("T")
 observers: tuple[Observer, ...] = ()
 
 _lock = threading.Lock()
+
+#: A check a seam asks before it reports, in the current context (``None``:
+#: always report). ``quiet(None)`` true: the seam reports nothing (durable
+#: workflow code sets one that is true while the workflow replays its
+#: history); ``quiet(exc)`` true for the exception a seam ends with: its end
+#: is not reported (a workflow's coroutine cancelled by an eviction).
+quiet: contextvars.ContextVar[Callable[[BaseException | None], bool] | None] = contextvars.ContextVar(
+    "lionops_observe_quiet", default=None)
 
 
 class Observer(Protocol):
@@ -102,10 +111,15 @@ async def _around(kind: str, call: Awaitable[T], *args: Any) -> T:
     Ends run in reverse order, in the task that ran the starts, also on
     cancellation; the exception (if any) is re-raised unchanged.
     """
+    hush = quiet.get()
+    if hush is not None and hush(None):
+        return await call
     handles = [(o, _call(o, f"{kind}_start", *args)) for o in observers]
     try:
         result = await call
     except BaseException as exc:
+        if hush is not None and hush(exc):
+            raise
         for o, h in reversed(handles):
             _call(o, f"{kind}_end", h, None, exc)
         raise
@@ -144,5 +158,8 @@ async def observe_step(name: str, call: Awaitable[T], **facts: Any) -> T:
 
 def note(name: str, **facts: Any) -> None:
     """Tell every observer that ``name`` happened now (a hook emitted, a CLI tool call)."""
+    hush = quiet.get()
+    if hush is not None and hush(None):
+        return
     for o in observers:
         _call(o, "note", name, facts)

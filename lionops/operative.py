@@ -243,7 +243,7 @@ class Operative:
         auto_retry_parse: bool = True,
     ) -> None:
         if adapter != "pydantic":
-            raise ValueError(f"Unsupported adapter: {adapter!r} (only 'pydantic' ships)")
+            raise ConfigurationError(f"Unsupported adapter: {adapter!r} (only 'pydantic' ships)")
         self.name = name or (base_type.__name__ if base_type else "Operative")
         self.adapter = adapter
         self.base_type = base_type
@@ -284,7 +284,7 @@ class Operative:
         """
         current = self.response_model
         if current is None:
-            raise ValueError("Operative.response_model is not set")
+            raise ConfigurationError("Operative.response_model is not set")
         rtype = self.response_type
         if isinstance(current, rtype):
             for key, value in data.items():

@@ -20,6 +20,8 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .errors import ArgumentTypeError, did_you_mean
+
 if TYPE_CHECKING:  # httpx itself is imported by the API transport, when one is first used
     import httpx
 
@@ -153,7 +155,9 @@ class _Swap:
     def __init__(self, changes: dict[str, Any]) -> None:
         if not _SEAM_SET.issuperset(changes):
             unknown = changes.keys() - _SEAM_SET
-            raise TypeError(f"use_runtime() got unknown seams {sorted(unknown)!r}; known: {list(_SEAMS)!r}")
+            hint = did_you_mean(next(iter(unknown)), _SEAMS) if len(unknown) == 1 else ""
+            raise ArgumentTypeError(
+                f"use_runtime() got unknown seams {sorted(unknown)!r}{hint}; known: {list(_SEAMS)!r}")
         self._changes = changes
         self._token: contextvars.Token[Runtime] | None = None
 

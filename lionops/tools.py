@@ -35,7 +35,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import SchemaError
 
 from ._frozen import FrozenDict, freeze, thaw
-from .errors import ConfigurationError, ToolArgumentsError, ToolNotOfferedError, UnknownToolError
+from .errors import ArgumentTypeError, ConfigurationError, ToolArgumentsError, ToolNotOfferedError, UnknownToolError
 from .runtime import current_runtime
 from .text import summarize
 
@@ -398,10 +398,10 @@ class Tool:
 
     def __post_init__(self) -> None:
         if not callable(self.func):
-            raise TypeError(f"Tool needs a callable, got {type(self.func).__name__}")
+            raise ArgumentTypeError(f"Tool needs a callable, got {type(self.func).__name__}")
         self.name = self.name or getattr(_unwrapped(self.func), "__name__", "")
         if not self.name or not self.name.isidentifier():
-            raise ValueError(f"tool name must be an identifier, got {self.name!r}")
+            raise ConfigurationError(f"tool name must be an identifier, got {self.name!r}")
         self.arguments_model, description, self.is_async, self.positional = _derive(self.func, self.name)
         self.description = self.description or description
         self._check_bounds()
@@ -566,15 +566,16 @@ class ActionManager:
         """Register a callable, a Tool, or a list of them.
 
         Raises:
-            ValueError: a tool of that name exists and ``update`` is false.
-            TypeError: an entry is neither callable nor a Tool.
+            ConfigurationError (a ValueError): a tool of that name exists and
+                ``update`` is false.
+            ArgumentTypeError (a TypeError): an entry is neither callable nor a Tool.
         """
         items = tools if isinstance(tools, (list, tuple)) else [tools]
         added: list[Tool] = []
         for item in items:
             tool = item if isinstance(item, Tool) else Tool(item)
             if tool.name in self._tools and not update:
-                raise ValueError(f"a tool named {tool.name!r} is already registered")
+                raise ConfigurationError(f"a tool named {tool.name!r} is already registered")
             self._tools[tool.name] = tool
             added.append(tool)
         return added
@@ -597,7 +598,8 @@ class ActionManager:
 
         ``tools``: ``True``/``None`` for all; a name, Tool or callable; or a
         list, tuple, set or any other iterable of those (a str is one name).
-        Raises ``ValueError`` for a name that is not registered.
+        Raises :class:`~lionops.errors.UnknownToolError` (a ``ValueError``) for a
+        name that is not registered, naming the closest registered tools.
         """
         if tools is True or tools is None:
             return list(self._tools.values())
@@ -612,7 +614,7 @@ class ActionManager:
             name = item if isinstance(item, str) else getattr(item, "name", None) or getattr(item, "__name__", None)
             tool = self._tools.get(name) if isinstance(name, str) else None
             if tool is None:
-                raise ValueError(f"tool {item if name is None else name!r} is not registered")
+                raise UnknownToolError(item if name is None else name, self._tools, selector=True)
             selected.append(tool)
         return selected
 

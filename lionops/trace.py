@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .engine.definition import MachineDefinition, default_definition
+from .errors import TraceFormatError
 from .messages import to_jsonable
 from .models import ActionRecord
 from .runtime import current_runtime
@@ -220,7 +221,7 @@ class Trace:
         machine (``definition``, default: the shipped ``operate`` machine).
 
         Raises:
-            ValueError: not an object, an unsupported format, a missing or
+            TraceFormatError (a ValueError): not an object, an unsupported format, a missing or
                 mistyped field, an unknown machine, state or trigger, a step
                 that is not a declared edge or does not start where the
                 previous one ended, guards other than those the step's source
@@ -242,15 +243,15 @@ class Trace:
         """Parse the output of :meth:`to_json` (checked as :meth:`from_dict` says).
 
         Raises:
-            ValueError: not JSON (or nested too deep to read), or not a trace
+            TraceFormatError (a ValueError): not JSON (or nested too deep to read), or not a trace
                 of the machine (see :meth:`from_dict`).
         """
         try:
             data = json.loads(text)
         except RecursionError:
-            raise ValueError("trace JSON is nested too deep to read") from None
+            raise TraceFormatError("trace JSON is nested too deep to read") from None
         except ValueError as exc:
-            raise ValueError(f"trace is not JSON: {exc}") from None
+            raise TraceFormatError(f"trace is not JSON: {exc}") from None
         return cls.from_dict(data, definition)
 
     def table(self) -> str:
@@ -292,8 +293,8 @@ def started_trace(machine: str, engine: str, started_at: float, initial: str, me
     return trace
 
 
-def _fail(where: str, problem: str) -> ValueError:
-    return ValueError(f"not a valid trace: {where}{': ' if where else ''}{problem}")
+def _fail(where: str, problem: str) -> TraceFormatError:
+    return TraceFormatError(f"not a valid trace: {where}{': ' if where else ''}{problem}")
 
 
 def _kind(value: Any) -> str:
@@ -336,7 +337,7 @@ def _check_trace(d: Any, definition: MachineDefinition | None) -> None:
         raise _fail("", f"a trace is a JSON object, got {_kind(d)}")
     fmt = d.get("format", TRACE_FORMAT)
     if fmt != TRACE_FORMAT or type(fmt) is not int:  # noqa: E721 - true and 1.0 are not the format 1
-        raise ValueError(f"unsupported trace format {fmt!r}")
+        raise TraceFormatError(f"unsupported trace format {fmt!r}")
     machine = _field(d, "machine", str, "", required=True)
     initial = _field(d, "initial", str, "", required=True)
     rows = _field(d, "transitions", list, "", required=True)
@@ -403,7 +404,7 @@ def _actions(value: Any) -> list[ActionRecord]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ValueError(f"trace actions must be a list, got {type(value).__name__}")
+        raise TraceFormatError(f"trace actions must be a list, got {type(value).__name__}")
     return [ActionRecord.from_dict(a) for a in value]
 
 

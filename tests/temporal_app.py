@@ -15,9 +15,10 @@ import asyncio
 import json
 import os
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 from lionops import Branch, iModel
@@ -87,13 +88,32 @@ def ship(item: str) -> str:
     Args:
         item: the item name.
     """
-    _effect("ship", item=item)
+    _effect("ship", item=item, key=_key())
     if item == "forbidden":
         raise ValueError("cannot ship that")
     return f"shipped {item}"
 
 
 TOOLS = [lookup, charge, ship]
+
+
+def _cents(value: Any) -> Any:
+    """Dollars as a decimal string ("15.00") to integer cents; not idempotent on purpose."""
+    return round(float(value) * 100) if isinstance(value, str) else value * 100
+
+
+Cents = Annotated[int, BeforeValidator(_cents)]
+
+
+def pay(amount: Cents, memo: Annotated[str, Field(alias="Memo")] = "") -> dict[str, Any]:
+    """Pay an amount given in dollars.
+
+    Args:
+        amount: dollars, as a decimal string.
+        memo: a note for the payee.
+    """
+    _effect("pay", amount=amount, memo=memo, key=_key())
+    return {"paid_cents": amount}
 
 
 def chat_model() -> iModel:
@@ -105,12 +125,14 @@ FAST_TOOLS = ActivityConfig(
     start_to_close_timeout=timedelta(seconds=60), heartbeat_timeout=timedelta(seconds=2),
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=5),
 )
+#: The response models a client may name in run_operations (only registered types are rebuilt).
+MODELS = [Answer, FrozenAnswer]
 FAST_MODEL = ActivityConfig(
     start_to_close_timeout=timedelta(seconds=60),
     retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3),
 )
 
-shop = DurableBranch("shop", chat_model=chat_model, tools=TOOLS, system=SYSTEM,
+shop = DurableBranch("shop", chat_model=chat_model, tools=TOOLS, system=SYSTEM, response_models=MODELS,
                      model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
 approvals = DurableBranch(
     "approvals", chat_model=chat_model, tools=TOOLS, system=SYSTEM,
@@ -118,7 +140,8 @@ approvals = DurableBranch(
 )
 #: For the scale test: the default tool activity (a 30 s heartbeat timeout), so
 #: a worker slowed down by a busy machine is not taken for a dead one.
-bulk = DurableBranch("bulk", chat_model=chat_model, tools=TOOLS, system=SYSTEM, model_activity=FAST_MODEL)
+bulk = DurableBranch("bulk", chat_model=chat_model, tools=TOOLS, system=SYSTEM, response_models=MODELS,
+                     model_activity=FAST_MODEL)
 #: What the observers of the ``observed`` branch saw (workflow code, in the
 #: worker's process): ``(point, function)`` and ``("writeback", function)``.
 OBSERVED: list[tuple[str, str]] = []
@@ -140,7 +163,54 @@ class Recorder:
 OBSERVERS = {"tool_pre": observe("tool_pre"), "tool_post": observe("tool_post"), "tool_error": observe("tool_error")}
 observed = DurableBranch("observed", chat_model=chat_model, tools=TOOLS, system=SYSTEM, hooks=OBSERVERS,
                          context_providers=[Recorder()], model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
-PLUGIN = LionopsPlugin(shop, approvals, bulk, observed)
+
+
+async def never_answers(invocation: Any) -> bool:
+    """An async gate (workflow code) that waits for a condition that never holds."""
+    await workflow.wait_condition(lambda: False)
+    return True
+
+
+def allow_all(invocation: Any) -> bool:
+    return True
+
+
+#: Two approval gates: each decides for itself.
+twice = DurableBranch(
+    "twice", chat_model=chat_model, tools=TOOLS, system=SYSTEM,
+    gate=[HumanApproval(timeout=timedelta(seconds=20)), allow_all,
+          HumanApproval(timeout=timedelta(seconds=20), functions={"charge", "ship"})],
+    model_activity=FAST_MODEL, tool_activity=FAST_TOOLS,
+)
+#: An approval that waits long enough for a worker to be killed and replaced.
+patient = DurableBranch("patient", chat_model=chat_model, tools=TOOLS, system=SYSTEM, response_models=MODELS,
+                        gate=HumanApproval(timeout=timedelta(minutes=5)),
+                        model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
+#: Approvals a busy machine cannot miss (lookup, charge) and one that times out soon (ship).
+mixed = DurableBranch("mixed", chat_model=chat_model, tools=TOOLS, system=SYSTEM,
+                      gate=[HumanApproval(timeout=timedelta(minutes=5), functions={"lookup", "charge"}),
+                            HumanApproval(timeout=timedelta(seconds=1), functions={"ship"})],
+                      model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
+#: A gate that never answers, bounded by gate_timeout (a durable timer).
+stalled = DurableBranch("stalled", chat_model=chat_model, tools=TOOLS, system=SYSTEM, gate=never_answers,
+                        gate_timeout=1.0, model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
+#: A tool whose validation is not idempotent, behind an approval gate.
+payments = DurableBranch("payments", chat_model=chat_model, tools=[pay], system=SYSTEM,
+                         gate=HumanApproval(timeout=timedelta(seconds=20)),
+                         model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
+#: Random gate lists for the property test: (gate list, the tools each gate covers).
+GATE_LISTS: dict[str, list[frozenset[str] | None]] = {
+    "g1": [None],
+    "g2": [None, frozenset({"charge"})],
+    "g3": [frozenset({"lookup", "charge"}), None, frozenset({"ship"})],
+}
+gated = {
+    name: DurableBranch(f"gated_{name}", chat_model=chat_model, tools=TOOLS, system=SYSTEM,
+                        gate=[HumanApproval(timeout=timedelta(seconds=1.5), functions=f) for f in fns],
+                        model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
+    for name, fns in GATE_LISTS.items()
+}
+PLUGIN = LionopsPlugin(shop, approvals, bulk, observed, twice, patient, mixed, stalled, payments, *gated.values())
 
 # ------------------------------------------------------------ exit-trigger cases
 
@@ -220,6 +290,7 @@ SCRIPTS: dict[str, Any] = {
         tool_call("ship", {"item": "tea"}, "a3"),
     ]),
     "one_tool": completion(_ANSWER, tool_calls=[tool_call("lookup", {"item": "cup"}, "o1")]),
+    "pay": completion(_ANSWER, tool_calls=[tool_call("pay", {"amount": "15.00", "Memo": "tea"}, "p1")]),
 }
 
 
@@ -243,7 +314,7 @@ def run_record(traced_or_error: Any, branch: Branch) -> dict[str, Any]:
 WORKFLOW_TASKS = 8
 
 
-async def _worker(address: str, task_queue: str, sticky_s: float) -> None:
+async def _worker(address: str, task_queue: str, sticky_s: float, max_cached: int | None = None) -> None:
     from temporalio.client import Client
     from temporalio.worker import Worker
 
@@ -252,19 +323,44 @@ async def _worker(address: str, task_queue: str, sticky_s: float) -> None:
     client = await Client.connect(address, plugins=[PLUGIN])
     worker = Worker(client, task_queue=task_queue, workflows=WORKFLOWS,
                     sticky_queue_schedule_to_start_timeout=timedelta(seconds=sticky_s),
-                    max_concurrent_activities=64, max_concurrent_workflow_tasks=WORKFLOW_TASKS)
+                    max_concurrent_activities=64, max_concurrent_workflow_tasks=WORKFLOW_TASKS,
+                    **({} if max_cached is None else {"max_cached_workflows": max_cached}))
     print("worker ready", flush=True)
     await worker.run()
 
 
+async def _replay(paths: list[str]) -> None:
+    """Replay recorded histories (JSON files) with temporalio's Replayer in this
+    fresh process: nothing the workflows use was loaded by running them first."""
+    from pathlib import Path
+
+    from temporalio.client import WorkflowHistory
+    from temporalio.worker import Replayer
+
+    from .temporal_workflows import WORKFLOWS
+
+    replayer = Replayer(workflows=WORKFLOWS, plugins=[PLUGIN])
+    for path in paths:
+        history = WorkflowHistory.from_json(Path(path).stem, Path(path).read_text())
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        print(json.dumps({"history": Path(path).name, "failure": None if result.replay_failure is None
+                          else str(result.replay_failure)}), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("command", choices=["worker"])
-    parser.add_argument("--address", required=True)
-    parser.add_argument("--task-queue", required=True)
+    parser.add_argument("command", choices=["worker", "replay"])
+    parser.add_argument("histories", nargs="*", help="replay: history JSON files")
+    parser.add_argument("--address")
+    parser.add_argument("--task-queue")
     parser.add_argument("--sticky-timeout", type=float, default=1.0)
+    parser.add_argument("--max-cached", type=int, default=None,
+                        help="max_cached_workflows (0: every workflow task replays the history)")
     args = parser.parse_args()
-    asyncio.run(_worker(args.address, args.task_queue, args.sticky_timeout))
+    if args.command == "replay":
+        asyncio.run(_replay(args.histories))
+    else:
+        asyncio.run(_worker(args.address, args.task_queue, args.sticky_timeout, args.max_cached))
 
 
 if __name__ == "__main__":

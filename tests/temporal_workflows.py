@@ -8,7 +8,17 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from .temporal_app import CASES, CONVERSATION, Answer, approvals, case_kwargs, observed, run_record, shop
+    from .temporal_app import (
+        CASES,
+        CONVERSATION,
+        PLUGIN,
+        Answer,
+        approvals,
+        case_kwargs,
+        observed,
+        run_record,
+        shop,
+    )
 
 
 @workflow.defn
@@ -60,3 +70,26 @@ class ObservedWorkflow:
 
 
 WORKFLOWS.append(ObservedWorkflow)
+
+
+@workflow.defn
+class BranchWorkflow:
+    """One operate() of the durable branch named ``branch`` for the scripted
+    ``case`` (actions, concurrent or sequential), optionally with ``context``."""
+
+    @workflow.run
+    async def run(self, branch: str, case: str, strategy: str = "concurrent",
+                  context: Any = None) -> dict[str, Any]:
+        durable = {b.name: b for b in PLUGIN.durable_branches}[branch]
+        kwargs: dict[str, Any] = {"instruction": f"case:{case}", "response_format": Answer, "actions": True,
+                                  "action_strategy": strategy}
+        if context is not None:
+            kwargs["context"] = context
+        try:
+            traced = await durable.operate_traced(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - the record keeps the error
+            return run_record(exc, durable.branch())
+        return run_record(traced, durable.branch())
+
+
+WORKFLOWS.append(BranchWorkflow)

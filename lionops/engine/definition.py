@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import MachineDefinitionError, UnknownStateError
+
 __all__ = ["StateDef", "TransitionDef", "MachineDefinition", "load_definition",
            "default_definition", "definition_path", "WILDCARD"]
 
@@ -64,7 +66,7 @@ class MachineDefinition:
         for s in self.states:
             if s.name == name:
                 return s
-        raise KeyError(name)
+        raise UnknownStateError(name, [s.name for s in self.states])
 
     def sources(self, t: TransitionDef) -> list[str]:
         return self.nonterminal if t.source == WILDCARD else [t.source]
@@ -105,29 +107,29 @@ def definition_path() -> Path:
 def _check(d: MachineDefinition) -> None:
     names = d.state_names
     if len(set(names)) != len(names):
-        raise ValueError("duplicate state names")
+        raise MachineDefinitionError("duplicate state names")
     if d.initial not in names:
-        raise ValueError(f"initial state {d.initial!r} is not declared")
+        raise MachineDefinitionError(f"initial state {d.initial!r} is not declared")
     for term in d.terminals:
         if term not in names or not d.state(term).terminal:
-            raise ValueError(f"terminal {term!r} must be a declared state with terminal = true")
+            raise MachineDefinitionError(f"terminal {term!r} must be a declared state with terminal = true")
     seen: set[tuple[str, str]] = set()
     for t in d.transitions:
         if t.source != WILDCARD and t.source not in names:
-            raise ValueError(f"transition {t.trigger!r}: unknown source {t.source!r}")
+            raise MachineDefinitionError(f"transition {t.trigger!r}: unknown source {t.source!r}")
         if t.source != WILDCARD and d.state(t.source).terminal:
-            raise ValueError(f"transition {t.trigger!r} leaves terminal state {t.source!r}")
+            raise MachineDefinitionError(f"transition {t.trigger!r} leaves terminal state {t.source!r}")
         if t.dest not in names:
-            raise ValueError(f"transition {t.trigger!r}: unknown dest {t.dest!r}")
+            raise MachineDefinitionError(f"transition {t.trigger!r}: unknown dest {t.dest!r}")
         if d.state(t.dest).terminal and not t.outcome:
-            raise ValueError(f"transition {t.trigger!r} enters a terminal state without an outcome")
+            raise MachineDefinitionError(f"transition {t.trigger!r} enters a terminal state without an outcome")
         for src in d.sources(t):
             if (src, t.trigger) in seen:
-                raise ValueError(f"trigger {t.trigger!r} declared twice from {src!r}")
+                raise MachineDefinitionError(f"trigger {t.trigger!r} declared twice from {src!r}")
             seen.add((src, t.trigger))
     for s in d.nonterminal:
         if not d.candidates(s):
-            raise ValueError(f"state {s!r} has no outgoing transition")
+            raise MachineDefinitionError(f"state {s!r} has no outgoing transition")
 
 
 def parse_definition(data: dict[str, Any], source: str = "") -> MachineDefinition:
@@ -156,7 +158,7 @@ def parse_definition(data: dict[str, Any], source: str = "") -> MachineDefinitio
             transitions=transitions, source=source,
         )
     except KeyError as exc:
-        raise ValueError(f"machine definition {source or ''} lacks key {exc}") from None
+        raise MachineDefinitionError(f"machine definition {source or ''} lacks key {exc}") from None
     _check(d)
     return d
 

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from transitions import Machine
 
+from ..errors import MachineDefinitionError
 from .definition import WILDCARD, MachineDefinition, TransitionDef
 
 __all__ = ["Engine", "EngineRun", "TransitionsEngine", "CompiledEngine"]
@@ -117,14 +118,14 @@ def _check_names(definition: MachineDefinition, guards: Mapping[str, Guard],
         *(f"outcome {o!r}" for o in sorted(definition.outcome_names - set(outcomes))),
     ]
     if missing:
-        raise ValueError(f"machine {definition.name!r} names what code lacks: {', '.join(missing)}")
+        raise MachineDefinitionError(f"machine {definition.name!r} names what code lacks: {', '.join(missing)}")
 
 
 def _failure_trigger(definition: MachineDefinition, failure_guard: str) -> str:
     for t in definition.transitions:
         if t.source == WILDCARD and t.guard == failure_guard:
             return t.trigger
-    raise ValueError(f"the definition declares no wildcard failure transition guarded by {failure_guard}")
+    raise MachineDefinitionError(f"the definition declares no wildcard failure transition guarded by {failure_guard}")
 
 
 class _EngineBase:
@@ -283,7 +284,7 @@ class CompiledEngine(_EngineBase):
                     gname = func.guard_name
                     tdef = by_key[(state, trigger)]
                     if tdef.dest != tr.dest:  # pragma: no cover - guards against drift
-                        raise ValueError(f"compiled dest differs for {state}/{trigger}")
+                        raise MachineDefinitionError(f"compiled dest differs for {state}/{trigger}")
                     rows.append(_Row(tdef, gname, self.guards[gname]))
             table[state] = tuple(rows)
         return table

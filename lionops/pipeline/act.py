@@ -178,12 +178,12 @@ def _normalize(index: int, item: Any) -> _Request:
     elif isinstance(item, Mapping):
         data = normalize_request_keys(dict(item))
         if not {"function", "arguments"} <= set(data):
-            raise ValueError(f"{_SHAPE_ERROR} Request {index} has keys {sorted(map(str, data))}.")
+            raise InvalidActionRequest(f"{_SHAPE_ERROR} Request {index} has keys {sorted(map(str, data))}.")
         function, arguments = data["function"], data["arguments"]
         invalid = invalid_reason(data.get("invalid"))
         call_id = item.get("call_id")
     else:
-        raise ValueError(f"{_SHAPE_ERROR} Request {index} is {type(item).__name__}.")
+        raise InvalidActionRequest(f"{_SHAPE_ERROR} Request {index} is {type(item).__name__}.")
     return _new_request(_Request, (index, function, arguments, invalid, call_id if isinstance(call_id, str) else None))
 
 

@@ -17,6 +17,7 @@ from ..engine import engines
 from ..engine.definition import MachineDefinition, default_definition
 from ..engine.driver import drive
 from ..engine.engines import Engine
+from ..errors import ConfigurationError, did_you_mean
 from ..runtime import ClockLike
 from ..trace import Trace, Traced, started_trace
 from . import adapter, enrich, prepare, resume, schema
@@ -80,7 +81,8 @@ def get_engine(name: str = "compiled") -> Engine:
     try:
         cls = ENGINES[name]
     except KeyError:
-        raise ValueError(f"unknown engine {name!r}; known: {sorted(ENGINES)}") from None
+        raise ConfigurationError(
+            f"unknown engine {name!r}{did_you_mean(name, ENGINES)}; known: {sorted(ENGINES)}") from None
     return cls()
 
 

@@ -5,11 +5,18 @@ Each is named by a transition's ``outcome`` in ``states/operate.toml``.
 
 from __future__ import annotations
 
+import logging
+import warnings
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from pydantic import BaseModel
+
 from ..errors import MismatchError, RefusalError, TruncatedOutputError
+from ..formats import caller_value
 from .context import OperationContext
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["OUTCOMES", "mismatch_error"]
 
@@ -34,7 +41,39 @@ def mismatch_error(ctx: OperationContext) -> MismatchError:
 
 
 def return_result(ctx: OperationContext) -> Any:
-    return ctx.result
+    """The result; one of a dataclass or ``TypedDict`` format in the caller's type."""
+    return caller_value(ctx.result)
+
+
+def return_unrun_requests(ctx: OperationContext) -> Any:
+    """The result of a call without actions (exit ``no_action_param``, ADR-0022 D4).
+
+    No tool runs. When the model asked for tools anyway (native tool calls,
+    or ``action_requests`` in the result), their number goes on the trace
+    (``meta["unrun_action_requests"]``) and a ``UserWarning`` says how to
+    run them.
+    """
+    native = ctx.meta.get("tool_calls")
+    requests = _proposed(ctx.result)
+    count = max(native if type(native) is int else 0, len(requests) if type(requests) is list else 0)
+    if count:
+        ctx.meta["unrun_action_requests"] = count
+        text = (f"the model requested {count} tool call(s) but actions are off for this call, so none ran; "
+                "pass actions=True to operate() to run requested tools (each through the gate)")
+        logger.warning("%s", text)
+        warnings.warn(text, UserWarning, stacklevel=2)
+    return caller_value(ctx.result)
+
+
+def _proposed(result: Any) -> Any:
+    """The ``action_requests`` of a plain ``dict`` or a pydantic model's field,
+    read without running the result's own code (a ``Mapping``'s ``get``, a
+    property): with actions off, nothing a result defines is called."""
+    if type(result) is dict:
+        return result.get("action_requests")
+    if isinstance(result, BaseModel) and "action_requests" in type(result).model_fields:
+        return vars(result).get("action_requests")
+    return None
 
 
 def return_none(ctx: OperationContext) -> None:
@@ -57,5 +96,6 @@ def raise_error(ctx: OperationContext) -> NoReturn:
 
 #: outcome name (as in states/operate.toml) -> function of the context.
 OUTCOMES: dict[str, Callable[[OperationContext], Any]] = {
-    f.__name__: f for f in (return_result, return_none, raise_mismatch, raise_usage_limit, raise_error)
+    f.__name__: f for f in (return_result, return_unrun_requests, return_none, raise_mismatch, raise_usage_limit,
+                            raise_error)
 }

@@ -12,8 +12,9 @@ from pydantic import BaseModel
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS, DEFAULT_PARSE_CALL_PARAMS
 from .._names import near_miss
 from ..alcall import AlcallParams
-from ..errors import ConfigurationError, MisspelledKeywordError, RemovedKeywordError
+from ..errors import ArgumentTypeError, ConfigurationError, MisspelledKeywordError, RemovedKeywordError
 from ..fields import to_fields_dict
+from ..formats import check_response_format
 from ..models import Instruct
 from ..operative import field_clashes
 from ..params import ACTION_STRATEGIES, ActionParam, ChatParam, FuzzyMatchKeysParams, ParseParam, RunParam
@@ -59,7 +60,7 @@ def check_flags(flags: dict[str, Any]) -> None:
     code, which tested truthiness."""
     for name, value in flags.items():
         if not isinstance(value, bool):
-            raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+            raise ArgumentTypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
 
 
 class OperateKwargs(TypedDict, total=False):
@@ -152,7 +153,7 @@ def _check_keywords(kwargs: dict[str, Any], instruct: Any, handle_validation: st
                 raise RemovedKeywordError(name, replacement)
         if "suppress_errors" in kwargs:
             # Not a provider option: sent on, it would read as a switch it is not.
-            raise TypeError(
+            raise ArgumentTypeError(
                 "suppress_errors is not an operate() keyword: operate() always turns a tool failure into an"
                 " error payload (ADR-0022 D1); use branch.act(..., suppress_errors=False) to have it raise"
             )
@@ -195,7 +196,7 @@ def _instructed(instruct: Instruct | dict[str, Any] | None, instruction: Any, gu
     elif isinstance(instruct, Instruct):
         instruct = instruct.model_copy()
     elif instruct is not None:
-        raise TypeError(f"instruct must be an Instruct or a mapping, got {type(instruct).__name__}")
+        raise ArgumentTypeError(f"instruct must be an Instruct or a mapping, got {type(instruct).__name__}")
     if instruct is not None:  # an Instruct built or changed without validation
         check_flags({f"Instruct.{name}": getattr(instruct, name) for name in ("reason", "actions")
                      if getattr(instruct, name) is not None})
@@ -299,8 +300,13 @@ def _prepared(
             ``"sequential"`` nor ``"concurrent"``: refused here, before the
             model is asked, rather than by ``act()`` after the model call.
         pydantic.ValidationError: ``instruct`` is a mapping that is not a valid Instruct.
+        ArgumentTypeError (a TypeError): ``response_format`` is none of a
+            model class or instance, a dataclass, a ``TypedDict`` or a JSON
+            schema dict (see :mod:`lionops.formats`).
     """
     _check_keywords(kwargs, instruct, handle_validation)
+    # A dataclass or TypedDict becomes its model; any other non-model value is refused.
+    response_format = check_response_format(response_format)
     # field_models entries are checked here so a bad entry fails in prepare.
     fields_dict = to_fields_dict(field_models) if field_models else None
     flags = (invoke_actions, skip_validation, actions, reason, verbose_action,

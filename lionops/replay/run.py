@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from ..clock import RecordingClock
 from ..endpoints.cli import CLITimeoutError, argv_secrets
 from ..errors import EndpointConnectionError, EndpointStatusError
+from ..formats import check_response_format, model_stands_for
 from ..messages import to_jsonable
 from ..models import Instruct, decode_arguments
 from ..pipeline.prepare import OperateKwargs
@@ -106,6 +107,8 @@ def describe_call(branch: Branch, kw: dict[str, Any], redactor: Redactor) -> Cal
     if "tools" in kw:
         keywords["tools"] = _selector(kw["tools"])
     fmt = kw.get("response_format")
+    if model_stands_for(fmt):  # a dataclass or TypedDict: recorded as the model it runs as
+        fmt = check_response_format(fmt)
     response_format: dict[str, Any] | None = None
     if inspect.isclass(fmt) and hasattr(fmt, "model_json_schema"):
         response_format = {"name": fmt.__name__, "schema": fmt.model_json_schema()}

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack, get_args
 
 from .._version import __version__
+from ..errors import ArgumentTypeError, ConfigurationError, did_you_mean
 from ..text import summarize
 from ..trace import Traced
 from .cassette import Cassette, CassetteError, CassetteNotFoundError, Operation, RedactionRecord
@@ -83,7 +84,8 @@ class CassetteSession:
     def __init__(self, path: str | Path, record_mode: RecordMode = "once", *, redact: bool = True,
                  patterns: Iterable[str] = (), secrets: Iterable[str] = (), run_tools: bool = False) -> None:
         if record_mode not in RECORD_MODES:
-            raise ValueError(f"record_mode must be one of {RECORD_MODES}, got {record_mode!r}")
+            raise ConfigurationError(f"record_mode must be one of {RECORD_MODES}, "
+                                     f"got {record_mode!r}{did_you_mean(record_mode, RECORD_MODES)}")
         self.path = Path(path)
         self.record_mode: RecordMode = record_mode
         self.run_tools = run_tools
@@ -236,7 +238,7 @@ async def replay(source: str | Path | Cassette, branch: Branch | None = None, /,
     op = cassette.operations[operation]
     if branch is None:
         if kw:
-            raise TypeError("replay without a branch rebuilds the call from the cassette; pass no keywords")
+            raise ArgumentTypeError("replay without a branch rebuilds the call from the cassette; pass no keywords")
         branch, kw = rebuild(op, operation=operation)
     stored = list(cassette.redaction.patterns)
     redactor = Redactor(patterns=(*stored, *(p for p in patterns if p not in stored)))

@@ -1,15 +1,21 @@
 """What crosses a Temporal boundary (workflow ⇄ activity, client ⇄ workflow).
 
 Payloads are JSON. ``operate()`` keywords are JSON values, pydantic model
-instances and importable pydantic model classes (a ``response_format``);
-classes travel as ``module:qualname`` references. Results travel tagged by
-kind, so the workflow gets back the same Python type the adapter returned.
+instances and pydantic model classes (a ``response_format``); classes travel
+as ``module:qualname`` references. Results travel tagged by kind, so the
+workflow gets back the same Python type the adapter returned.
+
+Data stays data: a reference is only ever looked up among the registered
+types (:func:`register_type`: the classes this process encoded, the response
+models and tool argument models of its durable branches), never imported, so
+no value a sender chooses turns into code on the receiver. A mapping of user
+data whose keys look like this codec's markers travels wrapped and arrives
+unchanged.
 """
 
 from __future__ import annotations
 
 import base64
-import importlib
 from typing import Any
 
 from pydantic import BaseModel
@@ -19,7 +25,7 @@ from ..models import RawOutput
 from .errors import DurableArgumentError
 
 __all__ = [
-    "class_ref", "resolve_class", "encode_value", "decode_value", "encode_kwargs", "decode_kwargs",
+    "class_ref", "resolve_class", "register_type", "encode_value", "decode_value", "encode_kwargs", "decode_kwargs",
     "encode_result", "decode_result", "restore_messages", "WORKER_OWNED",
 ]
 
@@ -30,29 +36,48 @@ WORKER_OWNED = ("chat_model", "parse_model", "middle", "engine")
 _CLASS = "$lionops_class"
 _MODEL = "$lionops_model"
 _BYTES = "$lionops_bytes"
+#: wraps a user mapping whose keys start with the marker prefix: its keys are data
+_DATA = "$lionops_data"
+_PREFIX = "$lionops_"
+
+#: ``module:qualname`` -> the class: the only classes a reference can name.
+_TYPES: dict[str, type[BaseModel]] = {}
 
 
-def class_ref(cls: type) -> str:
-    """``module:qualname`` of an importable class; raises DurableArgumentError otherwise."""
+def register_type(cls: type[BaseModel]) -> str:
+    """Allow ``cls`` to be rebuilt from its reference in this process; its reference.
+
+    Raises DurableArgumentError for a class that is not a pydantic model or
+    one defined inside a function (its name is not unique). A class defined
+    again under the same ``module:qualname`` (a module reloaded) replaces the
+    one registered before.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+        raise DurableArgumentError(f"only pydantic model classes cross to a Temporal activity, got {cls!r}")
     ref = f"{cls.__module__}:{cls.__qualname__}"
-    try:
-        found = resolve_class(ref)
-    except (ImportError, AttributeError):
-        found = None
-    if found is not cls:
+    if "<locals>" in cls.__qualname__:
         raise DurableArgumentError(
-            f"{cls.__qualname__} is not importable as {ref!r}: a class that crosses to a Temporal "
+            f"{cls.__qualname__} is defined inside a function: a class that crosses to a Temporal "
             "activity must be defined at module level of an importable module"
         )
+    _TYPES[ref] = cls
     return ref
 
 
-def resolve_class(ref: str) -> Any:
-    module, _, qualname = ref.partition(":")
-    obj: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
+def class_ref(cls: type) -> str:
+    """``module:qualname`` of a pydantic model class, registered; raises DurableArgumentError otherwise."""
+    return register_type(cls)
+
+
+def resolve_class(ref: str) -> type[BaseModel]:
+    """The registered class named ``ref``; DurableArgumentError for any other name (nothing is imported)."""
+    cls = _TYPES.get(ref) if isinstance(ref, str) else None
+    if cls is None:
+        raise DurableArgumentError(
+            f"{str(ref)[:200]!r} is not a registered type: list response models in "
+            "DurableBranch(..., response_models=[...])"
+        )
+    return cls
 
 
 def encode_value(value: Any, where: str = "value") -> Any:
@@ -71,6 +96,8 @@ def encode_value(value: Any, where: str = "value") -> Any:
             if not isinstance(k, str):
                 raise DurableArgumentError(f"{where}: mapping keys must be strings to cross to an activity, got {k!r}")
             out[k] = encode_value(v, f"{where}[{k!r}]")
+        if any(k.startswith(_PREFIX) for k in out):  # user keys that look like markers stay data
+            return {_DATA: out}
         return out
     if isinstance(value, (list, tuple)):
         return [encode_value(v, f"{where}[{i}]") for i, v in enumerate(value)]
@@ -81,15 +108,19 @@ def encode_value(value: Any, where: str = "value") -> Any:
 
 
 def decode_value(value: Any) -> Any:
+    """The value :func:`encode_value` encoded. A class or model is rebuilt only
+    from a registered type (DurableArgumentError otherwise); nothing is imported."""
     if isinstance(value, list):
         return [decode_value(v) for v in value]
     if not isinstance(value, dict):
         return value
+    if len(value) == 1 and _DATA in value and isinstance(value[_DATA], dict):
+        return {k: decode_value(v) for k, v in value[_DATA].items()}
     if _CLASS in value and len(value) == 1:
         return resolve_class(value[_CLASS])
     if _MODEL in value and set(value) == {_MODEL, "data"}:
         return resolve_class(value[_MODEL]).model_validate(value["data"])
-    if _BYTES in value and len(value) == 1:
+    if _BYTES in value and len(value) == 1 and isinstance(value[_BYTES], str):
         return base64.b64decode(value[_BYTES])
     return {k: decode_value(v) for k, v in value.items()}
 
@@ -121,7 +152,8 @@ def encode_result(result: Any) -> dict[str, Any]:
 def decode_result(data: dict[str, Any], candidates: tuple[Any, ...] = ()) -> Any:
     """Rebuild an :func:`encode_result` value. A model is validated into the
     first candidate class of its name (the workflow's own response types),
-    else into the class its reference imports; a dict when neither exists."""
+    else into the registered class of its reference; a dict when neither
+    exists (nothing is imported)."""
     kind = data.get("kind")
     if kind == "none":
         return None
@@ -133,11 +165,8 @@ def decode_result(data: dict[str, Any], candidates: tuple[Any, ...] = ()) -> Any
         for cls in candidates:
             if isinstance(cls, type) and issubclass(cls, BaseModel) and cls.__qualname__ == data["name"]:
                 return cls.model_validate(data["data"])
-        try:
-            cls = resolve_class(data["ref"])
-        except (ImportError, AttributeError, ValueError):
-            return data["data"]
-        if isinstance(cls, type) and issubclass(cls, BaseModel):
+        cls = _TYPES.get(data.get("ref"))  # type: ignore[arg-type]
+        if cls is not None:
             return cls.model_validate(data["data"])
         return data["data"]
     return data.get("value")

@@ -1,7 +1,8 @@
 """Human approval of tool calls: a gate that waits for a decision sent to the workflow.
 
 A :class:`HumanApproval` in a durable branch's ``gate`` holds each tool call
-it covers until an approval or a denial arrives for its call id, through the
+it covers until an approval or a denial arrives for its call id (one per tool
+call *and* gate: each gate of a list decides for itself), through the
 Temporal update ``lionops.decide`` (or the signal ``lionops.decision``), or
 until ``timeout`` passes, which denies (fail closed). The query
 ``lionops.pending`` lists the calls waiting. Every decision is recorded in
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 from temporalio import workflow
 
+from ..errors import ConfigurationError
 from ..trace import current_meta
 from .errors import ApprovalError
 
@@ -57,6 +59,10 @@ class ApprovalRecord(BaseModel):
     call_id: str
     function: str
     arguments: dict[str, Any]
+    #: the position of the deciding gate in the durable branch's ``gate`` list
+    gate: int = 0
+    #: the position of the tool call in its batch of requests
+    index: int | None = None
     decision: Literal["approved", "denied", "timed_out"]
     approved: bool
     by: str | None = None
@@ -81,7 +87,7 @@ class HumanApproval:
     def __post_init__(self) -> None:
         seconds = self.timeout.total_seconds() if isinstance(self.timeout, timedelta) else float(self.timeout)
         if not seconds > 0:
-            raise ValueError(f"HumanApproval timeout must be positive, got {self.timeout!r}")
+            raise ConfigurationError(f"HumanApproval timeout must be positive, got {self.timeout!r}")
         if self.functions is not None:
             object.__setattr__(self, "functions", frozenset(self.functions))
 
@@ -89,13 +95,14 @@ class HumanApproval:
     def timeout_s(self) -> float:
         return self.timeout.total_seconds() if isinstance(self.timeout, timedelta) else float(self.timeout)
 
-    async def wait(self, state: _RunState, call_id: str, invocation: ToolInvocation) -> bool:
-        """Hold ``invocation`` until a decision for ``call_id`` or the timeout (workflow code)."""
+    async def wait(self, state: _RunState, call_id: str, invocation: ToolInvocation, gate: int = 0) -> bool:
+        """Hold ``invocation`` until a decision for ``call_id`` or the timeout
+        (workflow code); ``gate`` is this gate's position in the gate list."""
         if self.functions is not None and invocation.function not in self.functions:
             return True
         requested = workflow.now().isoformat()
         state.pending[call_id] = {
-            "call_id": call_id, "function": invocation.function,
+            "call_id": call_id, "function": invocation.function, "gate": gate, "index": invocation.index,
             "arguments": dict(invocation.arguments), "requested_at": requested,
         }
         try:
@@ -107,6 +114,7 @@ class HumanApproval:
             state.pending.pop(call_id, None)
         record = ApprovalRecord(
             call_id=call_id, function=invocation.function, arguments=dict(invocation.arguments),
+            gate=gate, index=invocation.index,
             decision="timed_out" if decision is None else ("approved" if decision.approved else "denied"),
             approved=bool(decision and decision.approved),
             by=decision.by if decision else None,
@@ -134,7 +142,10 @@ def check_decision(state: _RunState, decision: Decision) -> None:
 
 async def pending_approvals(handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
     """The tool calls of a workflow waiting for a decision (``call_id``,
-    ``function``, ``arguments``, ``requested_at``)."""
+    ``function``, ``arguments``, ``requested_at``, ``gate``: the position of
+    the waiting gate in the gate list, ``index``: the call's position in its
+    batch). A call behind two approval gates is listed once per gate, the
+    second only after the first approved it."""
     return list(await handle.query(PENDING_QUERY))
 
 

@@ -16,6 +16,7 @@ import contextlib
 import functools
 import re
 import types
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -23,24 +24,34 @@ from datetime import timedelta
 from typing import Any, Unpack
 
 import pydantic_core
+from pydantic import BaseModel
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
+from .. import observe
 from ..branch import Branch, OperateKwargs
 from ..clock import Clock
 from ..errors import ConfigurationError, EndpointAuthError, EndpointStatusError, RemovedKeywordError
-from ..hooks import HookPoint, safe_str
+from ..hooks import HookPoint, check_one_argument, safe_str
 from ..messages import EventLog, LogEntry, MessageLog, to_jsonable
 from ..models import ActionRecord
 from ..pipeline.adapter import select_middle
 from ..pipeline.context import OperationContext
 from ..pipeline.machine import PHASES
 from ..runtime import current_runtime, use_runtime
-from ..tools import ActionManager, Tool, ToolArgumentsError, ToolInvocation
+from ..tools import ActionManager, Tool, ToolArgumentsError, ToolInvocation, UnknownToolError
 from ..trace import Traced
-from ._codec import WORKER_OWNED, decode_kwargs, decode_result, encode_kwargs, encode_result, restore_messages
+from ._codec import (
+    WORKER_OWNED,
+    decode_kwargs,
+    decode_result,
+    encode_kwargs,
+    encode_result,
+    register_type,
+    restore_messages,
+)
 from .approval import (
     DECIDE_SIGNAL,
     DECIDE_UPDATE,
@@ -96,8 +107,11 @@ _OPERATION: ContextVar[int] = ContextVar("lionops_operation", default=0)
 def idempotency_key() -> str:
     """The idempotency key of the tool invocation running in this activity.
 
-    The same for every attempt of one invocation (a retry after a lost
-    worker included) and different for every other invocation: a tool that
+    ``<workflow id>/<branch>/<operate() number>/<tool run number>``: the same
+    for every attempt of one invocation (a retry after a lost worker
+    included) and for the same invocation in another run of the same
+    workflow id (a reset, a continued run), since it is not derived from the
+    run id; different for every other invocation: a tool that
     must not repeat an external effect passes it to the system it calls (a
     payment API's idempotency key, a unique row id). Raises
     :class:`DurableError` outside a durable tool activity.
@@ -159,6 +173,8 @@ class _RunState:
         self.pending: dict[str, dict[str, Any]] = {}
         self.decisions: dict[str, Decision] = {}
         self.records: list[ApprovalRecord] = []
+        #: tool activities started per (branch, operate() number): the idempotency keys
+        self.tool_runs: dict[tuple[str, int], int] = {}
 
     def decide(self, decision: Decision) -> None:
         check_decision(self, decision)
@@ -167,6 +183,19 @@ class _RunState:
 
 def _in_workflow() -> bool:
     return workflow.in_workflow()
+
+
+def _quiet(exc: BaseException | None) -> bool:
+    """Whether observers are told nothing now (``lionops.observe.quiet``):
+    while the workflow replays its history (what ran was reported when it
+    ran), and for the end of a seam that an eviction of the workflow from
+    the worker's cache cancelled (the run goes on elsewhere; it did not fail)."""
+    if workflow.unsafe.is_replaying():
+        return True
+    if exc is None:
+        return False
+    runtime = workflow._Runtime.maybe_current()  # the workflow instance: is it being evicted?
+    return bool(getattr(runtime, "_deleting", False))
 
 
 def _run_state() -> _RunState:
@@ -331,9 +360,11 @@ class DurableBranch:
         middle: Any = None,
         model_activity: ActivityConfig = MODEL_ACTIVITY,
         tool_activity: ActivityConfig = TOOL_ACTIVITY,
+        response_models: Iterable[type[BaseModel]] = (),
+        gate_timeout: float | None = None,
     ) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
-            raise ValueError(f"a durable branch name is letters, digits, '_', '.', '-', got {name!r}")
+            raise ConfigurationError(f"a durable branch name is letters, digits, '_', '.', '-', got {name!r}")
         if chat_model is None and middle is None:
             raise ConfigurationError(f"DurableBranch {name!r} needs chat_model= or middle=")
         self.name = name
@@ -346,10 +377,13 @@ class DurableBranch:
         if tools is not None:
             manager.register(tools)
         self.tools: list[Tool] = [manager.get(n) for n in manager.names]  # type: ignore[misc]
-        gates = [] if gate is None else (list(gate) if isinstance(gate, (list, tuple)) else [gate])
-        for g in gates:
-            if not (isinstance(g, HumanApproval) or callable(g)):
-                raise TypeError(f"a gate is a callable check or a HumanApproval, got {type(g).__name__}")
+        for t in self.tools:
+            _check_crossing(t)
+        self.response_models = tuple(response_models)
+        for cls in self.response_models:
+            register_type(cls)
+        gates = _checked_gates(name, gate, manager, gate_timeout)
+        self.gate_timeout = gate_timeout
         self.gates: list[Any] = gates
         self.hooks: dict[HookPoint, list[Any]] = {}
         for point, handlers in (hooks or {}).items():
@@ -358,7 +392,7 @@ class DurableBranch:
         self.context_providers = list(context_providers)
         for p in self.context_providers:
             if not callable(getattr(p, "writeback", None)):
-                raise TypeError("a context provider needs a callable writeback(response) method")
+                raise DurableArgumentError("a context provider needs a callable writeback(response) method")
         self._activities: list[Callable[..., Any]] | None = None
 
     # ------------------------------------------------------------ names
@@ -382,14 +416,19 @@ class DurableBranch:
         return branch
 
     def _new_workflow_branch(self, state: _RunState) -> Branch:
-        branch = Branch(tools=list(self.tools), name=self.name)
+        # Workflow code cannot block and is bounded by Temporal's own task
+        # deadline: a gate waits only as long as gate_timeout says (a
+        # HumanApproval as long as its own timeout), hooks and context
+        # providers are not given timers of their own.
+        branch = Branch(tools=list(self.tools), name=self.name,
+                        gate_timeout=self.gate_timeout, observer_timeout=None)
         branch.id = workflow.uuid4().hex
         branch.messages = _WorkflowMessages()
         branch.logs = _WorkflowLog()
         if self.system is not None:
             branch.messages.add("system", self.system, sender="system", recipient=branch.id)
-        for g in self.gates:
-            branch.gate(self._approval_check(state, g) if isinstance(g, HumanApproval) else g)
+        for position, g in enumerate(self.gates):
+            branch.gate(self._approval_check(state, g, position) if isinstance(g, HumanApproval) else g)
         for point, handlers in self.hooks.items():
             for h in handlers:
                 branch.on(point, h)
@@ -397,10 +436,13 @@ class DurableBranch:
             branch.add_context_provider(p)
         return branch
 
-    def _approval_check(self, state: _RunState, approval: HumanApproval) -> Callable[[ToolInvocation], Any]:
+    def _approval_check(self, state: _RunState, approval: HumanApproval,
+                        position: int) -> Callable[[ToolInvocation], Any]:
+        """The check of one approval gate: its decisions are keyed by tool call and gate."""
         async def check(invocation: ToolInvocation) -> bool:
-            return await approval.wait(state, f"{self.name}-{_OPERATION.get()}-{invocation.index}", invocation)
-        check.__qualname__ = "HumanApproval"
+            call_id = f"{self.name}-{_OPERATION.get()}-{invocation.index}-{position}"
+            return await approval.wait(state, call_id, invocation, position)
+        check.__qualname__ = f"HumanApproval#{position}"
         return check
 
     async def operate(self, **kw: Unpack[OperateKwargs]) -> Any:
@@ -431,20 +473,28 @@ class DurableBranch:
         op = state.operations[self.name] = state.operations.get(self.name, 0) + 1
         first_message = len(branch.messages)
         token = _OPERATION.set(op)
+        hush = observe.quiet.set(_quiet)
         try:
             with use_runtime(tool_runner=self._run_tool, clock=WorkflowClock()):
                 return await branch.operate_traced(**kw, middle=_ActivityMiddle(self, payload))  # type: ignore[misc]
         finally:
+            observe.quiet.reset(hush)
             _OPERATION.reset(token)
             prefix = f"{self.name}-{op}-"
             _mark_approvals(branch, first_message, [r for r in state.records if r.call_id.startswith(prefix)])
 
     async def _run_tool(self, tool: Tool, kwargs: dict[str, Any]) -> Any:
-        """The runtime tool_runner of workflow code: one activity per invocation (after authorization)."""
+        """The runtime tool_runner of workflow code: one activity per invocation
+        (after authorization), given exactly the validated arguments the gates
+        saw; the activity does not validate them again."""
+        arguments = _crossed(tool, kwargs)
+        state = _run_state()
+        op = (self.name, _OPERATION.get())
+        run = state.tool_runs[op] = state.tool_runs.get(op, 0) + 1
+        key = f"{workflow.info().workflow_id}/{self.name}/{op[1]}/{run}"
         try:
             return await workflow.execute_activity(
-                self.tool_activity_name(tool.name),
-                {"arguments": pydantic_core.to_jsonable_python(kwargs, fallback=repr)},
+                self.tool_activity_name(tool.name), {"arguments": arguments, "key": key},
                 summary=tool.name, **self.tool_activity.options(),
             )
         except ActivityError as exc:
@@ -518,12 +568,14 @@ class DurableBranch:
 
         @activity.defn(name=self.tool_activity_name(tool.name))
         async def tool_call(payload: dict[str, Any]) -> Any:
-            try:
-                kwargs = runner.validate_arguments(payload["arguments"])
-            except ToolArgumentsError as exc:
-                raise _activity_failure(exc, final=True) from None
+            # The arguments are the values the workflow validated and its gates
+            # approved, as they were (see _crossed): validating them again
+            # could change them (a validator is not idempotent).
+            kwargs = payload["arguments"]
+            if not isinstance(kwargs, dict):
+                raise _activity_failure(ToolArgumentsError(tool.name, "arguments are not a mapping"), final=True)
             info = activity.info()
-            key = _IDEMPOTENCY_KEY.set(f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}")
+            key = _IDEMPOTENCY_KEY.set(str(payload.get("key") or f"{info.workflow_id}/{info.activity_id}"))
             try:
                 async with _heartbeating(info.heartbeat_timeout):
                     output = await runner._call(kwargs)
@@ -568,23 +620,140 @@ async def _heartbeating(timeout: timedelta | None) -> Any:
 
 
 def _mark_approvals(branch: Branch, first: int, records: list[ApprovalRecord]) -> None:
-    """Put each approval record on the action messages of its call (added since ``first``)."""
+    """Put the approval records of each call on its action messages (added
+    since ``first``): ``metadata["approvals"]`` holds one record per approval
+    gate that decided, in gate order; ``metadata["approval"]`` the last one
+    (the deciding one)."""
     if not records:
         return
-    todo = list(records)
+    groups: dict[Any, list[ApprovalRecord]] = {}
+    for rec in records:
+        groups.setdefault(rec.index if rec.index is not None else rec.call_id, []).append(rec)
+    todo = list(groups.values())
     messages = list(branch.messages)[first:]
     for i, msg in enumerate(messages):
         if msg.role != "action_request" or not isinstance(msg.content, dict):
             continue
-        for rec in todo:
+        for group in todo:
+            rec = group[-1]
             if msg.content.get("function") == rec.function and msg.content.get("arguments") == rec.arguments:
-                data = rec.model_dump()
-                msg.metadata["approval"] = data
+                marks = {"approval": rec.model_dump(), "approvals": [r.model_dump() for r in group]}
+                msg.metadata.update(marks)
                 if i + 1 < len(messages) and messages[i + 1].role == "action_response":
-                    messages[i + 1].metadata["approval"] = data
-                todo.remove(rec)
+                    messages[i + 1].metadata.update(marks)
+                todo.remove(group)
                 break
-    for rec in todo:  # a call act() recorded no message for: keep the record in the log
-        branch.logs.log("approval_unmatched", rec.model_dump())
+    for group in todo:  # a call act() recorded no message for: keep the records in the log
+        for rec in group:
+            branch.logs.log("approval_unmatched", rec.model_dump())
     for rec in records:
         branch.logs.log("approval", rec.model_dump())
+
+
+_JSON_SCALARS: tuple[Any, ...] = (str, int, float, bool, type(None), None)
+
+
+def _lossy(annotation: Any) -> str | None:
+    """Why a validated value of ``annotation`` may not arrive unchanged as JSON
+    (``None``: its values are JSON values already, so they cross as they are)."""
+    if annotation is Any or any(annotation is t for t in _JSON_SCALARS):
+        return None
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:  # validators change the value before the gate sees it: the type is what crosses
+        return _lossy(args[0])
+    if origin is typing.Literal:
+        bad = [a for a in args if type(a) not in (str, int, float, bool, type(None))]
+        return f"Literal value {bad[0]!r}" if bad else None
+    if origin in (typing.Union, types.UnionType) or origin is list or annotation is list:
+        for a in args:
+            reason = _lossy(a)
+            if reason:
+                return reason
+        return None
+    if origin is dict or annotation is dict:
+        if args and not (args[0] is str or args[0] is Any):
+            return f"mapping keys of type {getattr(args[0], '__name__', args[0])!r}"
+        return _lossy(args[1]) if len(args) == 2 else None
+    return f"type {getattr(annotation, '__name__', None) or annotation!r}"
+
+
+def _check_crossing(tool: Tool) -> None:
+    """Refuse, when the durable branch is defined, a tool whose validated
+    arguments cannot cross to its activity unchanged (ConfigurationError)."""
+    model = tool.arguments_model
+    fields = [(name, f.annotation) for name, f in model.model_fields.items()]
+    for cls in model.__mro__:
+        extra = getattr(cls, "__annotations__", {}).get("__pydantic_extra__")
+        if extra is not None:
+            fields.append(("**kwargs", extra))
+            break
+    for name, annotation in fields:
+        reason = _lossy(annotation)
+        if reason is not None:
+            raise ConfigurationError(
+                f"tool {tool.name!r}: parameter {name!r} has {reason}, whose validated values cannot "
+                "cross to a Temporal activity unchanged; a durable tool takes JSON values "
+                "(str, int, float, bool, None, lists and str-keyed dicts of them, Literal, Any)"
+            )
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of exactly the same types, all the way down."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and a != a:  # NaN crosses as NaN
+        return bool(b != b)
+    return bool(a == b)
+
+
+def _crossed(tool: Tool, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` as the activity will receive them; DurableArgumentError when
+    JSON would change any value (a tool argument is never silently altered)."""
+    try:
+        data = pydantic_core.from_json(pydantic_core.to_json(kwargs))
+    except Exception as exc:  # noqa: BLE001 - any value JSON cannot hold
+        raise DurableArgumentError(
+            f"tool {tool.name!r}: its validated arguments cannot cross to the activity: {safe_str(exc)}"
+        ) from None
+    if not _same(data, kwargs):
+        raise DurableArgumentError(
+            f"tool {tool.name!r}: its validated arguments would not arrive unchanged at the activity "
+            "(a value JSON does not hold as it is); not run"
+        )
+    return kwargs
+
+
+def _checked_gates(name: str, gate: Any, manager: ActionManager, gate_timeout: float | None) -> list[Any]:
+    """``gate=`` as a list, each entry checked: a callable check taking one
+    argument or a ``HumanApproval`` naming only registered tools, no object
+    listed twice, and a ``gate_timeout`` that cuts no approval's own timeout."""
+    gates = [] if gate is None else (list(gate) if isinstance(gate, (list, tuple)) else [gate])
+    for g in gates:
+        if not (isinstance(g, HumanApproval) or callable(g)):
+            raise DurableArgumentError(f"a gate is a callable check or a HumanApproval, got {type(g).__name__}")
+        if not isinstance(g, HumanApproval):
+            check_one_argument(g, "gate", "check(invocation) -> bool")
+        else:  # a misspelled name would never be held for approval: refused
+            for function in sorted(g.functions or ()):
+                if function not in manager:
+                    raise UnknownToolError(function, manager.names, selector=True)
+    if len({id(g) for g in gates}) != len(gates):
+        raise ConfigurationError(
+            f"DurableBranch {name!r}: the same gate object is listed twice in gate=; "
+            "list it once (a second approval is a second HumanApproval(...))"
+        )
+    if gate_timeout is not None:
+        if not gate_timeout > 0:
+            raise ConfigurationError(f"gate_timeout must be positive seconds or None, got {gate_timeout!r}")
+        for g in gates:
+            if isinstance(g, HumanApproval) and g.timeout_s > gate_timeout:
+                raise ConfigurationError(
+                    f"DurableBranch {name!r}: gate_timeout={gate_timeout:g}s would cut the "
+                    f"HumanApproval timeout of {g.timeout_s:g}s; raise gate_timeout or leave it None"
+                )
+    return gates

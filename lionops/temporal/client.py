@@ -11,8 +11,10 @@ from typing import Any
 
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.exceptions import ApplicationError
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
+from ..errors import ConfigurationError
 from ..trace import Trace, Traced
 from ._codec import WORKER_OWNED, decode_kwargs, encode_kwargs
 from .branch import DurableBranch
@@ -36,8 +38,12 @@ async def run_operations(
     workflow on ``task_queue`` and return their ``Traced`` results in order.
 
     Every worker serving the task queue (with the plugin of ``branch``) takes
-    a share. Workflow ids are ``<id_prefix>-<index>``, so an operation starts
-    at most once (Temporal rejects a duplicate running id). An operation that
+    a share. Workflow ids are ``<id_prefix>-<index>``, and an operation starts
+    at most once: calling again with the same ``id_prefix`` (a client's retry
+    after its own crash or timeout) starts none again; it returns the result of
+    each operation that finished (a failure too) and waits for each one still
+    running (Temporal keeps closed workflows for the namespace's retention
+    period; past it an id may start again). An operation that
     raised gives ``Traced(DurableOperationError(...), trace)``: the others'
     results are kept. Given the ``DurableBranch`` (not only its name), a
     result is rebuilt as its response type (the generated Operative type
@@ -58,16 +64,21 @@ async def run_operations(
             raise DurableArgumentError(f"operation {i}: {bad[0]}= is worker-side in a durable branch")
         encoded.append(encode_kwargs(dict(kw)))
     if max_starts_in_flight < 1:
-        raise ValueError(f"max_starts_in_flight must be at least 1, got {max_starts_in_flight}")
+        raise ConfigurationError(f"max_starts_in_flight must be at least 1, got {max_starts_in_flight}")
     prefix = id_prefix or f"lionops-{name}-{uuid.uuid4().hex[:12]}"
     starts = asyncio.Semaphore(max_starts_in_flight)
 
     async def one(index: int, kwargs: dict[str, Any]) -> Traced:
         async with starts:
-            handle = await client.start_workflow(
-                OperateWorkflow.run, {"branch": name, "kwargs": kwargs},
-                id=f"{prefix}-{index}", task_queue=task_queue, execution_timeout=execution_timeout,
-            )
+            try:
+                handle = await client.start_workflow(
+                    OperateWorkflow.run, {"branch": name, "kwargs": kwargs},
+                    id=f"{prefix}-{index}", task_queue=task_queue, execution_timeout=execution_timeout,
+                    id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                    id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                )
+            except WorkflowAlreadyStartedError:  # started before: attach to it, running or closed
+                handle = client.get_workflow_handle(f"{prefix}-{index}", result_type=Traced)
         try:
             traced: Traced = await handle.result()
         except WorkflowFailureError as exc:

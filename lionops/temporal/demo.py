@@ -35,6 +35,7 @@ from temporalio.common import RetryPolicy
 from ..testing import OpenAIServer, completion, tool_call
 from .branch import ActivityConfig, DurableBranch, idempotency_key
 from .plugin import LionopsPlugin
+from .testing import DevServerError
 
 _EFFECTS = "LIONOPS_DEMO_EFFECTS"
 
@@ -124,7 +125,7 @@ def _worker(address: str, queue: str, env: dict[str, str]) -> subprocess.Popen[s
                             env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
     if "ready" not in proc.stdout.readline():
-        raise RuntimeError("the demo worker did not start")
+        raise DevServerError("the demo worker did not start")
     return proc
 
 

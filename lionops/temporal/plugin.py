@@ -15,6 +15,11 @@ import dataclasses
 import json
 from typing import Any
 
+# anyio picks its backend module by name at first use (importlib, which the
+# workflow sandbox does not pass through): imported here, outside the sandbox,
+# a replay on a fresh worker finds it loaded instead of importing it in the
+# sandbox (where its thread classes are restricted).
+import anyio._backends._asyncio  # noqa: F401
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticPayloadConverter
@@ -24,10 +29,11 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from ..errors import LionopsError
+from ..errors import ConfigurationError, LionopsError
 from ..trace import Trace, Traced
 from ._codec import decode_kwargs, decode_result, encode_result
 from .branch import DurableBranch
+from .errors import DurableArgumentError
 
 __all__ = ["LionopsPlugin", "LionopsPayloadConverter", "data_converter", "OperateWorkflow", "PASSTHROUGH_MODULES"]
 
@@ -128,9 +134,9 @@ class LionopsPlugin(SimplePlugin):
         names = [b.name for b in durable_branches]
         for b in durable_branches:
             if not isinstance(b, DurableBranch):
-                raise TypeError(f"LionopsPlugin takes DurableBranch objects, got {type(b).__name__}")
+                raise DurableArgumentError(f"LionopsPlugin takes DurableBranch objects, got {type(b).__name__}")
         if len(set(names)) != len(names):
-            raise ValueError(f"durable branch names must be unique, got {names}")
+            raise ConfigurationError(f"durable branch names must be unique, got {names}")
         self.durable_branches = tuple(durable_branches)
         for b in durable_branches:
             _REGISTRY[b.name] = b

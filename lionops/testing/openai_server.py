@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .._secrets import MARK, is_secret_name, redact_header, scrub_url
+from ..errors import NotStartedError
 
 __all__ = [
     "OpenAIServer", "Reply", "RecordedRequest", "completion", "chunked", "tool_call", "error_body",
@@ -240,7 +241,7 @@ class OpenAIServer:
     @property
     def url(self) -> str:
         if self._httpd is None:
-            raise RuntimeError("server not started")
+            raise NotStartedError("server not started: call start() or use it in a with block")
         host, port = self._httpd.server_address[:2]
         return f"http://{host!s}:{port}"
 

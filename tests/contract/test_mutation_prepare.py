@@ -15,7 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from lionops import Branch, ConfigurationError, Instruct, Spec, prepare_operate_kw
-from lionops.errors import MisspelledKeywordError
+from lionops.errors import ArgumentTypeError, MisspelledKeywordError
 from lionops.testing import completion
 from tests.helpers import Answer, ScriptedMiddle, ToolBox, as_response
 from tests.openai_server import make_model, sent, server  # noqa: F401 - fixtures
@@ -71,6 +71,26 @@ def test_the_action_param_carries_tools_and_verbose_action():
 def test_without_any_strategy_actions_run_concurrently():
     ap = prepare_operate_kw(Branch(), instruction="x", actions=True, action_strategy=None)["action_param"]
     assert ap.strategy == "concurrent"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kw", [
+    {"instruction": "x"},
+    {"instruction": "x", "response_format": Answer, "actions": True, "reason": True, "clear_messages": True,
+     "handle_validation": "raise", "field_models": [Spec(int, name="count")], "stream_persist": True},
+    {"instruct": {"instruction": "y", "actions": True}, "invoke_actions": False, "skip_validation": True},
+])
+async def test_the_prepare_phase_sets_on_the_context_what_prepare_operate_kw_hands_on(kw):
+    from lionops.pipeline import prepare
+    from lionops.pipeline.context import OperationContext
+
+    branch = Branch()
+    ctx = OperationContext(branch=branch, call_kwargs=dict(kw))
+    await prepare.phase(ctx)
+    handed = prepare_operate_kw(branch, **kw)
+    assert set(handed) == set(prepare.Prepared._fields)
+    handed["reason"] = bool(handed["reason"])  # the context keeps a bool
+    assert {name: getattr(ctx, name) for name in handed} == handed
 
 
 # ---------------------------------------------------------------- through operate()
@@ -146,7 +166,7 @@ SUPPRESS = ("suppress_errors is not an operate() keyword: operate() always turns
 def test_suppress_errors_is_refused_with_the_way_to_have_tool_failures_raise():
     with pytest.raises(TypeError) as info:
         prepare_operate_kw(Branch(), instruction="x", actions=True, suppress_errors=False)
-    assert type(info.value) is TypeError and str(info.value) == SUPPRESS
+    assert type(info.value) is ArgumentTypeError and str(info.value) == SUPPRESS
 
 
 def test_a_misspelled_instruct_key_names_the_key_the_suggestion_and_instruct():

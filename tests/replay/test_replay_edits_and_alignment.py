@@ -14,6 +14,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from lionops import Branch
+from lionops.errors import ConfigurationError, TraceFormatError
 from lionops.replay import ReplayDivergence, record, replay
 from lionops.testing import OpenAIServer, completion, tool_call
 from tests.openai_server import make_model
@@ -244,7 +245,7 @@ def test_a_trace_that_reads_but_cannot_have_run_is_refused(tmp_path, text, needl
 
     with pytest.raises(ValueError) as info:
         Trace.from_json(text)
-    assert type(info.value) is ValueError and needle in str(info.value), str(info.value)
+    assert type(info.value) is TraceFormatError and needle in str(info.value), str(info.value)
     path = tmp_path / "t.json"
     path.write_text(text)
     assert cli(["trace", "show", str(path)]) == 2
@@ -319,7 +320,7 @@ async def test_a_call_that_raises_before_the_machine_runs_keeps_the_cassette_ali
         model = make_model(server)
         recorded = await run_all(CassetteSession(path, "once"), model)
         await model.aclose()
-    assert recorded == ["1", ValueError, "3"]
+    assert recorded == ["1", ConfigurationError, "3"]
     session = CassetteSession(path, "none")
     assert await run_all(session, down_model()) == recorded
     session.finish()

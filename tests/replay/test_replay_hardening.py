@@ -20,6 +20,7 @@ import pytest
 
 from lionops import Branch, EndpointConnectionError, EndpointStatusError, EndpointTimeoutError, HookPoint, iModel
 from lionops.commands import main as cli
+from lionops.errors import TraceFormatError
 from lionops.replay import Cassette, CassetteError, CassetteSession, ReplayDivergence, record, replay
 from lionops.replay.redact import MAX_PATTERNS, pattern_problem
 from lionops.testing import OpenAIServer, Reply, completion, error_body, tool_call
@@ -485,7 +486,7 @@ GARBAGE_TRACES = [
 def test_garbage_traces_are_refused_with_a_clear_value_error(text, needle):
     with pytest.raises(ValueError, match=None) as info:
         Trace.from_json(text)
-    assert type(info.value) is ValueError and needle in str(info.value), str(info.value)
+    assert type(info.value) is TraceFormatError and needle in str(info.value), str(info.value)
     assert Trace.from_json(json.dumps(_good_trace())).exit == "failed"  # the good one still reads
 
 

@@ -25,6 +25,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lionops.errors import TraceFormatError
 from lionops.replay import Cassette, CassetteError, ReplayDivergence, replay
 from lionops.trace import Trace
 from tests.replay.test_replay_hardening import ANSWER, record_run
@@ -153,4 +154,4 @@ def test_a_mutated_trace_reads_or_is_a_value_error(recorded, data):
     try:
         Trace.from_dict(trace)
     except ValueError as exc:
-        assert type(exc) is ValueError and str(exc)
+        assert type(exc) is TraceFormatError and str(exc)

@@ -5,9 +5,10 @@ on asyncio and on trio (only Temporal's client and workers need asyncio)."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Annotated
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer
 
 pytest.importorskip("temporalio", reason="temporalio is not installed: pip install 'lionops[temporal]'")
 
@@ -163,3 +164,114 @@ async def test_the_trace_reads_its_clock_from_the_installed_clock(anyio_backend)
     # its phase's end), the entry of the decision-only state validate
     assert [t.at_ns for t in traced.trace.transitions] == [2_000, 4_000, 6_000, 7_000]
     assert [t.phase_ns for t in traced.trace.transitions] == [1_000, 1_000, 1_000, 0]
+
+
+# ------------------------------------------------------------ data is data
+
+
+def test_marker_keys_in_user_data_survive_as_data():
+    from lionops.temporal._codec import decode_kwargs, encode_kwargs
+
+    for data in (
+        {"$lionops_class": "os:environ"},
+        {"$lionops_model": "os:environ", "data": {}},
+        {"$lionops_bytes": "aGk="},
+        {"$lionops_data": {"$lionops_class": "os:environ"}},
+        {"rows": [{"$lionops_class": "subprocess:Popen"}], "$lionops_x": 1, "plain": {"a": [1, None]}},
+        [{"$lionops_data": 1}, "$lionops_class"],
+    ):
+        kw = {"context": data, "instruction": "$lionops_class"}
+        assert decode_kwargs(encode_kwargs(kw)) == kw
+
+
+def test_a_reference_is_looked_up_among_registered_types_and_never_imported():
+    import sys
+
+    from lionops.temporal import DurableArgumentError
+    from lionops.temporal._codec import decode_result, decode_value
+
+    sys.modules.pop("this", None)
+    for raw in ({"$lionops_class": "this:s"}, {"$lionops_model": "this:s", "data": {}},
+                {"$lionops_class": "os:environ"}, {"x": [{"$lionops_class": "antigravity:geohash"}]}):
+        with pytest.raises(DurableArgumentError, match="not a registered type"):
+            decode_value(raw)
+    assert "this" not in sys.modules and "antigravity" not in sys.modules
+    # a model result of an unregistered class arrives as its data
+    assert decode_result({"kind": "model", "name": "s", "ref": "this:s", "data": {"a": 1}}) == {"a": 1}
+    assert "this" not in sys.modules
+
+
+# ------------------------------------------------------------ the approved arguments cross unchanged
+
+
+def _tool_with(annotation):
+    def tool(value=None):
+        """A tool.
+
+        Args:
+            value: a value.
+        """
+        return value
+    tool.__annotations__ = {"value": annotation}
+    return tool
+
+
+def test_tools_whose_validated_arguments_cannot_cross_unchanged_are_refused():
+    import datetime
+    import decimal
+    import enum
+    from typing import Annotated, Any, Literal
+
+    from pydantic import BeforeValidator, Field, SecretStr
+
+    from lionops.errors import ConfigurationError
+    from lionops.temporal import DurableBranch
+
+    class Color(enum.Enum):
+        RED = "red"
+
+    for bad in (SecretStr, Color, datetime.date, decimal.Decimal, app.Answer, set[str], tuple[int, int],
+                dict[int, str], list[SecretStr], Literal[Color.RED], bytes, int | SecretStr):
+        with pytest.raises(ConfigurationError, match="cannot cross to a Temporal activity unchanged"):
+            DurableBranch("refused", chat_model=app.chat_model, tools=[_tool_with(bad)])
+    for good in (int, str, float, bool, None, Any, list[int], dict[str, list[float | None]], Literal["a", 1],
+                 Annotated[int, BeforeValidator(lambda v: v)], Annotated[str, Field(alias="V")], int | None):
+        DurableBranch("accepted", chat_model=app.chat_model, tools=[_tool_with(good)])
+
+
+def test_values_that_would_change_on_the_way_are_refused_at_the_call():
+    import math
+
+    from lionops import Tool
+    from lionops.temporal import DurableArgumentError
+    from lionops.temporal.branch import _crossed
+
+    tool = Tool(_tool_with(object))
+    for good in ([1, 2.5, "x", None, {"a": True}], math.inf, math.nan, 2**70):
+        assert _crossed(tool, {"value": good})["value"] is good
+    for value in ({1, 2}, (1, 2), b"x", object(), {1: "a"}, [1, (2,)], 1.0 + 2j):
+        with pytest.raises(DurableArgumentError, match="tool 'tool'"):
+            _crossed(tool, {"value": value})
+
+
+def test_a_masking_serializer_or_an_alias_does_not_change_what_the_tool_receives():
+    from lionops import Tool
+    from lionops.temporal import DurableBranch
+    from lionops.temporal.branch import _crossed
+
+    def send(token: Annotated[str, PlainSerializer(lambda v: "***")], cents: Annotated[
+            int, BeforeValidator(lambda v: round(float(v) * 100) if isinstance(v, str) else v * 100)],
+            note: Annotated[str, Field(alias="Note")] = "") -> None:
+        """Send.
+
+        Args:
+            token: a token.
+            cents: dollars in, cents out.
+            note: a note.
+        """
+
+    DurableBranch("masked", chat_model=app.chat_model, tools=[send])
+    tool = Tool(send)
+    kwargs = tool.validate_arguments({"token": "abc", "cents": "15.00", "Note": "n"})
+    assert kwargs == {"token": "abc", "cents": 1500, "note": "n"}
+    assert _crossed(tool, kwargs) == {"token": "abc", "cents": 1500, "note": "n"}

@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any, ClassVar
 
+from ...errors import ConfigurationError
 from ...hooks import summarize
 
 
@@ -46,7 +47,7 @@ class LineDecoder:
 
     def __init__(self, *, max_line_bytes: int = 64 * 1024 * 1024, max_repair_scans: int = 16) -> None:
         if max_line_bytes < 1 or max_repair_scans < 0:
-            raise ValueError("max_line_bytes must be positive and max_repair_scans not negative")
+            raise ConfigurationError("max_line_bytes must be positive and max_repair_scans not negative")
         self.max_line_bytes = max_line_bytes
         self.max_repair_scans = max_repair_scans
         self._buf = bytearray()

@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
+from ...errors import ConfigurationError
 from .collect import _Collector, _distinct, _failure_message, _int, _object, _usage
 from .process import CLIEndpoint
 from .records import CLIRun, CLIToolEvent
@@ -138,7 +139,7 @@ class GeminiEndpoint(CLIEndpoint):
     def __init__(self, provider: str | None = None, model: str | None = None, *, max_attempts: int = 1,
                  **options: Any) -> None:
         if max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
+            raise ConfigurationError("max_attempts must be at least 1")
         self.max_attempts = max_attempts
         super().__init__(provider, model, **options)
 

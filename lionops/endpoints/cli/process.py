@@ -228,7 +228,7 @@ class CLIEndpoint:
         elif isinstance(cli_command, str):
             cli_command = shlex.split(cli_command)
         if not cli_command:
-            raise ValueError("cli_command must name an executable")
+            raise ConfigurationError("cli_command must name an executable")
         self.provider = provider or self.default_executable
         self.model = model
         self.cli_command = [str(c) for c in cli_command]
@@ -251,7 +251,8 @@ class CLIEndpoint:
             self.env = {**preset_env, **self.env}
             self.args = [*preset_args, *self.args]
         elif api_key is not None:
-            raise ValueError("api_key= is part of the server preset: give base_url= too, or pass the key in env=")
+            raise ConfigurationError(
+                "api_key= is part of the server preset: give base_url= too, or pass the key in env=")
 
     def __repr__(self) -> str:
         return (

@@ -47,6 +47,7 @@ from ...errors import (
     EndpointStatusError,
     EndpointTimeoutError,
     MisspelledKeywordError,
+    did_you_mean,
 )
 from ...runtime import current_runtime
 from ...trace import current_meta
@@ -253,7 +254,9 @@ class ChatCompletionsEndpoint:
     ) -> None:
         defaults = PROVIDER_DEFAULTS.get(provider)
         if defaults is None:
-            raise ConfigurationError(f"unknown provider {provider!r}; known: {sorted(PROVIDER_DEFAULTS)}")
+            raise ConfigurationError(
+                f"unknown provider {provider!r}{did_you_mean(provider, PROVIDER_DEFAULTS)}; "
+                f"known: {sorted(PROVIDER_DEFAULTS)}")
         numbers = {"timeout": timeout, "max_retries": max_retries, "retry_after_cap": retry_after_cap,
                    "backoff_initial": backoff_initial, "backoff_factor": backoff_factor, "backoff_max": backoff_max,
                    "silence_timeout": silence_timeout, "max_response_bytes": max_response_bytes}
