@@ -507,7 +507,9 @@ async def _bounded(tool: Tool, given: dict[str, Any], timeout: float) -> Any:
     """One call of ``tool`` cut after ``timeout`` seconds (a marked TimeoutError)."""
     with anyio.move_on_after(timeout):
         return await tool._call(given)
-    # only reached when the call was cut
+    # Only reached when the call was cut. A built-in TimeoutError on purpose:
+    # the error payload's documented type (docs/governance.md), which otel
+    # maps to timed_out; the mark tells it from a TimeoutError the tool raised.
     cut = TimeoutError(f"{tool.name!r} did not return within {timeout}s")
     setattr(cut, _CUT_MARK, True)
     raise cut
