@@ -13,8 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ._json import loads as bounded_json
 from .engine.definition import MachineDefinition, default_definition
-from .errors import TraceFormatError
+from .errors import JSONLimitError, TraceFormatError
 from .messages import to_jsonable
 from .models import ActionRecord
 from .runtime import current_runtime
@@ -246,10 +247,12 @@ class Trace:
             TraceFormatError (a ValueError): not JSON (or nested too deep to read), or not a trace
                 of the machine (see :meth:`from_dict`).
         """
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise TraceFormatError(f"a trace is JSON text (str or bytes), got {type(text).__name__}")
         try:
-            data = json.loads(text)
-        except RecursionError:
-            raise TraceFormatError("trace JSON is nested too deep to read") from None
+            data = bounded_json(text, what="trace JSON")
+        except JSONLimitError as exc:
+            raise TraceFormatError(f"trace JSON is nested too deep to read: {exc}") from None
         except ValueError as exc:
             raise TraceFormatError(f"trace is not JSON: {exc}") from None
         return cls.from_dict(data, definition)
