@@ -427,15 +427,23 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         except BaseException as exc:
             _interrupted(batch, req, raw, exc, "gate", arguments=kwargs, started=None, invoked=False)
             raise
-    if verdict == "deferred":  # a gate deferred it: not run now, a decision comes later (resume)
+    if verdict != "allowed":
+        return _not_allowed(batch, req, raw, kwargs, verdict, reason)
+    return await invoke(batch, req, tool, raw, kwargs, given, timeout)
+
+
+def _not_allowed(batch: _Batch, req: _Request, raw: Any, kwargs: dict[str, Any], verdict: str,
+                 reason: str | None) -> ActionRecord:
+    """The record of a call the gates did not allow: denied or timed out (a
+    denial payload), or deferred (not run now; a decision comes through resume)."""
+    function = req.function
+    if verdict == "deferred":
         return batch.keep(_record(req, raw, "deferred", arguments=kwargs, reason=reason,
                                   output={"pending": DEFERRED_NOTE, "function": function, "reason": reason}))
-    if verdict != "allowed":
-        output: dict[str, Any] = {"error": DENIAL_ERROR, "function": function}
-        if verdict == "timed_out":
-            output["reason"] = reason
-        return batch.keep(_record(req, raw, verdict, arguments=kwargs, reason=reason, output=output))  # type: ignore[arg-type]
-    return await invoke(batch, req, tool, raw, kwargs, given, timeout)
+    output: dict[str, Any] = {"error": DENIAL_ERROR, "function": function}
+    if verdict == "timed_out":
+        output["reason"] = reason
+    return batch.keep(_record(req, raw, verdict, arguments=kwargs, reason=reason, output=output))  # type: ignore[arg-type]
 
 
 async def invoke(batch: _Batch, req: _Request, tool: Tool, raw: Any, kwargs: dict[str, Any],
