@@ -13,6 +13,7 @@ from .alcall import AlcallParams
 from .branch import Branch
 from .errors import (
     BaseURLError,
+    CallAlreadyDecidedError,
     CLIError,
     CLIProcessError,
     CLIResultError,
@@ -33,12 +34,19 @@ from .errors import (
     MisspelledKeywordError,
     RefusalError,
     RemovedKeywordError,
+    ResumeError,
+    SnapshotError,
+    ToolChangedError,
     TruncatedOutputError,
+    UnknownCallError,
+    UsageLimitExceeded,
 )
 from .fields import FieldModel, Spec
+from .governance import Approve, Defer, Deny, PendingCall
 from .hooks import HookPoint
 from .imodel import iModel
 from .instrumentation import InstrumentationError, instrument, uninstrument
+from .limits import UsageLimits
 from .middles import Middle
 from .middles.api import communicate
 from .middles.cli import run_and_collect
@@ -68,5 +76,11 @@ __all__ = [
     "EndpointResponseError", "EndpointProviderError", "EndpointConnectionError", "EndpointTimeoutError",
     "CLIError", "CLIProcessError", "CLIResultError", "CLIStreamError", "CLITimeoutError",
     "InstrumentationError",
+    "ResumeError", "UnknownCallError", "CallAlreadyDecidedError", "ToolChangedError", "SnapshotError",
+    "UsageLimitExceeded",
+    # deferred tool calls
+    "Defer", "Approve", "Deny", "PendingCall",
+    # usage limits
+    "UsageLimits",
     "__version__",
 ]

@@ -334,8 +334,10 @@ def _depth(data: Any) -> int:
 
 #: The cassette decision of each ``ActionRecord`` decision; an invoked tool is
 #: ``allowed`` whatever it decided (its error recorded when it did not return).
+#: A deferred call did not run (``denied``); one over the tool-call limit is ``rejected``.
 CASSETTE_DECISIONS = {"allowed": "allowed", "denied": "denied", "timed_out": "denied", "invalid": "invalid",
-              "rejected": "rejected", "not_offered": "rejected", "error": "rejected"}
+                      "rejected": "rejected", "not_offered": "rejected", "error": "rejected",
+                      "deferred": "denied", "over_limit": "rejected"}
 
 
 def _contradiction(op: Operation) -> str | None:

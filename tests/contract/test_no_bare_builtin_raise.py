@@ -43,8 +43,7 @@ DELIBERATE: dict[tuple[str, str], str] = {
     ("mcp/__init__.py", "<module>"): "ImportError: the optional extra is missing, the signal an import gives",
     ("middles/parsing.py", "attempt"): "a failed parse-model attempt: retried by alcall, then the answer is None",
     ("models.py", "decode_arguments"): _PYDANTIC,
-    ("pipeline/act.py", "_act_one"): ("a tool past its timeout: the error payload's documented type is "
-                                     "TimeoutError (docs/governance.md), which otel maps to timed_out"),
+    ("pipeline/act.py", "_retried"): "unreachable (tenacity re-raises the last attempt's error)",
     ("replay/cassette.py", "_one_record_per_request"): _PYDANTIC,
     ("replay/cassette.py", "_says_what_it_is"): _PYDANTIC,
     ("replay/cassette.py", "_known_version"): _PYDANTIC,

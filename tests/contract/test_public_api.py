@@ -20,6 +20,9 @@ PUBLIC = {
     "EndpointResponseError", "EndpointProviderError", "EndpointConnectionError", "EndpointTimeoutError",
     "CLIError", "CLIProcessError", "CLIResultError", "CLIStreamError", "CLITimeoutError",
     "InstrumentationError",
+    "ResumeError", "UnknownCallError", "CallAlreadyDecidedError", "ToolChangedError", "SnapshotError",
+    "UsageLimitExceeded",
+    "Defer", "Approve", "Deny", "PendingCall", "UsageLimits",
     "__version__",
 }
 
