@@ -12,6 +12,7 @@ from ._version import __version__
 from .alcall import AlcallParams
 from .branch import Branch
 from .errors import (
+    CallAlreadyDecidedError,
     CLIError,
     CLIProcessError,
     CLIResultError,
@@ -27,16 +28,24 @@ from .errors import (
     EndpointStatusError,
     EndpointTimeoutError,
     LionopsError,
+    MaxRoundsError,
     MismatchError,
     MisspelledKeywordError,
     RefusalError,
     RemovedKeywordError,
+    ResumeError,
+    SnapshotError,
+    ToolChangedError,
     TruncatedOutputError,
+    UnknownCallError,
+    UsageLimitExceeded,
 )
 from .fields import FieldModel, Spec
+from .governance import Approve, Defer, Deny, PendingCall
 from .hooks import HookPoint
 from .imodel import iModel
 from .instrumentation import InstrumentationError, instrument, uninstrument
+from .limits import UsageLimits
 from .middles import Middle
 from .middles.api import communicate
 from .middles.cli import run_and_collect
@@ -45,6 +54,7 @@ from .operate import operate, prepare_operate_kw
 from .operative import Operative, Step
 from .params import ActionParam, ChatParam, HandleValidation, ParseParam, RunParam
 from .pipeline.act import act
+from .run import Ran, RunTrace
 from .tools import Tool, ToolInvocation
 from .trace import Trace, Traced, TransitionRecord
 
@@ -55,6 +65,8 @@ __all__ = [
     "ChatParam", "RunParam", "ParseParam", "ActionParam", "AlcallParams", "HandleValidation",
     "Spec", "FieldModel", "Operative", "Step", "prepare_operate_kw", "operate", "act",
     "Middle", "communicate", "run_and_collect", "Trace", "TransitionRecord", "Traced",
+    # the run loop (states/run.toml)
+    "RunTrace", "Ran", "MaxRoundsError",
     # observability
     "instrument", "uninstrument",
     # the error tree (every one a LionopsError)
@@ -64,5 +76,11 @@ __all__ = [
     "EndpointResponseError", "EndpointProviderError", "EndpointConnectionError", "EndpointTimeoutError",
     "CLIError", "CLIProcessError", "CLIResultError", "CLIStreamError", "CLITimeoutError",
     "InstrumentationError",
+    "ResumeError", "UnknownCallError", "CallAlreadyDecidedError", "ToolChangedError", "SnapshotError",
+    "UsageLimitExceeded",
+    # deferred tool calls
+    "Defer", "Approve", "Deny", "PendingCall",
+    # usage limits
+    "UsageLimits",
     "__version__",
 ]

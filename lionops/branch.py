@@ -31,15 +31,20 @@ from ._defaults import (
 from ._files import atomic_write_text
 from ._secrets import scrubbed_message
 from .alcall import AlcallParams
-from .errors import ArgumentTypeError, ConfigurationError
+from .errors import ArgumentTypeError, ConfigurationError, ResumeError, SnapshotError
+from .governance import Approve, Defer, Deny, PendingCall
 from .hooks import HookPoint, check_one_argument
+from .limits import UsageLimits, UsageSoFar
 from .messages import EventLog, MessageLog, to_jsonable
 from .models import ActionResponseModel
 from .params import ActionParam
 from .pipeline.act import act as act_fn
 from .pipeline.context import Authorization, OperationContext
+from .pipeline.loop import DEFAULT_MAX_ROUNDS, RunContext, run_loop
 from .pipeline.machine import run_operation
 from .pipeline.prepare import OperateKwargs, check_flags
+from .pipeline.resume import Suspensions, claim, release
+from .run import Ran
 from .text import safe_str
 from .tools import ActionManager, Tool, ToolInvocation
 from .trace import Trace, Traced
@@ -95,6 +100,18 @@ def _message(exc: BaseException) -> str:
 _WARNED_NOT_BOOL: set[str] = set()
 
 
+#: The longest denial reason a model is told (characters).
+DENIAL_REASON_LIMIT = 200
+
+
+def denial_reason(deny: Deny) -> str:
+    """The reason of a gate's :class:`Deny` as the model is told it: at most
+    :data:`DENIAL_REASON_LIMIT` characters, secrets replaced (empty when none given)."""
+    if not deny.reason:
+        return ""
+    return scrubbed_message(deny.reason, os.environ, limit=DENIAL_REASON_LIMIT)
+
+
 def _warn_not_bool(name: str, verdict: object) -> None:
     """Log and warn, once per gate, that it answered ``verdict`` instead of a bool."""
     if name in _WARNED_NOT_BOOL:
@@ -146,6 +163,11 @@ class Branch:
             the model. ``None`` (default): keep everything.
         max_traces: keep at most this many traces (the newest). ``None``
             (default): keep every trace.
+        limits: :class:`~lionops.UsageLimits` on model requests, reported
+            tokens, tool calls and cost, checked before each model request
+            (exit ``over_limit``, ``UsageLimitExceeded``) and each tool call
+            (decision ``over_limit``). ``branch.usage`` holds the usage so far
+            (shared with forks). ``None`` (default): no limits.
 
     Attributes:
         messages: ordered :class:`~lionops.messages.Message` list. It grows
@@ -175,12 +197,18 @@ class Branch:
         max_requests: int | None = DEFAULT_MAX_REQUESTS,
         max_messages: int | None = None,
         max_traces: int | None = None,
+        limits: UsageLimits | None = None,
     ) -> None:
         self.gate_timeout = _check_limit("gate_timeout", gate_timeout)
         self.observer_timeout = _check_limit("observer_timeout", observer_timeout)
         self.max_requests = _check_limit("max_requests", max_requests, integer=True)
         self.max_messages = _check_limit("max_messages", max_messages, integer=True)
         self.max_traces = _check_limit("max_traces", max_traces, integer=True)
+        if limits is not None and not isinstance(limits, UsageLimits):
+            raise TypeError(f"limits must be a lionops.UsageLimits or None, got {type(limits).__name__}")
+        self.limits = limits
+        #: what this branch (and its forks, which share it) used: requests, tokens, tool calls, cost
+        self.usage = UsageSoFar()
         self.id = _new_id()
         self.name = name
         self.user = user
@@ -190,6 +218,10 @@ class Branch:
         self.logs = EventLog()
         self.acts = ActionManager()
         self.traces: list[Trace] = []
+        #: operations a gate's ``Defer`` suspended, and the calls decided so far
+        self.suspensions = Suspensions()
+        #: call id of a deferred call -> the run that waits on it (resume_run)
+        self._suspended_runs: dict[str, RunContext] = {}
         self.engine = engine
         self._gates: list[GateCheck] = []
         self._hooks: dict[HookPoint, list[HookHandler]] = {p: [] for p in _HOOK_POINTS}
@@ -291,6 +323,18 @@ class Branch:
                 "function": invocation.function, "gate": name, "timeout_s": self.gate_timeout,
             })
             return Authorization("timed_out", f"gate {name} did not answer within {self.gate_timeout}s")
+        return self._answer(name, verdict, invocation)
+
+    def _answer(self, name: str, verdict: Any, invocation: ToolInvocation) -> Authorization:
+        """What a gate's answer decides: ``True``/``False``, :class:`Defer`, or
+        :class:`Deny` (its reason, bounded and without secrets, is also told
+        to the model); anything else denies."""
+        if isinstance(verdict, Defer):
+            return Authorization("deferred", verdict.reason)
+        if isinstance(verdict, Deny):
+            told = denial_reason(verdict) or None
+            return Authorization("denied", f"denied by gate {name} ({verdict.by})" + (f": {told}" if told else ""),
+                                 told)
         if not isinstance(verdict, bool):
             self.logs.log("gate_error", {
                 "function": invocation.function,
@@ -302,13 +346,18 @@ class Branch:
         return Authorization("allowed" if verdict else "denied", None if verdict else f"denied by gate {name}")
 
     async def _ask_gates(self, invocation: ToolInvocation) -> Authorization:
-        """Every gate in registration order; the first that does not allow decides."""
+        """Every gate in registration order; the first that denies (or times
+        out) decides. A gate that defers does not end the asking: a later
+        gate may still deny; else the call is deferred (the first reason)."""
+        deferred: Authorization | None = None
         for check in list(self._gates):
             name = getattr(check, "__qualname__", None) or type(check).__name__
             answer = await self._ask(check, name, invocation)
-            if answer.decision != "allowed":
+            if answer.decision == "deferred":
+                deferred = deferred or answer
+            elif answer.decision != "allowed":
                 return answer
-        return _ALLOWED
+        return deferred or _ALLOWED
 
     def has_hooks(self, point: HookPoint) -> bool:
         """Whether ``point`` has handlers (payload summaries are built only for them)."""
@@ -413,6 +462,109 @@ class Branch:
         """
         return (await self.operate_traced(**kw)).result
 
+    def pending_calls(self) -> list[PendingCall]:
+        """The deferred calls waiting for a decision, oldest operation first,
+        each operation's in request order (see :meth:`resume`)."""
+        return self.suspensions.pending_calls()
+
+    async def resume_traced(self, decisions: dict[str, Approve | Deny]) -> Traced:
+        """:meth:`resume` returning ``Traced(result, trace)``."""
+        work = claim(self.suspensions, self.acts, decisions)
+        try:
+            return await run_operation(OperationContext(branch=self, resume=work))
+        finally:
+            release(self.suspensions, work)
+
+    async def resume(self, decisions: dict[str, Approve | Deny]) -> Any:
+        """Continue a suspended operation with decisions ``{call_id: Approve(by=...) | Deny(by=...)}``.
+
+        Every decision is checked before anything runs. Approved calls run
+        with exactly the values their gates saw (no second validation), once;
+        denied ones get a denial payload; a call without a decision stays
+        pending (the trace ends at ``deferred`` again). When none waits, the
+        responses of the whole round are offered to writeback and attached to
+        the result (``enrich``), which is returned. The trace starts
+        ``prepare`` → ``resumed`` → ``act``; each decision (who, when, why)
+        is in ``trace.meta["approvals"]``, the event log (``approval``) and
+        the messages (``metadata["approval"]``).
+
+        Raises:
+            UnknownCallError: a call id no suspended operation holds.
+            CallAlreadyDecidedError: a call decided before.
+            ToolChangedError: an approved call's tool is gone or its
+                definition (or the stored arguments) changed.
+            ResumeError: decisions for calls of several operations.
+            TypeError: a decision that is not ``Approve`` or ``Deny``.
+        """
+        return (await self.resume_traced(decisions)).result
+
+    async def run_traced(self, instruction: Any = None, *, response_format: Any = None, tools: Any = True,
+                         max_rounds: int = DEFAULT_MAX_ROUNDS, **operate_kw: Any) -> Ran:
+        """:meth:`run` returning ``Ran(result, run_trace)``."""
+        kw: dict[str, Any] = {**operate_kw, "instruction": instruction, "actions": tools is not False}
+        if response_format is not None:
+            kw["response_format"] = response_format
+        if tools is not True and tools is not False:
+            kw["tools"] = tools
+        engine = kw.pop("engine", None)
+        return await self._run(RunContext(self, kw, max_rounds, engine))
+
+    async def run(self, instruction: Any = None, *, response_format: Any = None, tools: Any = True,
+                  max_rounds: int = DEFAULT_MAX_ROUNDS, **operate_kw: Any) -> Any:
+        """Run operate() rounds until the model answers: the run machine
+        (``states/run.toml``, docs/api.md "The run loop").
+
+        Each round is one ``operate()`` with ``actions=True`` (the tools
+        ``tools=`` offers; all registered by default; ``tools=False``: none);
+        its tool results go into the branch's messages, so the next round's
+        model request carries them. The loop ends at the first round whose
+        model made no request that was acted on (exit ``answered``), and
+        returns that round's result. ``operate_kw`` are operate()'s keywords
+        (``middle``, ``reason``, ``handle_validation`` ...), the same for
+        every round.
+
+        Raises:
+            MaxRoundsError: ``max_rounds`` rounds ran (default
+                :data:`~lionops.pipeline.loop.DEFAULT_MAX_ROUNDS`) and the
+                last still acted on tool calls (exit ``max_rounds``).
+            UsageLimitExceeded: a usage limit of the branch (``limits=``),
+                counted over every round (exit ``over_limit``).
+            Exception: what a round's ``operate()`` raised (exit ``failed``).
+
+        A round whose gate deferred a call ends the run at ``deferred``:
+        ``branch.pending_calls()`` lists the calls and :meth:`resume_run`
+        continues the loop.
+        """
+        return (await self.run_traced(instruction, response_format=response_format, tools=tools,
+                                      max_rounds=max_rounds, **operate_kw)).result
+
+    async def resume_run(self, decisions: dict[str, Approve | Deny], *, max_rounds: int | None = None) -> Ran:
+        """Continue a run that ended at ``deferred``: its first round resumes
+        the suspended operation with ``decisions`` (see :meth:`resume`), the
+        next rounds ask the model again with the run's keywords. Returns
+        ``Ran(result, run_trace)`` of the continued run (``start`` →
+        ``resumed`` → ``round`` ...); its rounds count from there
+        (``max_rounds``: default the run's own)."""
+        runs = {id(self._suspended_runs[c]): self._suspended_runs[c] for c in decisions if c in self._suspended_runs}
+        if len(runs) != 1:
+            raise ResumeError("the decisions name no call of a suspended run, or calls of several runs: "
+                              "give the decisions for one run (branch.pending_calls())")
+        (old,) = runs.values()
+        ctx = RunContext(self, old.operate_kw, old.max_rounds if max_rounds is None else max_rounds, old.engine,
+                         resume=dict(decisions))
+        return await self._run(ctx)
+
+    async def _run(self, ctx: RunContext) -> Ran:
+        try:
+            ran = await run_loop(ctx)
+        finally:
+            self._suspended_runs = {c: r for c, r in self._suspended_runs.items()
+                                    if c in {p.call_id for p in self.pending_calls()}}
+        if ran.trace.exit == "deferred":
+            for call in self.pending_calls():
+                self._suspended_runs.setdefault(call.call_id, ctx)
+        return ran
+
     async def act(
         self,
         action_request: Any,
@@ -489,6 +641,7 @@ class Branch:
         new.messages = MessageLog()
         new.logs = EventLog()
         new.traces = []
+        new.suspensions = Suspensions()
         new.acts = ActionManager()
         for msg in self.messages:
             if messages or msg.role == "system":
@@ -506,7 +659,8 @@ class Branch:
         return self.logs.dump(path)
 
     def snapshot(self, path: str | Path) -> Path:
-        """Write messages, logs and traces as one JSON document, atomically."""
+        """Write messages, logs, traces, the usage so far and the suspended
+        operations (their pending calls) as one JSON document, atomically."""
         doc = {
             "branch": self.id,
             "name": self.name,
@@ -514,8 +668,47 @@ class Branch:
             "logs": self.logs.to_list(),
             # trace meta holds adapter facts that may not be JSON
             "traces": [to_jsonable(t.to_dict()) for t in self.traces],
+            "suspended": self.suspensions.to_dict(),
+            "usage": self.usage.as_dict(),
         }
         return atomic_write_text(path, json.dumps(doc, indent=2))
+
+    @classmethod
+    def restore(cls, path: str | Path, *, chat_model: iModel | None = None, tools: Any = None,
+                **kwargs: Any) -> Self:
+        """A branch rebuilt from :meth:`snapshot` in this (or another) process:
+        its id, name, messages, event log, traces and suspended operations,
+        with ``chat_model``, ``tools`` and the other ``Branch`` keywords given
+        here (code never comes from the file: it is read as data, and only
+        the tools registered here can run a resumed call).
+
+        A suspended result that was a model instance comes back as its JSON
+        data (a dict), and ``enrich`` attaches ``action_responses`` to it.
+
+        Raises:
+            SnapshotError: the file is not a branch snapshot.
+        """
+        try:
+            doc = json.loads(Path(path).read_text())
+            branch = cls(chat_model=chat_model, tools=tools, **kwargs)
+            branch.id = str(doc["branch"])
+            branch.name = doc.get("name", branch.name)
+            branch.messages = MessageLog()
+            for m in doc["messages"]:
+                msg = branch.messages.add(m["role"], m["content"], sender=m.get("sender"),
+                                          recipient=m.get("recipient"), metadata=dict(m.get("metadata") or {}))
+                if isinstance(m.get("timestamp"), (int, float)):
+                    msg.timestamp = m["timestamp"]
+            for e in doc["logs"]:
+                branch.logs.log(str(e["kind"]), dict(e["content"]))
+            branch.traces = [Trace.from_dict(t) for t in doc["traces"]]
+            branch.suspensions = Suspensions.from_dict(doc.get("suspended", {}))
+            branch.usage = UsageSoFar(**doc.get("usage", {}))
+        except SnapshotError:
+            raise
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise SnapshotError(f"{path} is not a branch snapshot: {type(exc).__name__}: {safe_str(exc)}") from None
+        return branch
 
     def __repr__(self) -> str:
         return (

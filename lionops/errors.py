@@ -27,6 +27,12 @@ library family::
     ├── InvalidActionRequest (ValueError)
     ├── RequestLimitError (ValueError)
     ├── ToolOutputError (TypeError)
+    ├── ResumeError (ValueError)           deferred tool calls
+    │   ├── UnknownCallError (LookupError)
+    │   ├── CallAlreadyDecidedError
+    │   └── ToolChangedError
+    ├── SnapshotError (ValueError)
+    ├── UsageLimitExceeded
     ├── EndpointError                      HTTP (API) endpoints
     │   ├── EndpointStatusError
     │   │   ├── EndpointAuthError
@@ -450,6 +456,82 @@ class ToolOutputError(TypeError, LionopsError):
     """A tool returned a value that cannot be serialized to JSON (an error
     payload under ``suppress_errors``, like any tool failure)."""
 
+
+# --------------------------------------------------------------------------
+# Deferred tool calls, snapshots and usage limits.
+
+__all__ += [
+    "ResumeError", "UnknownCallError", "CallAlreadyDecidedError", "ToolChangedError",
+    "SnapshotError", "UsageLimitExceeded",
+]
+
+
+class ResumeError(ValueError, LionopsError):
+    """A decision that ``Branch.resume()`` refuses; nothing was run or decided."""
+
+
+class UnknownCallError(LookupError, ResumeError):
+    """A decision names a call id that no suspended operation of the branch holds."""
+
+    def __init__(self, call_id: Any, pending: Iterable[str]) -> None:
+        self.call_id = call_id
+        self.pending = sorted(pending)
+        super().__init__(f"no deferred tool call {call_id!r}; pending: {self.pending}")
+
+
+class CallAlreadyDecidedError(ResumeError):
+    """A decision for a deferred call that was decided before (a call runs at most once)."""
+
+    def __init__(self, call_id: str, decided: str) -> None:
+        self.call_id = call_id
+        self.decided = decided
+        super().__init__(f"deferred tool call {call_id!r} was already decided ({decided})")
+
+
+class ToolChangedError(ResumeError):
+    """The tool of an approved call is gone, or its definition or the stored
+    arguments differ from what was deferred (the hash no longer matches)."""
+
+    def __init__(self, call_id: str, function: str, detail: str) -> None:
+        self.call_id = call_id
+        self.function = function
+        super().__init__(f"deferred call {call_id!r} to {function!r} cannot run: {detail}")
+
+
+class SnapshotError(ValueError, LionopsError):
+    """A branch snapshot that ``Branch.restore()`` cannot read."""
+
+
+class UsageLimitExceeded(LionopsError):
+    """The next model request or tool call would pass a usage limit of the branch.
+
+    ``limit`` names it (``requests``, ``input_tokens``, ``output_tokens``,
+    ``total_tokens``, ``tool_calls``, ``cost``), ``value`` is its setting and
+    ``usage`` the usage so far (a dict of the same names)."""
+
+    def __init__(self, limit: str, value: float, usage: dict[str, Any]) -> None:
+        self.limit = limit
+        self.value = value
+        self.usage = dict(usage)
+        super().__init__(f"usage limit {limit}={value!r} would be exceeded; usage so far: {self.usage}")
+
+
+
+__all__ += ["MaxRoundsError"]
+
+
+class MaxRoundsError(LionopsError):
+    """``Branch.run()`` ran ``max_rounds`` rounds and the last one still acted
+    on tool calls: the model was not asked again (exit ``max_rounds``).
+
+    ``max_rounds`` is the setting; ``run_trace`` the :class:`~lionops.run.RunTrace`
+    of the run (every round's trace, the last round's tool results in its actions)."""
+
+    def __init__(self, max_rounds: int, run_trace: Any = None) -> None:
+        self.max_rounds = max_rounds
+        self.run_trace = run_trace
+        super().__init__(f"the run reached max_rounds={max_rounds} with tool calls still being made; "
+                         "raise max_rounds= or give the model what it needs to answer")
 
 # --------------------------------------------------------------------------
 # CLI agent errors, raised by CLI-backed iModels (the CLI path of ADR-0022 D3).

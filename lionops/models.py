@@ -182,8 +182,12 @@ class ActionRequestModel(HashableModel):
 
 
 #: What ``act()`` decided for one action request (see :class:`ActionRecord`).
-Decision: TypeAlias = Literal["allowed", "denied", "invalid", "rejected", "not_offered", "error", "timed_out"]
-DECISIONS: tuple[str, ...] = ("allowed", "denied", "invalid", "rejected", "not_offered", "error", "timed_out")
+Decision: TypeAlias = Literal[
+    "allowed", "denied", "invalid", "rejected", "not_offered", "error", "timed_out", "deferred", "over_limit",
+]
+DECISIONS: tuple[str, ...] = (
+    "allowed", "denied", "invalid", "rejected", "not_offered", "error", "timed_out", "deferred", "over_limit",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +212,10 @@ class ActionRecord:
             that do not fit, or over the per-call request cap),
             ``"not_offered"`` (a registered tool not offered in this call),
             ``"error"`` (the tool, or a hook around it, raised),
-            ``"timed_out"`` (the gate or the tool exceeded its bound).
+            ``"timed_out"`` (the gate or the tool exceeded its bound),
+            ``"deferred"`` (a gate answered ``Defer``: not run, a decision
+            comes through ``Branch.resume()``), ``"over_limit"`` (the call
+            would pass the branch's ``tool_calls`` limit: not invoked).
         reason: why, in words, for every decision but ``"allowed"``.
         output: the tool's return value, or the error payload the model sees.
         error_type: the exception class name when something raised.

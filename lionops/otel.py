@@ -75,7 +75,8 @@ _CLI_BUILTIN_TOOLS = frozenset({
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
 
 #: ``lionops.tool.decision`` values.
-DECISIONS = ("allowed", "denied", "invalid", "rejected", "not_offered", "error", "timed_out")
+DECISIONS = ("allowed", "denied", "invalid", "rejected", "not_offered", "error", "timed_out", "deferred",
+             "over_limit")
 
 #: GenAI conventions: advised buckets of ``gen_ai.client.operation.duration`` (s).
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
@@ -371,6 +372,7 @@ class OpenTelemetryObserver:
                                                               MAX_CONTENT_CHARS if self.capture_content
                                                               else MAX_ATTRIBUTE_CHARS)
             span.add_event(rec.trigger, attributes, timestamp=op.start_ns + rec.at_ns)
+        self._approval_events(span, ctx, trace, scrub)
         model_class = getattr(ctx, "model_class", None)
         caller_model = getattr(model_class, "__name__", None)
         if caller_model:
@@ -395,6 +397,25 @@ class OpenTelemetryObserver:
         self.exits.add(1, metric_attributes)
         self.operation_duration.record(time.perf_counter() - op.t0, metric_attributes)
         span.end()
+
+    def _approval_events(self, span: Any, ctx: Any, trace: Any, scrub: Any) -> None:
+        """One ``lionops.approval`` event per decision on a deferred call (who
+        and why only with content capture: they are people's words)."""
+        branch = getattr(ctx, "branch", None)
+        for note in (trace.meta or {}).get("approvals") or ():
+            if not isinstance(note, dict):
+                continue
+            attributes: dict[str, Any] = {
+                "lionops.approval.decision": str(note.get("decision")),
+                "gen_ai.tool.name": _tool_name(branch, note.get("function")),
+            }
+            _set(attributes, "gen_ai.tool.call.id", note.get("call_id"))
+            _set(attributes, "lionops.approval.decided_at", note.get("decided_at"))
+            if self.capture_content:
+                _set(attributes, "lionops.approval.by", _cut(scrub.text(str(note.get("by")))))
+                if note.get("reason") is not None:
+                    _set(attributes, "lionops.approval.reason", _cut(scrub.text(str(note["reason"]))))
+            span.add_event("lionops.approval", attributes)
 
     # ------------------------------------------------------------ adapter
 

@@ -361,12 +361,31 @@ class Tool:
         blocking: run a sync callable in a worker thread (for code that
             blocks on I/O); by default sync callables run inline, which is
             cheapest for quick functions but cannot be interrupted.
+        timeout: seconds one call (each attempt) may take; past it the call
+            is cut and recorded ``timed_out``. A sync callable with a timeout
+            runs in a worker thread that the timeout abandons (as a blocking
+            gate check is abandoned): its late result is ignored. ``None``
+            (default): the ActionParam's ``retry_timeout`` applies, if any.
+        retries: attempts after the first one, for a failure whose type is in
+            ``retry_on``; only for a tool declared ``idempotent`` (running it
+            twice does no harm), else ``ConfigurationError``. Each failed
+            attempt is logged (``tool_attempt``); waits grow from
+            ``retry_delay`` by ``retry_backoff`` (tenacity, the injectable clock).
+        retry_on: exception types that are retried (default: any ``Exception``;
+            cancellation never is).
+        idempotent: the tool may safely run more than once for one request.
     """
 
     func: Callable[..., Any]
     name: str = ""
     description: str = ""
     blocking: bool = False
+    timeout: float | None = None
+    retries: int = 0
+    retry_on: tuple[type[BaseException], ...] = (Exception,)
+    idempotent: bool = False
+    retry_delay: float = 0.1
+    retry_backoff: float = 2.0
     arguments_model: type[BaseModel] = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
     #: the positional-only parameters, passed positionally in this order
@@ -385,6 +404,22 @@ class Tool:
             raise ConfigurationError(f"tool name must be an identifier, got {self.name!r}")
         self.arguments_model, description, self.is_async, self.positional = _derive(self.func, self.name)
         self.description = self.description or description
+        self._check_bounds()
+
+    def _check_bounds(self) -> None:
+        """ConfigurationError/TypeError for bounds that cannot hold."""
+        if self.timeout is not None and (isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float))
+                                         or not self.timeout > 0):
+            raise ConfigurationError(f"tool {self.name!r}: timeout must be a number > 0 or None, got {self.timeout!r}")
+        if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
+            raise ConfigurationError(f"tool {self.name!r}: retries must be an int >= 0, got {self.retries!r}")
+        if self.retries and not self.idempotent:
+            raise ConfigurationError(f"tool {self.name!r}: retries need idempotent=True (a retried call runs again)")
+        if not isinstance(self.retry_on, tuple) or not all(
+                isinstance(t, type) and issubclass(t, Exception) for t in self.retry_on):
+            raise TypeError(f"tool {self.name!r}: retry_on must hold Exception subclasses")
+        if self.retry_delay < 0 or self.retry_backoff < 0:
+            raise ConfigurationError(f"tool {self.name!r}: retry_delay and retry_backoff must be >= 0")
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -467,8 +502,9 @@ class Tool:
             args = [kwargs.pop(pname) for pname in self.positional]
         if self.is_async:
             return await self.func(*args, **kwargs)
-        if self.blocking:
-            result = await anyio.to_thread.run_sync(lambda: self.func(*args, **kwargs))
+        if self.blocking or self.timeout is not None:  # a timeout abandons the thread it cannot cancel
+            result = await anyio.to_thread.run_sync(lambda: self.func(*args, **kwargs),
+                                                    abandon_on_cancel=self.timeout is not None)
         else:
             result = self.func(*args, **kwargs)
         if type(result) not in _NEVER_AWAITABLE and inspect.isawaitable(result):

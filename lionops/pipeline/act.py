@@ -48,13 +48,16 @@ from typing import Any, NamedTuple
 import anyio
 import pydantic_core
 from pydantic import BaseModel
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from .. import observe
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS
 from .._invalid_mark import invalid_reason
-from ..alcall import AlcallParams, in_own_context, is_cancellation
+from ..alcall import AlcallParams, _BackoffWait, in_own_context, is_cancellation
+from ..clock import current_clock
 from ..errors import ConfigurationError, InvalidActionRequest, RequestLimitError, ToolOutputError
 from ..hooks import HookPoint
+from ..limits import claim_tool_call
 from ..models import (
     ActionRecord,
     ActionRequestModel,
@@ -243,7 +246,11 @@ def _error_payload(function: Any, exc: BaseException) -> dict[str, Any]:
 _LOG_KIND: dict[str, str] = {
     "denied": "denied", "invalid": "action_error", "rejected": "action_error",
     "not_offered": "action_error", "error": "action_error", "timed_out": "action_error",
+    "deferred": "deferred", "over_limit": "action_error",
 }
+
+#: what the model is shown for a deferred call until it is decided
+DEFERRED_NOTE = "deferred for a decision"
 
 
 #: a record's request index (the order messages are written in)
@@ -278,7 +285,7 @@ class _Batch:
         if rec.call_id is not None:
             content["call_id"] = rec.call_id
         kind = _LOG_KIND[rec.decision]
-        if kind == "denied":
+        if kind in ("denied", "deferred"):
             content["reason"] = rec.reason
         else:
             content.update(stage=rec.decision, error=safe_str(exc) if exc is not None else rec.reason,
@@ -367,8 +374,8 @@ def _interrupted(batch: _Batch, req: _Request, raw: Any, exc: BaseException, wha
                        duration_s=duration, invoked=invoked), exc)
 
 
-async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> ActionRecord:  # noqa: C901 - split at its numbered steps with the act() work
-    branch, param = batch.branch, batch.param
+async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> ActionRecord:
+    branch = batch.branch
     raw: Any
     index, function, raw, invalid, call_id = req
     # 1. content of the request: never invoke what cannot be invoked.
@@ -406,24 +413,53 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
     # 3. governance, on exactly what the tool will receive: fail closed. With
     # nothing to ask (no gate, Branch's own authorize) every invocation is allowed.
     verdict: str = "allowed"
+    told: str | None = None
     if gated:
         invocation = ToolInvocation(function, shown, tool, branch.id, index, batch.offered, shown_raw, call_id)
         try:
-            verdict, reason = await branch.authorization(invocation)
+            answer = await branch.authorization(invocation)
+            verdict, reason, told = answer[0], answer[1], getattr(answer, "told", None)
         except BaseException as exc:
             _interrupted(batch, req, raw, exc, "gate", arguments=kwargs, started=None, invoked=False)
             raise
+    if verdict == "deferred":  # a gate deferred it: not run now, a decision comes later (resume)
+        return batch.keep(_record(req, raw, "deferred", arguments=kwargs, reason=reason,
+                                  output={"pending": DEFERRED_NOTE, "function": function, "reason": reason}))
     if verdict != "allowed":
-        output: dict[str, Any] = {"error": DENIAL_ERROR, "function": function}
-        if verdict == "timed_out":
-            output["reason"] = reason
+        output = _denial(function, verdict, reason, told)
         return batch.keep(_record(req, raw, verdict, arguments=kwargs, reason=reason, output=output))  # type: ignore[arg-type]
+    return await invoke(batch, req, tool, raw, kwargs, given, timeout)
 
-    # 4. invocation with hooks.
+
+def _denial(function: str, verdict: str, reason: str | None, told: str | None) -> dict[str, Any]:
+    """The payload the model gets for a call authorization did not allow: the
+    reason of a timeout, or of a gate's ``Deny(reason=...)`` (``told``,
+    bounded and without secrets); a plain ``False`` says only that it was denied."""
+    output: dict[str, Any] = {"error": DENIAL_ERROR, "function": function}
+    if verdict == "timed_out":
+        output["reason"] = reason
+    elif told:
+        output["reason"] = told
+    return output
+
+
+async def invoke(batch: _Batch, req: _Request, tool: Tool, raw: Any, kwargs: dict[str, Any],
+                 given: dict[str, Any], timeout: float | None) -> ActionRecord:
+    """Step 4 of a request every decision allowed: ``TOOL_PRE`` → the tool
+    called with ``given`` (a copy of ``kwargs``) → ``TOOL_POST`` or
+    ``TOOL_ERROR``; one record. A resumed deferred call enters here too."""
+    branch, param = batch.branch, batch.param
+    index, function, call_id = req.index, req.function, req.call_id
+    used = getattr(branch, "usage", None)
+    over = claim_tool_call(getattr(branch, "limits", None), used) if used is not None else None
+    if over is not None:  # checked (and counted) before the call it limits
+        return batch.keep(_record(req, raw, "over_limit", arguments=kwargs, reason=str(over),
+                                  output=_error_payload(function, over), exc=over))
     if param.verbose_action:
         logger.debug("Invoking action %s with %s.", function, summarize(kwargs, VERBOSE_ARGS_LIMIT))
     started: float | None = None
-    timed_out = False
+    if tool.timeout is not None:
+        timeout = tool.timeout
     try:
         if branch.has_hooks(HookPoint.TOOL_PRE):
             await branch.emit(HookPoint.TOOL_PRE, {
@@ -431,19 +467,17 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
                 "call_id": call_id, "branch": branch.id,
             })
         started = time.perf_counter()
-        if timeout is None:
+        if tool.retries:
+            output = await _retried(branch, req, tool, given, timeout)
+        elif timeout is None:
             output = await tool._call(given)
         else:
-            with anyio.move_on_after(timeout) as scope:
-                output = await tool._call(given)
-            if scope.cancelled_caught:
-                timed_out = True
-                raise TimeoutError(f"{function!r} did not return within {timeout}s")
+            output = await _bounded(tool, given, timeout)
         if type(output) not in _ATOMIC:  # None and plain scalars always serialize
             _check_output(function, output)
     except Exception as exc:
         elapsed = time.perf_counter() - started if started is not None else None
-        decision: Decision = "timed_out" if timed_out else "error"
+        decision: Decision = "timed_out" if _was_cut(exc) else "error"
         rec = _record(req, raw, decision, arguments=kwargs, reason=safe_str(exc),
                       output=_error_payload(function, exc), exc=exc, duration_s=elapsed, invoked=started is not None)
         batch.keep(rec, exc)
@@ -468,6 +502,48 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
     if param.verbose_action:
         logger.debug("Action %s invoked in %.3fs.", function, elapsed)
     return rec
+
+
+#: the attribute that marks the TimeoutError of a cut tool call (a tool raising TimeoutError itself is an ``error``)
+_CUT_MARK = "_lionops_cut"
+
+
+def _was_cut(exc: BaseException) -> bool:
+    return getattr(exc, _CUT_MARK, False) is True
+
+
+async def _bounded(tool: Tool, given: dict[str, Any], timeout: float) -> Any:
+    """One call of ``tool`` cut after ``timeout`` seconds (a marked TimeoutError)."""
+    with anyio.move_on_after(timeout):
+        return await tool._call(given)
+    # only reached when the call was cut
+    cut = TimeoutError(f"{tool.name!r} did not return within {timeout}s")
+    setattr(cut, _CUT_MARK, True)
+    raise cut
+
+
+async def _retried(branch: BranchLike, req: _Request, tool: Tool, given: dict[str, Any],
+                   timeout: float | None) -> Any:
+    """Call an idempotent ``tool`` up to ``1 + tool.retries`` times on the
+    failures it retries, each attempt with its own copy of ``given`` and
+    bounded by ``timeout``; every failed attempt is logged (``tool_attempt``)."""
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(tool.retries + 1), wait=_BackoffWait(tool.retry_delay, tool.retry_backoff),
+        retry=retry_if_exception_type(tool.retry_on), sleep=current_clock().sleep, reraise=True,
+    )
+    async for attempt in retrying:
+        with attempt:
+            args = copy.deepcopy(given)
+            try:
+                return await (tool._call(args) if timeout is None else _bounded(tool, args, timeout))
+            except Exception as exc:
+                branch.logs.log("tool_attempt", {
+                    "function": tool.name, "index": req.index, "call_id": req.call_id, "branch": branch.id,
+                    "attempt": attempt.retry_state.attempt_number, "of": tool.retries + 1,
+                    "timed_out": _was_cut(exc), "error": safe_str(exc), "type": type(exc).__name__,
+                })
+                raise
+    raise AssertionError("unreachable: tenacity re-raises the last failure")  # pragma: no cover
 
 
 def _finish(batch: _Batch, records: list[ActionRecord] | None, raising: BaseException | None) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .. import observe
+from ..limits import check_request, count_request
 from ..middles.api import communicate
 from ..middles.cli import run_and_collect
 from ..params import RunParam
@@ -44,6 +45,13 @@ async def phase(ctx: OperationContext) -> None:
         middle = select_middle(ctx)
     ctx.middle_name = getattr(middle, "__qualname__", None) or type(middle).__name__
     ctx.meta["middle"] = ctx.middle_name
+    branch = ctx.branch
+    limits, used = getattr(branch, "limits", None), getattr(branch, "usage", None)
+    if used is not None:  # a limit is checked before the request it limits
+        over = ctx.limit_error = check_request(limits, used)
+        if over is not None:
+            ctx.meta["usage_limit"] = {"limit": over.limit, "value": over.value, "usage": over.usage}
+            return
     ctx.adapter_calls += 1
     call = middle(
         ctx.branch,
@@ -54,6 +62,8 @@ async def phase(ctx: OperationContext) -> None:
         skip_validation=ctx.skip_validation,
     )
     result = ctx.result = await (observe.observe_adapter(ctx, call) if observe.observers else call)
+    if used is not None:
+        count_request(limits, used, ctx.meta)
     # What the result says about itself may run its code (a property, a
     # Mapping's get, a metaclass's __instancecheck__): read it once, here, so
     # the guards decide on plain values and act() runs the requests they saw.

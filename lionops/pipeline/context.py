@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 if TYPE_CHECKING:
+    from ..errors import UsageLimitExceeded
     from ..hooks import HookPoint
     from ..messages import EventLog, MessageLog
     from ..models import ActionRecord, ActionResponseModel
@@ -26,11 +27,15 @@ __all__ = ["OperationContext", "BranchLike", "Authorization"]
 
 class Authorization(NamedTuple):
     """What authorization decided about one invocation (ADR-0022 D4):
-    ``decision`` is ``"allowed"``, ``"denied"`` or ``"timed_out"``;
+    ``decision`` is ``"allowed"``, ``"denied"``, ``"timed_out"`` or
+    ``"deferred"`` (a gate answered ``Defer``);
     ``reason`` says why it was not allowed (``None`` when allowed)."""
 
-    decision: Literal["allowed", "denied", "timed_out"]
+    decision: Literal["allowed", "denied", "timed_out", "deferred"]
     reason: str | None
+    #: what the model is told of a denial (a gate's ``Deny(reason=...)``,
+    #: bounded, secrets replaced); ``None``: the plain denial payload
+    told: str | None = None
 
 
 class BranchLike(Protocol):
@@ -115,6 +120,12 @@ class OperationContext:
     enriched: bool = False
     #: the typed decision of every request act() handled, in request order
     actions: list[ActionRecord] = field(default_factory=list)
+    #: calls a gate deferred that still wait for a decision (act ends at ``deferred``)
+    deferred: bool = False
+    #: a resumption of a suspended operation (its first transition is ``resumed``)
+    resume: Any = None
+    #: the usage limit the next model request would pass (the adapter phase made no request)
+    limit_error: UsageLimitExceeded | None = None
     # failure
     error: BaseException | None = None
     meta: dict[str, Any] = field(default_factory=dict)

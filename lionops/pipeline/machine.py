@@ -20,7 +20,7 @@ from ..engine.engines import Engine
 from ..errors import ConfigurationError, did_you_mean
 from ..runtime import ClockLike
 from ..trace import Trace, Traced, started_trace
-from . import act, adapter, enrich, prepare, schema
+from . import adapter, enrich, prepare, resume, schema
 from .context import OperationContext
 from .outcomes import OUTCOMES
 from .validate import GUARDS
@@ -33,7 +33,7 @@ __all__ = [
 #: handler name (as in states/operate.toml) -> coroutine function of the context.
 PHASES: dict[str, Callable[[OperationContext], Any]] = {
     "prepare": prepare.phase, "schema": schema.phase, "adapter": adapter.phase,
-    "act": act.phase, "enrich": enrich.phase,
+    "act": resume.act_phase, "enrich": enrich.phase,
 }
 
 #: The guard of the wildcard transition an exception leaving a phase fires.

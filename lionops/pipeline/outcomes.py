@@ -84,6 +84,11 @@ def raise_mismatch(ctx: OperationContext) -> NoReturn:
     raise mismatch_error(ctx)
 
 
+def raise_usage_limit(ctx: OperationContext) -> NoReturn:
+    assert ctx.limit_error is not None
+    raise ctx.limit_error
+
+
 def raise_error(ctx: OperationContext) -> NoReturn:
     assert ctx.error is not None
     raise ctx.error
@@ -91,5 +96,6 @@ def raise_error(ctx: OperationContext) -> NoReturn:
 
 #: outcome name (as in states/operate.toml) -> function of the context.
 OUTCOMES: dict[str, Callable[[OperationContext], Any]] = {
-    f.__name__: f for f in (return_result, return_unrun_requests, return_none, raise_mismatch, raise_error)
+    f.__name__: f for f in (return_result, return_unrun_requests, return_none, raise_mismatch,
+                            raise_usage_limit, raise_error)
 }

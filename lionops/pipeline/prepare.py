@@ -384,7 +384,8 @@ prepare_operate_kw = _as_mapping(_prepared)
 
 
 async def phase(ctx: OperationContext) -> None:
-    """D1: normalize the public keywords (when given) into typed parameters."""
+    """D1: normalize the public keywords (when given) into typed parameters
+    (a resumption has none: it continues a prepared operation)."""
     if ctx.call_kwargs is None:
         return
     p = _prepared(ctx.branch, **ctx.call_kwargs)

@@ -31,12 +31,20 @@ def preparation_succeeded(ctx: OperationContext) -> bool:
     return ctx.chat_param is not None
 
 
+def resume_requested(ctx: OperationContext) -> bool:
+    return ctx.resume is not None
+
+
 def schema_published(ctx: OperationContext) -> bool:
     return ctx.schema_done and (ctx.action_param is None or ctx.tool_schemas_published)
 
 
 def adapter_awaited_once(ctx: OperationContext) -> bool:
     return ctx.adapter_calls == 1
+
+
+def request_limit_reached(ctx: OperationContext) -> bool:
+    return ctx.limit_error is not None
 
 
 def skip_validation_set(ctx: OperationContext) -> bool:
@@ -79,6 +87,10 @@ def requests_present(ctx: OperationContext) -> bool:
     return ctx.action_param is not None and ctx.requests is not None and ctx.attachable
 
 
+def calls_deferred(ctx: OperationContext) -> bool:
+    return ctx.deferred
+
+
 def all_requests_acted(ctx: OperationContext) -> bool:
     return ctx.acted
 
@@ -95,9 +107,11 @@ def result_enriched(ctx: OperationContext) -> bool:
 GUARDS: dict[str, Guard] = {
     f.__name__: f
     for f in (
-        phase_raised, preparation_succeeded, schema_published, adapter_awaited_once,
+        phase_raised, preparation_succeeded, resume_requested, schema_published, adapter_awaited_once,
+        request_limit_reached,
         skip_validation_set, mismatch_policy_return_value, mismatch_policy_return_none,
         mismatch_policy_raise, validation_passed, invoke_actions_false, action_param_absent,
-        requests_absent, responses_unattachable, requests_present, all_requests_acted, responses_empty, result_enriched,
+        requests_absent, responses_unattachable, requests_present, calls_deferred, all_requests_acted,
+        responses_empty, result_enriched,
     )
 }

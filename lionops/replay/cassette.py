@@ -332,7 +332,8 @@ def _depth(data: Any) -> int:
 
 #: the cassette decision of each ``ActionRecord`` decision (an invoked tool is ``allowed``)
 _DECISIONS = {"allowed": "allowed", "denied": "denied", "timed_out": "denied", "invalid": "invalid",
-              "rejected": "rejected", "not_offered": "rejected", "error": "rejected"}
+              "rejected": "rejected", "not_offered": "rejected", "error": "rejected",
+              "deferred": "denied", "over_limit": "rejected"}
 
 
 def _contradiction(op: Operation) -> str | None:

@@ -140,7 +140,8 @@ def describe_call(branch: Branch, kw: dict[str, Any], redactor: Redactor) -> Cal
 #: cassette decision of each act() decision whose tool was not invoked
 #: (an invoked tool is ``allowed``, with its error when it did not return).
 _CASSETTE_DECISION = {"denied": "denied", "timed_out": "denied", "invalid": "invalid",
-                      "rejected": "rejected", "not_offered": "rejected", "error": "rejected"}
+                      "rejected": "rejected", "not_offered": "rejected", "error": "rejected",
+                      "deferred": "denied", "over_limit": "rejected"}
 
 
 def tool_calls_since(branch: Branch, start: int, redactor: Redactor) -> list[ToolCallRecord]:

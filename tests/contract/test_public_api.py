@@ -12,6 +12,7 @@ PUBLIC = {
     "ChatParam", "RunParam", "ParseParam", "ActionParam", "AlcallParams", "HandleValidation",
     "Spec", "FieldModel", "Operative", "Step", "prepare_operate_kw", "operate", "act",
     "Middle", "communicate", "run_and_collect", "Trace", "TransitionRecord", "Traced",
+    "RunTrace", "Ran", "MaxRoundsError",
     "instrument", "uninstrument",
     "LionopsError", "ConfigurationError", "RemovedKeywordError", "MisspelledKeywordError",
     "MismatchError", "RefusalError", "TruncatedOutputError",
@@ -19,6 +20,9 @@ PUBLIC = {
     "EndpointResponseError", "EndpointProviderError", "EndpointConnectionError", "EndpointTimeoutError",
     "CLIError", "CLIProcessError", "CLIResultError", "CLIStreamError", "CLITimeoutError",
     "InstrumentationError",
+    "ResumeError", "UnknownCallError", "CallAlreadyDecidedError", "ToolChangedError", "SnapshotError",
+    "UsageLimitExceeded",
+    "Defer", "Approve", "Deny", "PendingCall", "UsageLimits",
     "__version__",
 }
 

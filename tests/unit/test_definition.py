@@ -20,8 +20,10 @@ D = default_definition()
 DESIGN_STATES = ["prepare", "schema", "adapter", "validate", "gate", "act", "enrich"]
 DESIGN_ROWS = [  # (source, trigger, dest): the machine's published transition table
     ("prepare", "prepared", "schema"),
+    ("prepare", "resumed", "act"),
     ("schema", "schema_ready", "adapter"),
     ("adapter", "adapter_returned", "validate"),
+    ("adapter", "over_limit", "raised"),
     ("validate", "skip_validation", "returned"),
     ("validate", "mismatch_return_value", "returned"),
     ("validate", "mismatch_return_none", "returned"),
@@ -33,6 +35,7 @@ DESIGN_ROWS = [  # (source, trigger, dest): the machine's published transition t
     ("gate", "requests_found", "act"),
     ("gate", "no_response_slot", "returned"),
     ("act", "acted", "enrich"),
+    ("act", "deferred", "suspended"),
     ("enrich", "no_responses", "returned"),
     ("enrich", "enriched", "returned"),
 ]
@@ -40,7 +43,7 @@ DESIGN_ROWS = [  # (source, trigger, dest): the machine's published transition t
 
 def test_states_and_terminals_follow_design():
     assert D.nonterminal == DESIGN_STATES
-    assert list(D.terminals) == ["returned", "raised"]
+    assert list(D.terminals) == ["returned", "raised", "suspended"]
     assert D.initial == "prepare"
 
 

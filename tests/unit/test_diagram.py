@@ -69,8 +69,10 @@ def test_committed_diagrams_match_states():
 MAIN_FLOW_EDGES = """\
     [*] --> prepare
     prepare --> schema: prepared [preparation_succeeded]
+    prepare --> act: resumed [resume_requested]
     schema --> adapter: schema_ready [schema_published]
     adapter --> validate: adapter_returned [adapter_awaited_once]
+    adapter --> raised: over_limit [request_limit_reached]
     validate --> returned: skip_validation [skip_validation_set]
     validate --> returned: mismatch_return_value [mismatch_policy_return_value]
     validate --> returned: mismatch_return_none [mismatch_policy_return_none]
@@ -82,6 +84,7 @@ MAIN_FLOW_EDGES = """\
     gate --> act: requests_found [requests_present]
     gate --> returned: no_response_slot [responses_unattachable]
     act --> enrich: acted [all_requests_acted]
+    act --> suspended: deferred [calls_deferred]
     enrich --> returned: no_responses [responses_empty]
     enrich --> returned: enriched [result_enriched]
 """
@@ -200,18 +203,22 @@ def test_doc_lists_every_early_return_path():
     rows = _table_rows(render_doc(d), "Early returns and other exits")
     exits = [r[0].strip("`") for r in rows]
     into_terminal = [t.trigger for t in d.transitions if t.dest in d.terminals]
-    assert sorted(exits) == sorted(into_terminal)
-    by_exit = {r[0].strip("`"): r[1] for r in rows}
+    assert sorted(set(exits)) == sorted(into_terminal)
+    by_exit: dict[str, str] = {}
+    for r in rows:  # the first path of an exit; a resumed operation's (prepare → act → ...) follows
+        by_exit.setdefault(r[0].strip("`"), r[1])
+    assert [r[1] for r in rows if r[0] == "`enriched`"] == [
+        "prepare → schema → adapter → validate → gate → act → enrich → returned", "prepare → act → enrich → returned"]
     assert by_exit["actions_disabled"] == "prepare → schema → adapter → validate → gate → returned"
     assert by_exit["skip_validation"] == "prepare → schema → adapter → validate → returned"
     assert [p[-1].trigger for p in exit_paths(d)][:2] == ["skip_validation", "mismatch_return_value"]
 
 
-def test_doc_names_six_invariants_each_with_a_test():
+def test_doc_names_seven_invariants_each_with_a_test():
     invariants = load_invariants()
-    assert [i.number for i in invariants] == [1, 2, 3, 4, 5, 6]
+    assert [i.number for i in invariants] == [1, 2, 3, 4, 5, 6, 7]
     rows = _table_rows(render_doc(default_definition(), invariants), "Safety invariants")
-    assert len(rows) == 6
+    assert len(rows) == 7
     for inv, row in zip(invariants, rows, strict=True):
         assert inv.tests and all(f"`{t}`" in row[2] for t in inv.tests)
 
@@ -282,7 +289,9 @@ def test_adding_a_state_and_a_trigger_changes_diagram_and_tables():
     assert rows["`needs_review`"][2:6] == ["`gate`", "`review`", "`review_required`", "A request needs a human first."]
     assert rows["`cancelled`"][7] == "None"
     assert len(rows) == len(base.transitions) + 3
-    exits = {r[0]: r[1] for r in _table_rows(doc, "Early returns and other exits")}
+    exits: dict[str, str] = {}
+    for r in _table_rows(doc, "Early returns and other exits"):
+        exits.setdefault(r[0], r[1])
     assert exits["`reviewed`"] == "prepare → schema → adapter → validate → gate → review → returned"
     assert exits["`cancelled`"] == "prepare → schema → adapter → validate → gate → act → returned"
 
@@ -350,7 +359,7 @@ def test_trace_overlay_numbers_taken_edges_and_marks_states():
                         ("adapter", "adapter_returned", "3"), ("validate", "validated", "4"),
                         ("gate", "no_requests", "5")]
     assert "    class prepare,schema,adapter,validate,gate visited" in text
-    assert "    class act,enrich,raised unvisited" in text
+    assert "    class act,enrich,raised,suspended unvisited" in text
     assert "    class returned exit" in text
     assert "note right of returned: exit no_requests after 5 steps" in text
     # everything else is the same diagram

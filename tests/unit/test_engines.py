@@ -36,9 +36,11 @@ def _state_guard_names(state):
 #: written out by hand from ADR-0022 D1-D4: ``failed`` first, then the
 #: validation policy, then the gate's checks in order.
 FIRING_ORDER = {
-    "prepare": [("failed", "raised", "phase_raised"), ("prepared", "schema", "preparation_succeeded")],
+    "prepare": [("failed", "raised", "phase_raised"), ("prepared", "schema", "preparation_succeeded"),
+                ("resumed", "act", "resume_requested")],
     "schema": [("failed", "raised", "phase_raised"), ("schema_ready", "adapter", "schema_published")],
-    "adapter": [("failed", "raised", "phase_raised"), ("adapter_returned", "validate", "adapter_awaited_once")],
+    "adapter": [("failed", "raised", "phase_raised"), ("adapter_returned", "validate", "adapter_awaited_once"),
+                ("over_limit", "raised", "request_limit_reached")],
     "validate": [("failed", "raised", "phase_raised"), ("skip_validation", "returned", "skip_validation_set"),
                  ("mismatch_return_value", "returned", "mismatch_policy_return_value"),
                  ("mismatch_return_none", "returned", "mismatch_policy_return_none"),
@@ -47,7 +49,8 @@ FIRING_ORDER = {
              ("no_action_param", "returned", "action_param_absent"), ("no_requests", "returned", "requests_absent"),
              ("requests_found", "act", "requests_present"),
              ("no_response_slot", "returned", "responses_unattachable")],
-    "act": [("failed", "raised", "phase_raised"), ("acted", "enrich", "all_requests_acted")],
+    "act": [("failed", "raised", "phase_raised"), ("acted", "enrich", "all_requests_acted"),
+            ("deferred", "suspended", "calls_deferred")],
     "enrich": [("failed", "raised", "phase_raised"), ("no_responses", "returned", "responses_empty"),
                ("enriched", "returned", "result_enriched")],
 }

@@ -1,0 +1,141 @@
+"""Usage limits of a branch: checked before the effect they limit.
+
+``Branch(limits=UsageLimits(requests=..., input_tokens=..., output_tokens=...,
+total_tokens=..., tool_calls=..., cost=...))`` bounds what a branch may
+spend over all its operations (``branch.usage`` holds what it spent).
+
+- Before each model request (the ``adapter`` phase, before the Middle is
+  awaited): a ``requests`` limit the request would pass, or a token or
+  ``cost`` limit already reached, ends the operation at ``over_limit`` →
+  ``raised`` with :class:`~lionops.errors.UsageLimitExceeded`; no request is made.
+- Before each tool call (in ``act()``, after every gate allowed it): a
+  ``tool_calls`` limit the call would pass makes the call's decision
+  ``over_limit``; the tool is not invoked, the model gets an error payload.
+
+Tokens are the counts the model endpoint reports for each request (the
+``usage`` fact the adapter records: ``prompt_tokens``/``completion_tokens``
+of an API endpoint, ``input_tokens``/``output_tokens`` of a CLI agent).
+``cost`` (US dollars) comes from the CLI's own ``cost_usd`` when it reports
+one, else from ``genai-prices`` (the ``prices`` extra) for the provider and
+model of the request; when a ``cost`` limit is set and no price is known,
+the operation fails with ``UsageLimitExceeded``'s sibling
+:class:`~lionops.errors.ConfigurationError`, never counting a silent zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .errors import ConfigurationError, UsageLimitExceeded
+
+__all__ = ["UsageLimits", "UsageSoFar", "check_request", "claim_tool_call", "count_request"]
+
+#: the limits checked before a model request, in the order they are checked
+_REQUEST_LIMITS = ("requests", "input_tokens", "output_tokens", "total_tokens", "cost")
+
+
+@dataclass(frozen=True, slots=True)
+class UsageLimits:
+    """Upper bounds on a branch's usage; ``None`` (the default of each) is no bound."""
+
+    requests: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    tool_calls: int | None = None
+    cost: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if value is None:
+                continue
+            kinds = (int, float) if name == "cost" else (int,)
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                raise TypeError(f"UsageLimits.{name} must be {'a number' if name == 'cost' else 'an int'} or None, "
+                                f"got {type(value).__name__}")
+            if value < 0:
+                raise ConfigurationError(f"UsageLimits.{name} must be >= 0 or None, got {value!r}")
+
+
+@dataclass(slots=True)
+class UsageSoFar:
+    """What a branch has used: model requests, their reported tokens, tool calls, cost (USD)."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    tool_calls: int = 0
+    cost: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_request(limits: UsageLimits | None, used: UsageSoFar) -> UsageLimitExceeded | None:
+    """The error a next model request would meet, else ``None``: one more
+    request past ``requests``, or a token or cost limit already reached."""
+    if limits is None:
+        return None
+    for name in _REQUEST_LIMITS:
+        value = getattr(limits, name)
+        if value is None:
+            continue
+        spent = getattr(used, name)
+        if (spent + 1 > value) if name == "requests" else (spent >= value):
+            return UsageLimitExceeded(name, value, used.as_dict())
+    return None
+
+
+def claim_tool_call(limits: UsageLimits | None, used: UsageSoFar) -> UsageLimitExceeded | None:
+    """Count one tool call, or return the error when it would pass ``tool_calls``."""
+    cap = limits.tool_calls if limits is not None else None
+    if cap is not None and used.tool_calls + 1 > cap:
+        return UsageLimitExceeded("tool_calls", cap, used.as_dict())
+    used.tool_calls += 1
+    return None
+
+
+def _int(raw: dict[str, Any], *names: str) -> int:
+    for name in names:
+        value = raw.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return 0
+
+
+def count_request(limits: UsageLimits | None, used: UsageSoFar, meta: dict[str, Any]) -> None:
+    """Add one model request and the usage its adapter reported (``meta``:
+    the trace facts, ``usage``, ``provider``, ``model``, ``cost_usd``)."""
+    used.requests += 1
+    raw = meta.get("usage")
+    raw = raw if isinstance(raw, dict) else {}
+    inp = _int(raw, "prompt_tokens", "input_tokens")
+    out = _int(raw, "completion_tokens", "output_tokens")
+    used.input_tokens += inp
+    used.output_tokens += out
+    used.total_tokens += _int(raw, "total_tokens") or inp + out
+    if limits is None or limits.cost is None:
+        return
+    reported = meta.get("cost_usd")
+    if isinstance(reported, (int, float)) and not isinstance(reported, bool):
+        used.cost += float(reported)
+        return
+    used.cost += _price(meta.get("provider"), meta.get("model"), inp, out)
+
+
+def _price(provider: Any, model: Any, input_tokens: int, output_tokens: int) -> float:
+    """US dollars for one request from genai-prices; ConfigurationError when unknown."""
+    try:
+        from genai_prices import Usage, calc_price
+    except ImportError:
+        raise ConfigurationError("a cost limit needs prices: install lionops[prices] (genai-prices)") from None
+    if not isinstance(model, str) or not model:
+        raise ConfigurationError("a cost limit is set but the model of the request is unknown: no price")
+    try:
+        price = calc_price(Usage(input_tokens=input_tokens, output_tokens=output_tokens), model,
+                           provider_id=provider if isinstance(provider, str) else None)
+    except LookupError as exc:
+        raise ConfigurationError(f"a cost limit is set but no price is known for {model!r}: {exc}") from None
+    return float(price.total_price)

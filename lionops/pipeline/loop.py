@@ -1,0 +1,223 @@
+"""The run machine (``states/run.toml``) bound to the generic engine: the
+loop of ``Branch.run()``, each round one operate() call.
+
+The tables here are the run machine's phase handlers (:data:`RUN_PHASES`),
+guards (:data:`RUN_GUARDS`, pure predicates of the :class:`RunContext`) and
+outcomes (:data:`RUN_OUTCOMES`). The run is driven by the same
+:func:`~lionops.engine.driver.drive` as every operation, on the same
+engine classes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from .. import observe
+from ..clock import current_clock
+from ..engine import engines
+from ..engine.definition import MachineDefinition, run_definition
+from ..engine.driver import drive
+from ..engine.engines import Engine
+from ..errors import ArgumentTypeError, ConfigurationError, MaxRoundsError, UsageLimitExceeded
+from ..run import Ran, RunTrace
+from ..trace import Trace, started_trace
+from .context import OperationContext
+from .machine import begin_operation
+from .resume import claim, release
+
+__all__ = [
+    "RunContext", "RUN_PHASES", "RUN_GUARDS", "RUN_OUTCOMES", "RUN_FAILURE_GUARD", "DEFAULT_MAX_ROUNDS",
+    "NEXT_ROUND_INSTRUCTION", "run_engine", "run_loop",
+]
+
+#: The rounds a run may take unless ``max_rounds=`` says otherwise.
+DEFAULT_MAX_ROUNDS = 10
+
+#: The instruction of every round after the first: the tool results are the
+#: messages before it (the branch's history).
+NEXT_ROUND_INSTRUCTION = (
+    "The results of the tool calls you requested are in the messages above. "
+    "Answer the original instruction now, or request further tool calls if you need them."
+)
+
+#: The guard of the wildcard transition an exception leaving a phase fires.
+RUN_FAILURE_GUARD = "run_phase_raised"
+
+
+@dataclass(eq=False)
+class RunContext:
+    """What the run machine's handlers and guards read and write."""
+
+    branch: Any
+    operate_kw: dict[str, Any]
+    max_rounds: Any = DEFAULT_MAX_ROUNDS
+    engine: Any = None
+    resume: dict[str, Any] | None = None
+    rounds: list[Trace] = field(default_factory=list)
+    result: Any = None
+    error: BaseException | None = None
+    limit_error: UsageLimitExceeded | None = None
+    run_trace: RunTrace | None = None
+
+    @property
+    def last(self) -> Trace | None:
+        return self.rounds[-1] if self.rounds else None
+
+
+# ------------------------------------------------------------------ phases
+
+async def start_phase(ctx: RunContext) -> None:
+    """Check ``max_rounds`` (a positive int) before any round."""
+    n = ctx.max_rounds
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise ArgumentTypeError(f"max_rounds must be an int, got {type(n).__name__}")
+    if n < 1:
+        raise ConfigurationError(f"max_rounds must be >= 1, got {n!r}")
+
+
+async def round_phase(ctx: RunContext) -> None:
+    """One operate() (or, in a resumed run's first round, one resume()); its
+    trace joins the run's before it starts, so a round that raises is in it."""
+    branch = ctx.branch
+    work = None
+    if ctx.resume is not None:
+        decisions, ctx.resume = ctx.resume, None
+        work = claim(branch.suspensions, branch.acts, decisions)
+        op = OperationContext(branch=branch, resume=work)
+    else:
+        kw = dict(ctx.operate_kw)
+        if ctx.rounds:
+            kw["instruction"] = NEXT_ROUND_INSTRUCTION
+        kw.setdefault("action_strategy", "concurrent")
+        op = OperationContext(branch=branch, call_kwargs=kw)
+    engine, trace, clock = begin_operation(op, ctx.engine)
+    ctx.rounds.append(trace)
+    try:
+        try:
+            ctx.result = await drive(op, engine, trace, clock=clock)
+        finally:
+            branch.traces.append(trace)
+            if work is not None:
+                release(branch.suspensions, work)
+    except UsageLimitExceeded as exc:
+        if trace.exit != "over_limit":
+            raise
+        ctx.limit_error = exc
+    finally:
+        branch.trim_history()
+
+
+# ------------------------------------------------------------------ guards
+
+def run_phase_raised(ctx: RunContext) -> bool:
+    return ctx.error is not None
+
+
+def run_arguments_checked(ctx: RunContext) -> bool:
+    return ctx.resume is None
+
+
+def run_resume_requested(ctx: RunContext) -> bool:
+    return ctx.resume is not None
+
+
+def round_over_limit(ctx: RunContext) -> bool:
+    return ctx.limit_error is not None
+
+
+def round_deferred(ctx: RunContext) -> bool:
+    last = ctx.last
+    return last is not None and last.exit == "deferred"
+
+
+def round_ran_no_tool(ctx: RunContext) -> bool:
+    """No request of the last round was acted on (its trace never entered ``act``)."""
+    last = ctx.last
+    return last is None or "act" not in last.states or not last.actions
+
+
+def rounds_exhausted(ctx: RunContext) -> bool:
+    return len(ctx.rounds) >= int(ctx.max_rounds)
+
+
+def rounds_remain(ctx: RunContext) -> bool:
+    return len(ctx.rounds) < int(ctx.max_rounds)
+
+
+# ------------------------------------------------------------------ outcomes
+
+def return_last_result(ctx: RunContext) -> Any:
+    return ctx.result
+
+
+def raise_run_usage_limit(ctx: RunContext) -> NoReturn:
+    assert ctx.limit_error is not None
+    raise ctx.limit_error
+
+
+def raise_max_rounds(ctx: RunContext) -> NoReturn:
+    raise MaxRoundsError(ctx.max_rounds, ctx.run_trace)
+
+
+def raise_run_error(ctx: RunContext) -> NoReturn:
+    assert ctx.error is not None
+    raise ctx.error
+
+
+RUN_PHASES: dict[str, Callable[[RunContext], Any]] = {"start": start_phase, "round": round_phase}
+
+RUN_GUARDS: dict[str, Callable[[RunContext], bool]] = {
+    f.__name__: f for f in (run_phase_raised, run_arguments_checked, run_resume_requested, round_over_limit,
+                            round_deferred, round_ran_no_tool, rounds_exhausted, rounds_remain)
+}
+
+RUN_OUTCOMES: dict[str, Callable[[RunContext], Any]] = {
+    f.__name__: f for f in (return_last_result, raise_run_usage_limit, raise_max_rounds, raise_run_error)
+}
+
+
+def _tables(definition: MachineDefinition | None) -> dict[str, Any]:
+    return {"definition": definition or run_definition(), "guards": RUN_GUARDS, "phases": RUN_PHASES,
+            "outcomes": RUN_OUTCOMES, "failure_guard": RUN_FAILURE_GUARD}
+
+
+_ENGINES: dict[str, type[engines.CompiledEngine] | type[engines.TransitionsEngine]] = {
+    "compiled": engines.CompiledEngine, "transitions": engines.TransitionsEngine,
+}
+
+
+@functools.cache
+def run_engine(name: str = "compiled") -> Engine:
+    """The process-wide engine of that name (``compiled``, ``transitions``) over the run machine."""
+    try:
+        cls = _ENGINES[name]
+    except KeyError:
+        raise ConfigurationError(f"unknown engine {name!r}; known: {sorted(_ENGINES)}") from None
+    return cls(**_tables(None))
+
+
+def _engine_name(engine: Any) -> str:
+    """The run engine's name for an operate engine given by name or instance."""
+    if engine is None:
+        return "compiled"
+    return engine if isinstance(engine, str) else str(getattr(engine, "name", "compiled"))
+
+
+async def run_loop(ctx: RunContext) -> Ran:
+    """Drive the run machine on ``ctx``: its rounds on the branch's (or
+    ``ctx.engine``'s) engine, the loop itself on the engine of the same name."""
+    chosen = run_engine(_engine_name(ctx.engine if ctx.engine is not None else ctx.branch.engine))
+    clock = current_clock()
+    definition = chosen.definition
+    trace = started_trace(definition.name, chosen.name, clock.time(), definition.initial, {}, [])
+    run_trace = ctx.run_trace = RunTrace(trace, ctx.rounds)
+    call = drive(ctx, chosen, trace, clock=clock, _observed=True)
+    if observe.observers:  # one observed step for the whole run; each round is an observed operation
+        facts: Mapping[str, Any] = {"branch.id": str(ctx.branch.id), "max_rounds": ctx.max_rounds}
+        result = await observe.observe_step("run", call, **facts)
+    else:
+        result = await call
+    return Ran(result, run_trace)
