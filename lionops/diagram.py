@@ -303,7 +303,8 @@ def render_doc(d: MachineDefinition, invariants: tuple[Invariant, ...] = ()) -> 
     out = [
         f"# The `{d.name}` machine ({d.adr})",
         "",
-        f"<!-- Generated from {src} and states/{INVARIANTS_FILE} by `make diagrams`; do not edit. -->",
+        f"<!-- Generated from {src}{f' and states/{INVARIANTS_FILE}' if invariants else ''}"
+        " by `make diagrams`; do not edit. -->",
         "",
         f"Generated from [`{src}`](../{src}) by `make diagrams` (`python -m lionops diagram`);"
         " `make test` fails when this page or the diagrams beside it are stale.",
@@ -459,14 +460,23 @@ def render_trace_files(d: MachineDefinition, trace: Trace, name: str) -> dict[st
     }
 
 
+def _shipped_files() -> dict[str, str]:
+    """The files of every shipped machine: ``operate`` (with the safety
+    invariants) and ``run`` (the loop of rounds)."""
+    return {**render_all(load_definition(), load_invariants()),
+            **render_all(load_definition(definition_path("run")))}
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         d = load_definition(args.definition)
+        files = (_shipped_files() if args.definition is None
+                 else render_all(d, _invariants_for(args.definition)))
     except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         print(f"error: cannot read the machine definition: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     if args.check:
-        stale = stale_files(args.check, render_all(d, _invariants_for(args.definition)))
+        stale = stale_files(args.check, files)
         if stale:
             print(f"stale diagrams in {args.check} (run make diagrams): {', '.join(stale)}", file=sys.stderr)
             return 1
@@ -480,13 +490,11 @@ def _run(args: argparse.Namespace) -> int:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             print(f"error: cannot draw trace {path}: {' '.join(str(exc).split())}", file=sys.stderr)
             return 2
-    else:
-        files = render_all(d, _invariants_for(args.definition))
     out.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         _write(out, name, text)
-    dot_name = next(n for n in files if n.endswith(".dot"))
-    _write_svg(out, dot_name[:-4] + ".svg", files[dot_name], args.svg)
+    for dot_name in (n for n in files if n.endswith(".dot")):
+        _write_svg(out, dot_name[:-4] + ".svg", files[dot_name], args.svg)
     return 0
 
 
