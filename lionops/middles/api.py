@@ -443,10 +443,13 @@ def _log_retries(branch: Any, endpoint: Any, retries: Any) -> None:
         branch.logs.log("http_retry", {"provider": getattr(endpoint, "provider", None), **retry})
 
 
+_ACTION_FIELDS = frozenset({"action_required", "action_requests", "action_responses"})
+
+
 def _actions_only(fmt: Any) -> bool:
     """Whether ``fmt`` is a generated type holding nothing but the action fields."""
     fields = getattr(fmt, "model_fields", None)
-    return isinstance(fields, dict) and bool(fields) and set(fields) <= {"action_required", "action_requests", "action_responses"}
+    return isinstance(fields, dict) and bool(fields) and set(fields) <= _ACTION_FIELDS
 
 
 def _holds_json(text: str | None) -> bool:

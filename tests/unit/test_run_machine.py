@@ -1,0 +1,69 @@
+"""The run machine as data: states/run.toml names exactly the run's guards,
+phase handlers and outcomes, and runs on the same engine classes as operate."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from lionops.engine import engines
+from lionops.engine.definition import WILDCARD, definition_path, run_definition
+from lionops.pipeline.loop import RUN_FAILURE_GUARD, RUN_GUARDS, RUN_OUTCOMES, RUN_PHASES, run_engine
+
+ROOT = Path(__file__).resolve().parents[2]
+D = run_definition()
+
+ROWS = [  # (source, trigger, dest) in table order, the failure transition aside
+    ("start", "started", "round"),
+    ("start", "resumed", "round"),
+    ("round", "over_limit", "raised"),
+    ("round", "deferred", "suspended"),
+    ("round", "answered", "returned"),
+    ("round", "max_rounds", "raised"),
+    ("round", "next_round", "round"),
+]
+
+
+def test_states_exits_and_rows():
+    assert D.name == "run" and D.initial == "start"
+    assert D.nonterminal == ["start", "round"]
+    assert list(D.terminals) == ["returned", "suspended", "raised"]
+    assert [(t.source, t.trigger, t.dest) for t in D.transitions if t.source != WILDCARD] == ROWS
+    (failed,) = [t for t in D.transitions if t.source == WILDCARD]
+    assert (failed.trigger, failed.dest, failed.guard) == ("failed", "raised", RUN_FAILURE_GUARD)
+    exits = {t.trigger for t in D.transitions if t.dest in D.terminals}
+    assert exits == {"answered", "max_rounds", "deferred", "over_limit", "failed"}
+
+
+def test_names_in_run_toml_match_code_both_ways():
+    assert D.guard_names == set(RUN_GUARDS)
+    assert D.handler_names == set(RUN_PHASES)
+    assert D.outcome_names == set(RUN_OUTCOMES)
+    assert definition_path("run") == ROOT / "states" / "run.toml"
+
+
+def test_the_run_engines_are_the_operate_engine_classes():
+    assert type(run_engine("compiled")) is engines.CompiledEngine
+    assert type(run_engine("transitions")) is engines.TransitionsEngine
+
+
+class _Ctx:
+    def __init__(self, values: dict[str, bool]) -> None:
+        self.values = values
+        self.error: Any = None
+
+
+def test_compiled_and_reference_engines_fire_alike_over_every_guard_combination():
+    names = sorted(D.guard_names)
+    guards = {n: (lambda ctx, n=n: ctx.values[n]) for n in names}
+    tables = {"definition": D, "guards": guards, "phases": RUN_PHASES, "outcomes": RUN_OUTCOMES,
+              "failure_guard": RUN_FAILURE_GUARD}
+    compiled, reference = engines.CompiledEngine(**tables), engines.TransitionsEngine(**tables)
+    for bits in itertools.product([False, True], repeat=len(names)):
+        for state in D.nonterminal:
+            ctx = _Ctx(dict(zip(names, bits, strict=True)))
+            a, b = compiled.begin(ctx, state), reference.begin(ctx, state)
+            fa, fb = a.fire(), b.fire()
+            b.close()
+            assert (fa[0], fa[1]) == (fb[0], fb[1]), (state, bits)
