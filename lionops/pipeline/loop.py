@@ -214,10 +214,18 @@ async def run_loop(ctx: RunContext) -> Ran:
     definition = chosen.definition
     trace = started_trace(definition.name, chosen.name, clock.time(), definition.initial, {}, [])
     run_trace = ctx.run_trace = RunTrace(trace, ctx.rounds)
-    call = drive(ctx, chosen, trace, clock=clock, _observed=True)
     if observe.observers:  # one observed step for the whole run; each round is an observed operation
         facts: Mapping[str, Any] = {"branch.id": str(ctx.branch.id), "max_rounds": ctx.max_rounds}
-        result = await observe.observe_step("run", call, **facts)
+        result = await observe.observe_step("run", _noted(ctx, chosen, trace), **facts)
     else:
-        result = await call
+        result = await drive(ctx, chosen, trace, clock=clock, _observed=True)
     return Ran(result, run_trace)
+
+
+async def _noted(ctx: RunContext, engine: Engine, trace: Trace) -> Any:
+    """The run driven inside its observed step; its end (exit, rounds) is
+    told to the observers as the note ``run_end`` while the step is current."""
+    try:
+        return await drive(ctx, engine, trace, _observed=True)
+    finally:
+        observe.note("run_end", exit=trace.exit, rounds=len(ctx.rounds))

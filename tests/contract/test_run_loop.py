@@ -314,3 +314,31 @@ def test_property_no_tool_before_validation_and_every_decision_and_the_loop_ends
     usage = run.usage
     assert usage["requests"] == len(run.rounds)
     assert usage["tool_calls"] == sum(sum(1 for a in r.actions if a.invoked) for r in run.rounds) == len(allowed)
+
+
+# ------------------------------------------------------------------ OpenTelemetry
+
+async def test_one_span_for_the_run_and_one_operate_span_per_round(anyio_backend, otel):
+    weather = Weather()
+    branch = Branch(tools=[weather.get_weather])
+    await branch.run("x", response_format=Answer, middle=Rounds(ask("A"), ask("B"), ANSWER))
+    (run,) = otel.named("run")
+    rounds = otel.named("operate")
+    assert len(rounds) == 3
+    assert all(r.parent is not None and r.parent.span_id == run.context.span_id for r in rounds)
+    assert run.parent is None
+    assert run.attributes["lionops.run.max_rounds"] == DEFAULT_MAX_ROUNDS
+    (end,) = [e for e in run.events if e.name == "run_end"]
+    assert end.attributes["lionops.run_end.exit"] == "answered"
+    assert end.attributes["lionops.run_end.rounds"] == 3
+
+
+async def test_a_failing_run_span_records_the_error(anyio_backend, otel):
+    weather = Weather()
+    with pytest.raises(MaxRoundsError):
+        await Branch(tools=[weather.get_weather]).run("x", response_format=Answer, middle=Rounds(forever=ask("A")),
+                                                       max_rounds=2)
+    (run,) = otel.named("run")
+    assert not run.status.is_ok
+    (end,) = [e for e in run.events if e.name == "run_end"]
+    assert end.attributes["lionops.run_end.exit"] == "max_rounds"
