@@ -40,7 +40,7 @@ from .models import ActionResponseModel
 from .params import ActionParam
 from .pipeline.act import act as act_fn
 from .pipeline.context import Authorization, OperationContext
-from .pipeline.loop import DEFAULT_MAX_ROUNDS, RunContext, run_loop
+from .pipeline.loop import DEFAULT_MAX_ROUNDS, RunContext, run_context, run_loop
 from .pipeline.machine import run_operation
 from .pipeline.prepare import OperateKwargs, check_flags
 from .pipeline.resume import Suspensions, claim, release
@@ -501,13 +501,7 @@ class Branch:
     async def run_traced(self, instruction: Any = None, *, response_format: Any = None, tools: Any = True,
                          max_rounds: int = DEFAULT_MAX_ROUNDS, **operate_kw: Any) -> Ran:
         """:meth:`run` returning ``Ran(result, run_trace)``."""
-        kw: dict[str, Any] = {**operate_kw, "instruction": instruction, "actions": tools is not False}
-        if response_format is not None:
-            kw["response_format"] = response_format
-        if tools is not True and tools is not False:
-            kw["tools"] = tools
-        engine = kw.pop("engine", None)
-        return await self._run(RunContext(self, kw, max_rounds, engine))
+        return await self._run(run_context(self, instruction, response_format, tools, max_rounds, operate_kw))
 
     async def run(self, instruction: Any = None, *, response_format: Any = None, tools: Any = True,
                   max_rounds: int = DEFAULT_MAX_ROUNDS, **operate_kw: Any) -> Any:

@@ -11,7 +11,7 @@ engine classes.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -30,7 +30,7 @@ from .resume import claim, release
 
 __all__ = [
     "RunContext", "RUN_PHASES", "RUN_GUARDS", "RUN_OUTCOMES", "RUN_FAILURE_GUARD", "DEFAULT_MAX_ROUNDS",
-    "NEXT_ROUND_INSTRUCTION", "run_engine", "run_loop",
+    "NEXT_ROUND_INSTRUCTION", "run_engine", "run_loop", "run_context", "round_keywords",
 ]
 
 #: The rounds a run may take unless ``max_rounds=`` says otherwise.
@@ -61,6 +61,9 @@ class RunContext:
     error: BaseException | None = None
     limit_error: UsageLimitExceeded | None = None
     run_trace: RunTrace | None = None
+    #: how a round runs ``operate_traced(**kw)`` (a cassette session records or
+    #: replays it); ``None``: the round drives the operate machine itself
+    operate: Callable[[dict[str, Any]], Awaitable[Any]] | None = None
 
     @property
     def last(self) -> Trace | None:
@@ -78,6 +81,44 @@ async def start_phase(ctx: RunContext) -> None:
         raise ConfigurationError(f"max_rounds must be >= 1, got {n!r}")
 
 
+def round_keywords(ctx: RunContext) -> dict[str, Any]:
+    """The operate() keywords of the next round: the run's, with
+    :data:`NEXT_ROUND_INSTRUCTION` after the first round."""
+    kw = dict(ctx.operate_kw)
+    if ctx.rounds:
+        kw["instruction"] = NEXT_ROUND_INSTRUCTION
+    kw.setdefault("action_strategy", "concurrent")
+    return kw
+
+
+async def _round_through(ctx: RunContext, operate: Callable[[dict[str, Any]], Awaitable[Any]]) -> None:
+    """A round run by ``operate`` (``operate_traced`` recorded or replayed);
+    the trace of a round that raised is the branch's newest."""
+    branch = ctx.branch
+    known = len(branch.traces)
+    try:
+        traced = await operate(round_keywords(ctx))
+    except UsageLimitExceeded as exc:
+        trace = _newest(branch, known)
+        if trace is None or trace.exit != "over_limit":
+            raise
+        ctx.rounds.append(trace)
+        ctx.limit_error = exc
+        return
+    except BaseException:
+        trace = _newest(branch, known)
+        if trace is not None:
+            ctx.rounds.append(trace)
+        raise
+    ctx.rounds.append(traced.trace)
+    ctx.result = traced.result
+
+
+def _newest(branch: Any, known: int) -> Trace | None:
+    traces = branch.traces
+    return traces[-1] if traces and len(traces) > known else None
+
+
 async def round_phase(ctx: RunContext) -> None:
     """One operate() (or, in a resumed run's first round, one resume()); its
     trace joins the run's before it starts, so a round that raises is in it."""
@@ -87,12 +128,11 @@ async def round_phase(ctx: RunContext) -> None:
         decisions, ctx.resume = ctx.resume, None
         work = claim(branch.suspensions, branch.acts, decisions)
         op = OperationContext(branch=branch, resume=work)
+    elif ctx.operate is not None:
+        await _round_through(ctx, ctx.operate)
+        return
     else:
-        kw = dict(ctx.operate_kw)
-        if ctx.rounds:
-            kw["instruction"] = NEXT_ROUND_INSTRUCTION
-        kw.setdefault("action_strategy", "concurrent")
-        op = OperationContext(branch=branch, call_kwargs=kw)
+        op = OperationContext(branch=branch, call_kwargs=round_keywords(ctx))
     engine, trace, clock = begin_operation(op, ctx.engine)
     ctx.rounds.append(trace)
     try:
@@ -177,6 +217,20 @@ RUN_GUARDS: dict[str, Callable[[RunContext], bool]] = {
 RUN_OUTCOMES: dict[str, Callable[[RunContext], Any]] = {
     f.__name__: f for f in (return_last_result, raise_run_usage_limit, raise_max_rounds, raise_run_error)
 }
+
+
+def run_context(branch: Any, instruction: Any, response_format: Any, tools: Any, max_rounds: Any,
+                operate_kw: dict[str, Any]) -> RunContext:
+    """The context of ``branch.run(instruction, response_format=, tools=, max_rounds=, **operate_kw)``:
+    every round is ``operate(actions=True, ...)`` with the tools ``tools`` offers
+    (``True``: all registered; ``False``: actions off)."""
+    kw: dict[str, Any] = {**operate_kw, "instruction": instruction, "actions": tools is not False}
+    if response_format is not None:
+        kw["response_format"] = response_format
+    if tools is not True and tools is not False:
+        kw["tools"] = tools
+    engine = kw.pop("engine", None)
+    return RunContext(branch, kw, max_rounds, engine)
 
 
 def _tables(definition: MachineDefinition | None) -> dict[str, Any]:

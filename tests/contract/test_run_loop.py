@@ -342,3 +342,36 @@ async def test_a_failing_run_span_records_the_error(anyio_backend, otel):
     assert not run.status.is_ok
     (end,) = [e for e in run.events if e.name == "run_end"]
     assert end.attributes["lionops.run_end.exit"] == "max_rounds"
+
+
+# ------------------------------------------------------------------ record and replay
+
+async def test_a_cassette_holds_the_whole_run_and_replays_it_without_the_network(anyio_backend, tmp_path):
+    from lionops.replay import CassetteSession
+
+    path = tmp_path / "run.json"
+    script = [
+        completion(tool_calls=[tool_call("get_weather", {"city": "Lisbon"}, "c1")]),
+        completion(tool_calls=[tool_call("get_weather", {"city": "Porto"}, "c2")]),
+        completion("both 21"),
+    ]
+    weather = Weather()
+    with OpenAIServer(script) as server:
+        branch = Branch(tools=[weather.get_weather], chat_model=_model(server))
+        session = CassetteSession(path, "once")
+        result, recorded = await session.run_traced(branch, "Weather?")
+        base_url = server.base_url
+    assert result == "both 21" and session.recorded == 3
+    assert len(json.loads(path.read_text())["operations"]) == 3
+    assert "sk-test-loop-0001" not in path.read_text()
+
+    again = Weather()
+    branch = Branch(tools=[again.get_weather], chat_model=iModel(provider="openai", model="gpt-4o-mini",
+                                                                 base_url=base_url, api_key="sk-test-loop-0001"))
+    session = CassetteSession(path, "none")
+    result, replayed = await session.run_traced(branch, "Weather?")
+    session.finish()
+    assert result == "both 21" and session.replayed == 3
+    assert replayed.trace.path() == recorded.trace.path()
+    assert [r.path() for r in replayed.rounds] == [r.path() for r in recorded.rounds]
+    assert again.calls == []  # the tools' recorded outputs are served
