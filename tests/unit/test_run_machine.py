@@ -67,3 +67,10 @@ def test_compiled_and_reference_engines_fire_alike_over_every_guard_combination(
             fa, fb = a.fire(), b.fire()
             b.close()
             assert (fa[0], fa[1]) == (fb[0], fb[1]), (state, bits)
+
+
+def test_docs_api_shows_the_run_machine_as_generated():
+    from lionops.diagram import render_mermaid
+
+    text = (ROOT / "docs" / "api.md").read_text()
+    assert "```mermaid\n" + render_mermaid(D) + "```" in text
