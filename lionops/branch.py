@@ -205,7 +205,7 @@ class Branch:
         self.max_messages = _check_limit("max_messages", max_messages, integer=True)
         self.max_traces = _check_limit("max_traces", max_traces, integer=True)
         if limits is not None and not isinstance(limits, UsageLimits):
-            raise TypeError(f"limits must be a lionops.UsageLimits or None, got {type(limits).__name__}")
+            raise ArgumentTypeError(f"limits must be a lionops.UsageLimits or None, got {type(limits).__name__}")
         self.limits = limits
         #: what this branch (and its forks, which share it) used: requests, tokens, tool calls, cost
         self.usage = UsageSoFar()

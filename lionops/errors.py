@@ -33,6 +33,7 @@ library family::
     │   └── ToolChangedError
     ├── SnapshotError (ValueError)
     ├── UsageLimitExceeded
+    ├── MaxRoundsError                     Branch.run() reached max_rounds
     ├── EndpointError                      HTTP (API) endpoints
     │   ├── EndpointStatusError
     │   │   ├── EndpointAuthError

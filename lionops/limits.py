@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .errors import ConfigurationError, UsageLimitExceeded
+from .errors import ArgumentTypeError, ConfigurationError, UsageLimitExceeded
 
 __all__ = ["UsageLimits", "UsageSoFar", "check_request", "claim_tool_call", "count_request"]
 
@@ -52,7 +52,7 @@ class UsageLimits:
                 continue
             kinds = (int, float) if name == "cost" else (int,)
             if isinstance(value, bool) or not isinstance(value, kinds):
-                raise TypeError(f"UsageLimits.{name} must be {'a number' if name == 'cost' else 'an int'} or None, "
+                raise ArgumentTypeError(f"UsageLimits.{name} must be {'a number' if name == 'cost' else 'an int'} or None, "
                                 f"got {type(value).__name__}")
             if value < 0:
                 raise ConfigurationError(f"UsageLimits.{name} must be >= 0 or None, got {value!r}")

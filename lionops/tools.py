@@ -417,7 +417,7 @@ class Tool:
             raise ConfigurationError(f"tool {self.name!r}: retries need idempotent=True (a retried call runs again)")
         if not isinstance(self.retry_on, tuple) or not all(
                 isinstance(t, type) and issubclass(t, Exception) for t in self.retry_on):
-            raise TypeError(f"tool {self.name!r}: retry_on must hold Exception subclasses")
+            raise ArgumentTypeError(f"tool {self.name!r}: retry_on must hold Exception subclasses")
         if self.retry_delay < 0 or self.retry_backoff < 0:
             raise ConfigurationError(f"tool {self.name!r}: retry_delay and retry_backoff must be >= 0")
 

@@ -28,6 +28,7 @@ from typing import Any
 from .. import observe
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS
 from ..errors import (
+    ArgumentTypeError,
     CallAlreadyDecidedError,
     ConfigurationError,
     ResumeError,
@@ -204,11 +205,11 @@ def claim(suspensions: Suspensions, tools: Any, decisions: Any) -> ResumeWork:
     operations, or a changed tool; TypeError for a value that is not
     ``Approve``/``Deny``."""
     if not isinstance(decisions, Mapping) or not decisions:
-        raise TypeError("decisions must be a non-empty mapping {call_id: Approve(...) | Deny(...)}")
+        raise ArgumentTypeError("decisions must be a non-empty mapping {call_id: Approve(...) | Deny(...)}")
     owners: dict[str, Suspended] = {}
     for call_id, decision in decisions.items():
         if not isinstance(decision, (Approve, Deny)):
-            raise TypeError(f"decision for {call_id!r} must be Approve or Deny, got {type(decision).__name__}")
+            raise ArgumentTypeError(f"decision for {call_id!r} must be Approve or Deny, got {type(decision).__name__}")
         if call_id in suspensions.decided:
             raise CallAlreadyDecidedError(call_id, suspensions.decided[call_id])
         owner = next((op for op in suspensions.ops.values() if call_id in op.pending), None)

@@ -35,8 +35,7 @@ DELIBERATE: dict[tuple[str, str], str] = {
     ("endpoints/openai/response.py", "list_of"): "caught by its callers and raised as EndpointResponseError",
     ("middles/parsing.py", "attempt"): "a failed parse-model attempt: retried by alcall, then the answer is None",
     ("models.py", "decode_arguments"): _PYDANTIC,
-    ("pipeline/act.py", "_act_one"): ("a tool past its timeout: the error payload's documented type is "
-                                     "TimeoutError (docs/governance.md), which otel maps to timed_out"),
+    ("pipeline/act.py", "_retried"): "unreachable (tenacity re-raises the last attempt's error)",
     ("replay/cassette.py", "_one_record_per_request"): _PYDANTIC,
     ("replay/cassette.py", "_says_what_it_is"): _PYDANTIC,
     ("replay/cassette.py", "_known_version"): _PYDANTIC,
