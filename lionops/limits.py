@@ -52,8 +52,8 @@ class UsageLimits:
                 continue
             kinds = (int, float) if name == "cost" else (int,)
             if isinstance(value, bool) or not isinstance(value, kinds):
-                raise ArgumentTypeError(f"UsageLimits.{name} must be {'a number' if name == 'cost' else 'an int'} or None, "
-                                f"got {type(value).__name__}")
+                kind = "a number" if name == "cost" else "an int"
+                raise ArgumentTypeError(f"UsageLimits.{name} must be {kind} or None, got {type(value).__name__}")
             if value < 0:
                 raise ConfigurationError(f"UsageLimits.{name} must be >= 0 or None, got {value!r}")
 
