@@ -119,6 +119,7 @@ def _warn_not_bool(name: str, verdict: object) -> None:
     _WARNED_NOT_BOOL.add(name)
     text = (f"gate {name} returned {type(verdict).__name__}, not a bool, so the tool call was denied; "
             "a gate check must return True to allow the call or False to deny it"
+            " (or lionops.Defer(reason=...) to have a person decide later)"
             + (" (a missing 'return'?)" if verdict is None else ""))
     logger.warning("%s", text)
     warnings.warn(text, UserWarning, stacklevel=2)

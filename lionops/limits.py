@@ -12,9 +12,11 @@ spend over all its operations (``branch.usage`` holds what it spent).
   ``tool_calls`` limit the call would pass makes the call's decision
   ``over_limit``; the tool is not invoked, the model gets an error payload.
 
-Tokens are the counts the model endpoint reports for each request (the
-``usage`` fact the adapter records: ``prompt_tokens``/``completion_tokens``
-of an API endpoint, ``input_tokens``/``output_tokens`` of a CLI agent).
+Tokens are the counts the model endpoint reports for each request: the
+normalized ``tokens`` record when the adapter gives one (input inclusive of
+cache, output inclusive of reasoning), else its ``usage`` as reported
+(``prompt_tokens``/``completion_tokens`` of an API endpoint,
+``input_tokens``/``output_tokens`` of a CLI agent).
 ``cost`` (US dollars) comes from the CLI's own ``cost_usd`` when it reports
 one, else from ``genai-prices`` (the ``prices`` extra) for the provider and
 model of the request; when a ``cost`` limit is set and no price is known,
@@ -105,27 +107,42 @@ def _int(raw: dict[str, Any], *names: str) -> int:
     return 0
 
 
+def _counts(meta: dict[str, Any]) -> dict[str, int]:
+    """The request's token counts: the normalized record (``tokens``: input
+    inclusive of cache, output inclusive of reasoning) when the adapter gives
+    one, else read from the provider's ``usage`` as reported."""
+    tokens = meta.get("tokens")
+    if isinstance(tokens, dict) and tokens:
+        counts = {k: _int(tokens, k) for k in ("input_tokens", "output_tokens", "cache_read_tokens",
+                                                  "cache_write_tokens", "total_tokens")}
+    else:
+        raw = meta.get("usage")
+        raw = raw if isinstance(raw, dict) else {}
+        counts = {"input_tokens": _int(raw, "prompt_tokens", "input_tokens"),
+                  "output_tokens": _int(raw, "completion_tokens", "output_tokens"),
+                  "total_tokens": _int(raw, "total_tokens")}
+    counts["total_tokens"] = counts["total_tokens"] or counts["input_tokens"] + counts["output_tokens"]
+    return counts
+
+
 def count_request(limits: UsageLimits | None, used: UsageSoFar, meta: dict[str, Any]) -> None:
     """Add one model request and the usage its adapter reported (``meta``:
-    the trace facts, ``usage``, ``provider``, ``model``, ``cost_usd``)."""
+    the trace facts, ``tokens`` or ``usage``, ``provider``, ``model``, ``cost_usd``)."""
     used.requests += 1
-    raw = meta.get("usage")
-    raw = raw if isinstance(raw, dict) else {}
-    inp = _int(raw, "prompt_tokens", "input_tokens")
-    out = _int(raw, "completion_tokens", "output_tokens")
-    used.input_tokens += inp
-    used.output_tokens += out
-    used.total_tokens += _int(raw, "total_tokens") or inp + out
+    counts = _counts(meta)
+    used.input_tokens += counts["input_tokens"]
+    used.output_tokens += counts["output_tokens"]
+    used.total_tokens += counts["total_tokens"]
     if limits is None or limits.cost is None:
         return
     reported = meta.get("cost_usd")
     if isinstance(reported, (int, float)) and not isinstance(reported, bool):
         used.cost += float(reported)
         return
-    used.cost += _price(meta.get("provider"), meta.get("model"), inp, out)
+    used.cost += _price(meta.get("provider"), meta.get("model"), counts)
 
 
-def _price(provider: Any, model: Any, input_tokens: int, output_tokens: int) -> float:
+def _price(provider: Any, model: Any, counts: dict[str, int]) -> float:
     """US dollars for one request from genai-prices; ConfigurationError when unknown."""
     try:
         from genai_prices import Usage, calc_price
@@ -134,8 +151,8 @@ def _price(provider: Any, model: Any, input_tokens: int, output_tokens: int) -> 
     if not isinstance(model, str) or not model:
         raise ConfigurationError("a cost limit is set but the model of the request is unknown: no price")
     try:
-        price = calc_price(Usage(input_tokens=input_tokens, output_tokens=output_tokens), model,
-                           provider_id=provider if isinstance(provider, str) else None)
+        usage = Usage(**{k: v for k, v in counts.items() if v and k != "total_tokens"})
+        price = calc_price(usage, model, provider_id=provider if isinstance(provider, str) else None)
     except LookupError as exc:
         raise ConfigurationError(f"a cost limit is set but no price is known for {model!r}: {exc}") from None
     return float(price.total_price)

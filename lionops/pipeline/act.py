@@ -13,10 +13,13 @@ Every request, whatever adapter proposed it, goes through :func:`act`:
    arguments the tool will receive; a denial (a gate that says no, raises or
    returns a non-bool: ``denied``; one that does not answer within
    ``branch.gate_timeout``: ``timed_out``) gives a denial payload and emits
-   no hooks.
-4. ``TOOL_PRE`` → invoke with exactly the arguments the gate saw →
-   ``TOOL_POST`` or ``TOOL_ERROR``. A tool past its ``retry_timeout`` is
-   ``timed_out``; one that raises is ``error``.
+   no hooks. A gate that answers ``Defer`` leaves the call ``deferred``:
+   not run, a decision comes through ``Branch.resume()`` (see ``resume.py``).
+4. A call past the branch's ``tool_calls`` limit is ``over_limit``, not
+   invoked. ``TOOL_PRE`` → invoke with exactly the arguments the gate saw →
+   ``TOOL_POST`` or ``TOOL_ERROR``. A tool past its ``Tool.timeout`` (else
+   the ``retry_timeout``) is ``timed_out``; one that raises is ``error``; an
+   idempotent tool's ``retries`` are attempted first, each failure logged.
 5. An output that does not serialize to JSON is a tool failure
    (``ToolOutputError``), so responses, messages and logs always serialize.
 6. With ``suppress_errors`` a failure becomes an error-payload response;
@@ -516,7 +519,9 @@ async def _bounded(tool: Tool, given: dict[str, Any], timeout: float) -> Any:
     """One call of ``tool`` cut after ``timeout`` seconds (a marked TimeoutError)."""
     with anyio.move_on_after(timeout):
         return await tool._call(given)
-    # only reached when the call was cut
+    # Only reached when the call was cut. A built-in TimeoutError on purpose:
+    # the error payload's documented type (docs/governance.md), which otel
+    # maps to timed_out; the mark tells it from a TimeoutError the tool raised.
     cut = TimeoutError(f"{tool.name!r} did not return within {timeout}s")
     setattr(cut, _CUT_MARK, True)
     raise cut

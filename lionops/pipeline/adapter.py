@@ -47,7 +47,7 @@ async def phase(ctx: OperationContext) -> None:
     ctx.meta["middle"] = ctx.middle_name
     branch = ctx.branch
     limits, used = getattr(branch, "limits", None), getattr(branch, "usage", None)
-    if used is not None:  # a limit is checked before the request it limits
+    if limits is not None and used is not None:  # a limit is checked before the request it limits
         over = ctx.limit_error = check_request(limits, used)
         if over is not None:
             ctx.meta["usage_limit"] = {"limit": over.limit, "value": over.value, "usage": over.usage}

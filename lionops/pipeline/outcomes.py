@@ -96,6 +96,6 @@ def raise_error(ctx: OperationContext) -> NoReturn:
 
 #: outcome name (as in states/operate.toml) -> function of the context.
 OUTCOMES: dict[str, Callable[[OperationContext], Any]] = {
-    f.__name__: f for f in (return_result, return_unrun_requests, return_none, raise_mismatch,
-                            raise_usage_limit, raise_error)
+    f.__name__: f for f in (return_result, return_unrun_requests, return_none, raise_mismatch, raise_usage_limit,
+                            raise_error)
 }

@@ -157,8 +157,11 @@ def suspend(ctx: OperationContext, suspensions: Suspensions) -> Suspended | None
         operative=ctx.operative,
     )
     at = now_iso()
+    taken = set(suspensions.decided) | {p.call_id for p in suspensions.pending_calls()}
     for rec in deferred:
-        call_id = rec.call_id if rec.call_id and rec.call_id not in suspensions.decided else _new_call_id()
+        # the provider's call id, unless it is not one (absent) or names another call already
+        call_id = rec.call_id if rec.call_id and rec.call_id not in taken else _new_call_id()
+        taken.add(call_id)
         tool = ctx.branch.acts.get(rec.function)
         assert tool is not None and rec.arguments is not None  # a deferred call validated against its tool
         values = copy.deepcopy(rec.arguments)
@@ -255,13 +258,16 @@ async def phase(ctx: OperationContext, suspensions: Suspensions) -> None:
     work: ResumeWork = ctx.resume
     work.started = True
     op, branch = work.op, ctx.branch
+    ctx.result = op.result  # what the caller gets also while calls still wait (exit deferred)
     ctx.meta["resumed"] = op.id
     call_params = op.action_param.action_call_params or DEFAULT_ACTION_CALL_PARAMS
     batch = _Batch(branch, op.action_param, {})
     approvals = ctx.meta.setdefault("approvals", [])
     notes: dict[int, dict[str, Any]] = {}
+    left = dict(work.calls)
     try:
         for call_id, (call, decision, values, tool) in work.calls.items():
+            del left[call_id]
             raw, provider_id = op.requests.pop(call_id)
             op.values.pop(call_id, None)
             approved = isinstance(decision, Approve)
@@ -283,6 +289,9 @@ async def phase(ctx: OperationContext, suspensions: Suspensions) -> None:
                 why = f"denied by {decision.by}" + (f": {decision.reason}" if decision.reason else "")
                 batch.keep(_record(req, raw, "denied", arguments=dict(call.arguments), reason=why, output=output))
     finally:
+        for call_id, (call, _, _, _) in left.items():  # never reached (an earlier call raised): pending again
+            suspensions.decided.pop(call_id, None)
+            op.pending[call_id] = call
         new = sorted(batch.records.values(), key=lambda r: r.index)
         ctx.actions.extend(new)
         op.records.extend(new)
@@ -292,7 +301,7 @@ async def phase(ctx: OperationContext, suspensions: Suspensions) -> None:
         ctx.deferred = True
         return
     suspensions.ops.pop(op.id, None)
-    ctx.result, ctx.attachable, ctx.operative = op.result, op.attachable, op.operative
+    ctx.attachable, ctx.operative = op.attachable, op.operative
     ctx.action_param = op.action_param
     ctx.responses = [r.response() for r in sorted(op.records, key=lambda r: r.index)]
     ctx.acted = True

@@ -131,6 +131,9 @@ async def test_missing_decisions_stay_pending_and_the_trace_ends_deferred_again(
     assert [p.call_id for p in branch.pending_calls()] == ["c0", "c1"]
     first = await branch.resume_traced({"c1": Approve(by="ann")})
     assert list(first.trace.path()) == [("prepare", "resumed", "act"), ("act", "deferred", "suspended")]
+    assert first.result == {"action_requests": [
+        {"function": "refund", "arguments": {"order": o, "amount": n}, "call_id": f"c{i}"}
+        for i, (o, n) in enumerate((("A", 1), ("B", 2)))]}  # the round's result, not yet enriched
     assert [p.call_id for p in branch.pending_calls()] == ["c0"]
     assert shop.ran == [("refund", {"order": "B", "amount": 2})]
     last = await branch.resume_traced({"c0": Deny(by="bob")})
@@ -423,3 +426,32 @@ async def _two_operations_at_once() -> None:
             {"function": "refund", "arguments": {"order": order, "amount": 1}, "call_id": order}]}))
     await branch.resume({"X": Approve(by="ann"), "Y": Approve(by="ann")})
 
+
+
+class Stop(BaseException):
+    """Not an Exception: it escapes act() as itself."""
+
+
+async def test_calls_a_failing_resumption_never_reached_are_pending_again():
+    ran: list[str] = []
+
+    def step(name: str) -> str:
+        """One step; the first stops everything."""
+        ran.append(name)
+        if name == "first":
+            raise Stop
+        return name
+
+    branch = Branch(tools=[step])
+    branch.gate(lambda inv: Defer(reason="ask"))
+    await branch.operate(instruction="go", actions=True, middle=ScriptedMiddle({"action_requests": [
+        {"function": "step", "arguments": {"name": n}, "call_id": "same"} for n in ("first", "second")]}))
+    first, second = branch.pending_calls()
+    assert first.call_id == "same" and second.call_id != "same"  # one call id names one call
+    with pytest.raises(Stop):
+        await branch.resume({first.call_id: Approve(by="ann"), second.call_id: Approve(by="ann")})
+    assert ran == ["first"] and [p.call_id for p in branch.pending_calls()] == [second.call_id]
+    with pytest.raises(CallAlreadyDecidedError):
+        await branch.resume({first.call_id: Approve(by="ann")})
+    out = await branch.resume_traced({second.call_id: Approve(by="ann")})
+    assert ran == ["first", "second"] and out.trace.exit == "enriched"

