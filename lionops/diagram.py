@@ -467,6 +467,17 @@ def _shipped_files() -> dict[str, str]:
             **render_all(load_definition(definition_path("run")))}
 
 
+def _trace_files(d: MachineDefinition, path: Path, shipped: bool) -> dict[str, str]:
+    """The drawn files of the trace at ``path``: a ``Trace`` on ``d``, or (with
+    the shipped machines) a ``RunTrace``'s loop on the ``run`` machine."""
+    data = path.read_bytes()
+    if shipped and b'"lionops.run_trace/' in data[:200]:
+        from .run import RunTrace
+
+        return render_trace_files(load_definition(definition_path("run")), RunTrace.from_json(data).trace, path.name)
+    return render_trace_files(d, Trace.from_json(data, d), path.name)
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         d = load_definition(args.definition)
@@ -486,7 +497,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.trace:
         path = Path(args.trace)
         try:
-            files = render_trace_files(d, Trace.from_json(path.read_bytes(), d), path.name)
+            files = _trace_files(d, path, args.definition is None)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             print(f"error: cannot draw trace {path}: {' '.join(str(exc).split())}", file=sys.stderr)
             return 2

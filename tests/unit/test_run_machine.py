@@ -74,3 +74,24 @@ def test_docs_api_shows_the_run_machine_as_generated():
 
     text = (ROOT / "docs" / "api.md").read_text()
     assert "```mermaid\n" + render_mermaid(D) + "```" in text
+
+
+def test_a_run_trace_is_drawn_on_the_run_machine(tmp_path):
+    from lionops.__main__ import main
+    from lionops.run import RunTrace
+    from lionops.trace import Trace, TransitionRecord
+
+    loop = Trace("run", "compiled", 0.0, "start", [
+        TransitionRecord("started", "start", "round", {"run_phase_raised": False, "run_arguments_checked": True},
+                         1, 1),
+        TransitionRecord("answered", "round", "returned",
+                         {"run_phase_raised": False, "round_over_limit": False, "round_deferred": False,
+                          "round_ran_no_tool": True}, 2, 1),
+    ])
+    rnd = Trace("operate", "compiled", 0.0, "prepare", [
+        TransitionRecord("failed", "prepare", "raised", {"phase_raised": True}, 1, 1, "ValueError: x")])
+    path = tmp_path / "run.json"
+    path.write_text(RunTrace(loop, [rnd]).to_json())
+    assert main(["diagram", "--trace", str(path), "--out", str(tmp_path / "out"), "--no-svg"]) == 0
+    drawn = (tmp_path / "out" / "run.md").read_text()
+    assert "start → round → returned (exit `answered`" in drawn
