@@ -375,3 +375,27 @@ async def test_a_cassette_holds_the_whole_run_and_replays_it_without_the_network
     assert replayed.trace.path() == recorded.trace.path()
     assert [r.path() for r in replayed.rounds] == [r.path() for r in recorded.rounds]
     assert again.calls == []  # the tools' recorded outputs are served
+
+
+async def test_tools_selects_the_offered_tools_of_every_round(anyio_backend):
+    weather = Weather()
+
+    def get_time(city: str) -> str:
+        """Local time of a city."""
+        return "12:00"
+
+    middle = Rounds({**ANSWER, "action_requests": [{"function": "get_time", "arguments": {"city": "L"}},
+                                                   {"function": "get_weather", "arguments": {"city": "L"}}]},
+                    ANSWER)
+    branch = Branch(tools=[weather.get_weather, get_time])
+    _, run = await branch.run_traced("x", response_format=Answer, middle=middle, tools=["get_weather"])
+    assert [a.decision for a in run.actions] == ["not_offered", "allowed"]
+    assert weather.calls == ["L"]
+
+
+async def test_tools_false_runs_one_round_and_no_tool(anyio_backend):
+    weather = Weather()
+    branch = Branch(tools=[weather.get_weather])
+    _, run = await branch.run_traced("x", response_format=Answer, middle=Rounds(ask("A")), tools=False)
+    assert run.exit == "answered" and len(run.rounds) == 1 and run.rounds[0].exit == "no_action_param"
+    assert weather.calls == []
