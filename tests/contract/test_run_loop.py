@@ -314,6 +314,7 @@ def test_property_no_tool_before_validation_and_every_decision_and_the_loop_ends
     usage = run.usage
     assert usage["requests"] == len(run.rounds)
     assert usage["tool_calls"] == sum(sum(1 for a in r.actions if a.invoked) for r in run.rounds) == len(allowed)
+    assert (branch.usage.requests, branch.usage.tool_calls) == (usage["requests"], usage["tool_calls"])
 
 
 # ------------------------------------------------------------------ OpenTelemetry
