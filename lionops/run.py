@@ -12,8 +12,9 @@ from typing import Any, NamedTuple
 
 from .engine.definition import run_definition
 from .errors import TraceFormatError
+from .limits import UsageSoFar, count_request
 from .models import ActionRecord
-from .trace import Trace
+from .trace import Trace, read_json
 
 __all__ = ["RunTrace", "Ran", "RUN_TRACE_FORMAT", "round_usage", "USAGE_FIELDS"]
 
@@ -24,28 +25,16 @@ RUN_TRACE_FORMAT = "lionops.run_trace/1"
 USAGE_FIELDS = ("requests", "input_tokens", "output_tokens", "total_tokens", "tool_calls")
 
 
-def _int(raw: dict[str, Any], *names: str) -> int:
-    for name in names:
-        value = raw.get(name)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return 0
-
-
 def round_usage(trace: Trace) -> dict[str, int]:
-    """The usage of one round from its trace: one request when its model was
-    asked (``adapter_returned`` fired), the tokens the endpoint reported
-    (``meta["usage"]``), the tool calls that were invoked."""
-    asked = any(t.trigger == "adapter_returned" for t in trace.transitions)
-    raw = trace.meta.get("usage")
-    raw = raw if isinstance(raw, dict) and asked else {}
-    inp = _int(raw, "prompt_tokens", "input_tokens")
-    out = _int(raw, "completion_tokens", "output_tokens")
-    return {
-        "requests": int(asked), "input_tokens": inp, "output_tokens": out,
-        "total_tokens": _int(raw, "total_tokens") or inp + out,
-        "tool_calls": sum(1 for a in trace.actions if a.invoked),
-    }
+    """The usage of one round from its trace, counted as ``branch.usage``
+    counts it: one request when its model was asked (``adapter_returned``
+    fired) with the tokens the endpoint reported (``meta["usage"]``), and
+    the tool calls that were invoked."""
+    used = UsageSoFar()
+    if any(t.trigger == "adapter_returned" for t in trace.transitions):
+        count_request(None, used, trace.meta)
+    used.tool_calls = sum(1 for a in trace.actions if a.invoked)
+    return {k: int(getattr(used, k)) for k in USAGE_FIELDS}
 
 
 class RunTrace:
@@ -128,13 +117,7 @@ class RunTrace:
     @classmethod
     def from_json(cls, text: str | bytes) -> RunTrace:
         """Parse :meth:`to_json`'s output (checked as :meth:`from_dict` says)."""
-        try:
-            data = json.loads(text)
-        except RecursionError:
-            raise TraceFormatError("run trace JSON is nested too deep to read") from None
-        except ValueError as exc:
-            raise TraceFormatError(f"run trace is not JSON: {exc}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(read_json(text, "run trace"))
 
     def __repr__(self) -> str:
         return f"RunTrace({' -> '.join(self.states)}, exit={self.exit!r}, rounds={len(self.rounds)})"

@@ -246,13 +246,7 @@ class Trace:
             TraceFormatError (a ValueError): not JSON (or nested too deep to read), or not a trace
                 of the machine (see :meth:`from_dict`).
         """
-        try:
-            data = json.loads(text)
-        except RecursionError:
-            raise TraceFormatError("trace JSON is nested too deep to read") from None
-        except ValueError as exc:
-            raise TraceFormatError(f"trace is not JSON: {exc}") from None
-        return cls.from_dict(data, definition)
+        return cls.from_dict(read_json(text), definition)
 
     def table(self) -> str:
         """A readable table: one row per transition."""
@@ -273,6 +267,16 @@ class Trace:
 
 
 _new = object.__new__
+
+
+def read_json(text: str | bytes, what: str = "trace") -> Any:
+    """``json.loads(text)``; :class:`TraceFormatError` when it is not JSON or nested too deep."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise TraceFormatError(f"{what} JSON is nested too deep to read") from None
+    except ValueError as exc:
+        raise TraceFormatError(f"{what} is not JSON: {exc}") from None
 
 
 def started_trace(machine: str, engine: str, started_at: float, initial: str, meta: dict[str, Any],
