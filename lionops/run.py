@@ -110,7 +110,8 @@ class RunTrace:
         if d.get("exit") != out.exit:
             raise TraceFormatError(f"not a valid run trace: exit {d.get('exit')!r} but the run ended at {out.exit!r}")
         visits = sum(1 for s in run.states if s == "round")
-        if visits != len(out.rounds):
+        # a round that failed before its operation started has no trace
+        if not (visits == len(out.rounds) or (out.exit == "failed" and visits == len(out.rounds) + 1)):
             raise TraceFormatError(f"not a valid run trace: {visits} round(s) in the run but {len(out.rounds)} traces")
         return out
 

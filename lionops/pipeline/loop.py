@@ -61,6 +61,8 @@ class RunContext:
     error: BaseException | None = None
     limit_error: UsageLimitExceeded | None = None
     run_trace: RunTrace | None = None
+    #: the claimed deferred calls a resumed run's first round runs
+    work: Any = None
     #: how a round runs ``operate_traced(**kw)`` (a cassette session records or
     #: replays it); ``None``: the round drives the operate machine itself
     operate: Callable[[dict[str, Any]], Awaitable[Any]] | None = None
@@ -73,12 +75,16 @@ class RunContext:
 # ------------------------------------------------------------------ phases
 
 async def start_phase(ctx: RunContext) -> None:
-    """Check ``max_rounds`` (a positive int) before any round."""
+    """Check ``max_rounds`` (a positive int) before any round; a resumed run
+    claims its deferred calls here, every decision checked before anything runs."""
     n = ctx.max_rounds
     if isinstance(n, bool) or not isinstance(n, int):
         raise ArgumentTypeError(f"max_rounds must be an int, got {type(n).__name__}")
     if n < 1:
         raise ConfigurationError(f"max_rounds must be >= 1, got {n!r}")
+    if ctx.resume is not None:
+        branch = ctx.branch
+        ctx.work = claim(branch.suspensions, branch.acts, ctx.resume)
 
 
 def round_keywords(ctx: RunContext) -> dict[str, Any]:
@@ -123,10 +129,8 @@ async def round_phase(ctx: RunContext) -> None:
     """One operate() (or, in a resumed run's first round, one resume()); its
     trace joins the run's before it starts, so a round that raises is in it."""
     branch = ctx.branch
-    work = None
-    if ctx.resume is not None:
-        decisions, ctx.resume = ctx.resume, None
-        work = claim(branch.suspensions, branch.acts, decisions)
+    work, ctx.work, ctx.resume = ctx.work, None, None
+    if work is not None:
         op = OperationContext(branch=branch, resume=work)
     elif ctx.operate is not None:
         await _round_through(ctx, ctx.operate)

@@ -400,3 +400,16 @@ async def test_tools_false_runs_one_round_and_no_tool(anyio_backend):
     _, run = await branch.run_traced("x", response_format=Answer, middle=Rounds(ask("A")), tools=False)
     assert run.exit == "answered" and len(run.rounds) == 1 and run.rounds[0].exit == "no_action_param"
     assert weather.calls == []
+
+
+async def test_resume_run_checks_every_decision_before_any_round(anyio_backend):
+    from lionops import UnknownCallError
+
+    weather = Weather()
+    branch = Branch(tools=[weather.get_weather])
+    branch.gate(lambda call: Defer(reason="later"))
+    await branch.run("Weather?", response_format=Answer, middle=Rounds(ask("Lisbon"), ANSWER))
+    (pending,) = branch.pending_calls()
+    with pytest.raises(UnknownCallError):
+        await branch.resume_run({pending.call_id: Approve(by="ops"), "nope": Approve(by="ops")})
+    assert branch.pending_calls() == [pending] and weather.calls == []
