@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo demo-temporal test test-replay test-explore test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers lint mutation clean claude-code codex gemini-cli cli-agents
+.PHONY: setup demo demo-temporal test test-replay test-explore test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers lint mutation clean claude-code codex gemini-cli cli-agents mcp-servers
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ demo-temporal: setup
 
 # The suite runs on every core (pytest-xdist); each worker has its own servers.
 # Lint and types come last, so a finding never hides a failing test.
-test: setup mermaid-parser cli-agents
+test: setup mermaid-parser cli-agents mcp-servers
 	$(PY) -m pytest -q -n auto
 	$(MAKE) --no-print-directory test-replay
 	$(MAKE) --no-print-directory diagrams-check
@@ -124,6 +124,28 @@ gemini-cli:
 
 cli-agents: claude-code codex gemini-cli
 
+# The reference MCP servers (filesystem, everything) for lionops.mcp's tests, the
+# same way, into one cache folder.
+MCP_SERVERS_VERSION ?= 2026.8.31
+MCP_SERVERS_DIR ?= .cache/mcp-servers
+
+MCP_SERVERS_PKGS := @modelcontextprotocol/server-filesystem@$(MCP_SERVERS_VERSION) \
+	@modelcontextprotocol/server-everything@$(MCP_SERVERS_VERSION)
+
+# Both packages in one install (a second --no-save install into the same folder
+# would remove the first).
+mcp-servers:
+	@if [ -x $(MCP_SERVERS_DIR)/node_modules/.bin/mcp-server-filesystem ] \
+		&& [ -x $(MCP_SERVERS_DIR)/node_modules/.bin/mcp-server-everything ] \
+		&& grep -qs '"version": "$(MCP_SERVERS_VERSION)"' \
+		$(MCP_SERVERS_DIR)/node_modules/@modelcontextprotocol/server-filesystem/package.json \
+		&& grep -qs '"version": "$(MCP_SERVERS_VERSION)"' \
+		$(MCP_SERVERS_DIR)/node_modules/@modelcontextprotocol/server-everything/package.json; then :; \
+	elif ! command -v npm >/dev/null 2>&1; then echo "mcp-servers: npm is not installed; skipping the install"; \
+	else npm install --prefix $(MCP_SERVERS_DIR) --no-audit --no-fund --no-save --loglevel=error \
+		--fetch-retries=1 --fetch-retry-maxtimeout=10000 $(MCP_SERVERS_PKGS) \
+		|| echo "mcp-servers: npm install failed; the MCP tests on them will say why"; fi
+
 # Benchmarks (bench/README.md). The profiler, the openai SDK (a floor of the
 # end-to-end scenarios) and the peers are not lionops dependencies:
 # pyinstrument and openai go into .venv, each peer into its own venv.
@@ -139,6 +161,7 @@ $(BENCH_STAMP): $(STAMP)
 bench: setup $(BENCH_STAMP)
 	$(PY) bench/run.py
 	$(PY) bench/profile.py > /dev/null
+	$(PY) bench/mcp_call.py
 	@echo "profiles: out/bench/profile-S1.txt out/bench/profile-S2.txt out/bench/profile-H2.txt"
 
 # A failed peer install does not stop the run: the table reports it.

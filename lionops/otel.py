@@ -572,6 +572,9 @@ class OpenTelemetryObserver:
         tool = branch.acts.get(name) if name != UNKNOWN_TOOL else None
         if tool is not None and getattr(tool, "description", None):
             attributes["gen_ai.tool.description"] = _cut(scrub.text(str(tool.description)))
+        extra = getattr(tool, "span_attributes", None)  # an MCP tool's (lionops.mcp): mcp.method.name, ...
+        if isinstance(extra, dict):
+            attributes.update(extra)
         call_id = _take_call_id(op, function, getattr(request, "arguments", None)) if op is not None else None
         _set(attributes, "gen_ai.tool.call.id", call_id)
         span = self.tracer.start_span(f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attributes)

@@ -541,7 +541,8 @@ class ToolInvocation:
     tools offered in this call (only those can run); ``raw_arguments``: the
     arguments object as the model wrote it (decoded from JSON text, before
     validation: ``"false"`` is still a string), for auditing only; ``call_id``:
-    the provider's id of a native tool call, when known.
+    the provider's id of a native tool call, when known. ``server`` and
+    ``annotations``: an MCP tool's server name and hints (``None`` for a function).
     """
 
     function: str
@@ -552,6 +553,17 @@ class ToolInvocation:
     offered: frozenset[str] = frozenset()
     raw_arguments: Any = None
     call_id: str | None = None
+
+    @property
+    def server(self) -> str | None:
+        """The name of the MCP server of the tool (:mod:`lionops.mcp`); ``None`` for a function."""
+        return getattr(self.tool, "server", None)
+
+    @property
+    def annotations(self) -> Any:
+        """The MCP tool's annotations (``lionops.mcp.ToolAnnotations``: read_only,
+        destructive, idempotent, open_world); ``None`` for a function."""
+        return getattr(self.tool, "annotations", None)
 
 
 class ActionManager:

@@ -119,7 +119,7 @@ def _layer(module: str) -> str:
         return "middles"
     if top in ("cli", "commands"):
         return "outer"
-    if top in ("replay", "otel", "instrumentation", "temporal", "testing", "diagram", "demo",
+    if top in ("replay", "otel", "instrumentation", "temporal", "mcp", "testing", "diagram", "demo",
                "pytest_plugin", "__main__", "bench"):
         return "outer"
     if top in ("engine", "endpoints", "pipeline"):

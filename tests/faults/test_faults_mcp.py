@@ -1,0 +1,156 @@
+"""Bad MCP servers and changed definitions: typed errors naming the server,
+no child process left behind, the server never asked for what was refused.
+The server is ``tests/mcp_raw_server.py`` (standard library only: it starts at once)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import anyio
+import pytest
+
+from lionops import Branch
+from lionops.errors import ConfigurationError, LionopsError
+from lionops.mcp import (
+    MCPDefinitionChangedError,
+    MCPError,
+    MCPServer,
+    MCPServerError,
+    MCPTimeoutError,
+    ToolPins,
+    definition_hash,
+)
+from tests.mcp_support import RAW, serve_http
+
+pytestmark = pytest.mark.anyio
+
+
+def call(name: str) -> dict[str, object]:
+    return {"function": name, "arguments": {}}
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as f:  # a zombie is not a leaked child of ours once reaped
+        return f.read().split()[2] == "Z"
+
+
+@pytest.mark.parametrize(("tool", "error", "text"), [
+    ("crash", MCPServerError, "the server exited?"),
+    ("garbage", MCPServerError, "a frame that is not JSON-RPC"),
+    ("malformed", MCPServerError, "malformed result"),
+    ("huge", MCPServerError, "more than max_result_bytes=100000"),
+    ("hang", MCPTimeoutError, "did not return within 0.5s"),
+])
+async def test_a_bad_server_is_a_typed_error_naming_it_and_leaves_no_child(tool, error, text, tmp_path):
+    pid_file = tmp_path / "pid"
+    async with MCPServer(RAW, env={"RAW_PID": str(pid_file)}, name="faulty", call_timeout=0.5,
+                         max_result_bytes=100_000) as server:
+        branch = Branch(tools=await server.tools())
+        (ok,) = await branch.act([call("ok")])
+        (bad,) = await branch.act([call(tool)])
+        with pytest.raises(error) as info:
+            await branch.act([call(tool)], suppress_errors=False)
+    assert ok.output == "fine"
+    assert bad.record.decision in ("error", "timed_out") and text in bad.output["error"]
+    assert isinstance(info.value, LionopsError) and info.value.server == "faulty"
+    assert "MCP server 'faulty'" in str(info.value) and text in str(info.value)
+    assert gone(int(pid_file.read_text()))
+
+
+@pytest.mark.parametrize("command", [[*RAW, "exit"], ["/nonexistent/mcp-server"]])
+async def test_a_server_that_cannot_start_is_a_typed_error(command):
+    with pytest.raises(MCPServerError, match="could not start") as info:
+        async with MCPServer(command, name="broken", start_timeout=20):
+            pass
+    assert info.value.server == "broken"
+    if command[-1] == "exit":
+        assert "raw-faults: cannot start: no configuration" in str(info.value)  # its stderr, named
+
+
+async def test_an_http_endpoint_that_is_not_there_is_a_typed_error_without_its_headers():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again when the block ends: nothing listens there
+    token = "Bearer tok-abcdef123456"
+    with pytest.raises(MCPServerError, match="could not start") as info:
+        async with MCPServer(url=f"http://127.0.0.1:{port}/mcp", headers={"Authorization": token},
+                             name="remote", start_timeout=10):
+            pass
+    assert info.value.server == "remote" and token not in str(info.value)
+
+
+async def test_an_http_server_that_dies_mid_session_is_a_tool_error_in_the_record(tmp_path):
+    with serve_http(tmp_path) as app:
+        async with MCPServer(url=app.url, name="remote") as server:
+            branch = Branch(tools=await server.tools())
+            app.process.kill()
+            app.process.wait()
+            (echo,) = await branch.act([{"function": "echo", "arguments": {"text": "x"}}])
+            with pytest.raises(MCPServerError) as info:
+                await branch.act([{"function": "echo", "arguments": {"text": "x"}}], suppress_errors=False)
+    assert echo.record.decision == "error" and echo.record.error_type == "MCPServerError"
+    assert "MCP server 'remote'" in echo.output["error"] and info.value.server == "remote"
+
+
+async def test_env_values_never_reach_an_error_message():
+    secret = "tok-9f8e7d6c5b4a"
+    with pytest.raises(MCPServerError) as info:
+        async with MCPServer([*RAW, "exit"], env={"RAW_TOKEN": secret}, name="leaky"):
+            pass
+    text = str(info.value)
+    assert "cannot start: no configuration (token [REDACTED])" in text and secret not in text
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+async def test_a_cancelled_call_leaves_the_server_usable(tmp_path):
+    async with MCPServer(RAW, call_timeout=30) as server:
+        branch = Branch(tools=await server.tools())
+        with anyio.move_on_after(0.3) as scope:
+            await branch.act([call("hang")])
+        assert scope.cancelled_caught
+        (ok,) = await branch.act([call("ok")])
+    assert ok.output == "fine"
+
+
+async def test_a_changed_definition_is_refused_until_accepted(tmp_path):
+    pins_file = tmp_path / "pins.json"
+    async with MCPServer(RAW, name="raw") as server:
+        tools = await server.tools()
+        server.pins.save(pins_file)
+    pins = ToolPins.load(pins_file)
+    assert pins.get("raw", "ok") == tools[0].definition_hash == definition_hash(tools[0].definition)
+    async with MCPServer(RAW, env={"RAW_VARIANT": "2"}, name="raw", pins=pins) as changed:
+        with pytest.raises(MCPDefinitionChangedError) as info:
+            await changed.tools()
+        assert info.value.tools == ["ok"] and info.value.server == "raw"
+        assert isinstance(info.value, MCPError) and isinstance(info.value, ValueError)
+        accepted = await changed.tools(accept=["ok"])  # re-accepted: pinned anew
+        assert "third party" in accepted[0].description
+        assert await changed.tools() == accepted
+    assert pins.get("raw", "ok") == accepted[0].definition_hash != tools[0].definition_hash
+
+
+async def test_pins_that_are_not_pins_are_refused(tmp_path):
+    path = tmp_path / "pins.json"
+    path.write_text(json.dumps({"raw": ["not", "a", "mapping"]}))
+    with pytest.raises(ConfigurationError, match="does not hold tool pins"):
+        ToolPins.load(path)
+
+
+@pytest.mark.parametrize(("kwargs", "text"), [
+    ({}, "either command"),
+    ({"command": ["x"], "url": "http://127.0.0.1:1/mcp"}, "either command"),
+    ({"command": "python server.py"}, "non-empty list"),
+    ({"command": ["x"], "call_timeout": 0}, "call_timeout must be positive"),
+    ({"command": ["x"], "max_result_bytes": -1}, "max_result_bytes"),
+    ({"command": ["x"], "prefix": "1x"}, "prefix"),
+])
+def test_bad_configuration_is_refused_at_construction(kwargs, text):
+    with pytest.raises(ConfigurationError, match=text):
+        MCPServer(**kwargs)
