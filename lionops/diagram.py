@@ -47,6 +47,8 @@ __all__ = [
 ]
 
 INVARIANTS_FILE = "invariants.toml"
+#: The invariants of the run machine, beside ``run.toml``.
+RUN_INVARIANTS_FILE = "run_invariants.toml"
 
 # Words the stateDiagram grammar reserves; a state of that name gets a prefixed id.
 _MERMAID_RESERVED = frozenset({
@@ -296,6 +298,10 @@ def _caller_gets(t: TransitionDef) -> str:
     return t.caller_gets or f"nothing yet: continues in `{t.dest}`"
 
 
+def _invariants_name(d: MachineDefinition) -> str:
+    return RUN_INVARIANTS_FILE if d.name == "run" else INVARIANTS_FILE
+
+
 def render_doc(d: MachineDefinition, invariants: tuple[Invariant, ...] = ()) -> str:
     """The doc page ``<name>.md`` of the machine."""
     src = _source_name(d)
@@ -303,7 +309,7 @@ def render_doc(d: MachineDefinition, invariants: tuple[Invariant, ...] = ()) -> 
     out = [
         f"# The `{d.name}` machine ({d.adr})",
         "",
-        f"<!-- Generated from {src}{f' and states/{INVARIANTS_FILE}' if invariants else ''}"
+        f"<!-- Generated from {src}{f' and states/{_invariants_name(d)}' if invariants else ''}"
         " by `make diagrams`; do not edit. -->",
         "",
         f"Generated from [`{src}`](../{src}) by `make diagrams` (`python -m lionops diagram`);"
@@ -365,7 +371,7 @@ def render_doc(d: MachineDefinition, invariants: tuple[Invariant, ...] = ()) -> 
         out += [
             "## Safety invariants",
             "",
-            "From states/invariants.toml, each with the tests that prove it.",
+            f"From states/{_invariants_name(d)}, each with the tests that prove it.",
             "",
             *_table(["#", "invariant", "proved by"],
                     [[str(i.number), i.statement, "<br>".join(f"`{t}`" for t in i.tests)] for i in invariants]),
@@ -463,8 +469,9 @@ def render_trace_files(d: MachineDefinition, trace: Trace, name: str) -> dict[st
 def _shipped_files() -> dict[str, str]:
     """The files of every shipped machine: ``operate`` (with the safety
     invariants) and ``run`` (the loop of rounds)."""
+    run = definition_path("run")
     return {**render_all(load_definition(), load_invariants()),
-            **render_all(load_definition(definition_path("run")))}
+            **render_all(load_definition(run), load_invariants(run.parent / RUN_INVARIANTS_FILE))}
 
 
 def _trace_files(d: MachineDefinition, path: Path, shipped: bool) -> dict[str, str]:

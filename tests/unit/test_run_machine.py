@@ -95,3 +95,20 @@ def test_a_run_trace_is_drawn_on_the_run_machine(tmp_path):
     assert main(["diagram", "--trace", str(path), "--out", str(tmp_path / "out"), "--no-svg"]) == 0
     drawn = (tmp_path / "out" / "run.md").read_text()
     assert "start → round → returned (exit `answered`" in drawn
+
+
+def test_every_test_named_by_a_run_invariant_exists():
+    import ast
+
+    from lionops.diagram import RUN_INVARIANTS_FILE, load_invariants
+
+    invariants = load_invariants(ROOT / "states" / RUN_INVARIANTS_FILE)
+    assert [i.number for i in invariants] == [1, 2, 3, 4]
+    for inv in invariants:
+        assert inv.tests
+        for node_id in inv.tests:
+            path, _, func = node_id.partition("::")
+            tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+            defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+            assert func in defined, node_id
+    assert "Safety invariants" in (ROOT / "diagrams" / "run.md").read_text()
