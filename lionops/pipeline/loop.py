@@ -228,6 +228,9 @@ def run_context(branch: Any, instruction: Any, response_format: Any, tools: Any,
     """The context of ``branch.run(instruction, response_format=, tools=, max_rounds=, **operate_kw)``:
     every round is ``operate(actions=True, ...)`` with the tools ``tools`` offers
     (``True``: all registered; ``False``: actions off)."""
+    if "actions" in operate_kw:
+        raise ConfigurationError("run() takes no actions=: every round runs the tools tools= offers "
+                                 "(tools=False: none)")
     kw: dict[str, Any] = {**operate_kw, "instruction": instruction, "actions": tools is not False}
     if response_format is not None:
         kw["response_format"] = response_format

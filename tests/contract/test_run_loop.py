@@ -413,3 +413,8 @@ async def test_resume_run_checks_every_decision_before_any_round(anyio_backend):
     with pytest.raises(UnknownCallError):
         await branch.resume_run({pending.call_id: Approve(by="ops"), "nope": Approve(by="ops")})
     assert branch.pending_calls() == [pending] and weather.calls == []
+
+
+async def test_actions_is_not_a_run_keyword(anyio_backend):
+    with pytest.raises(ConfigurationError, match="tools="):
+        await Branch().run("x", response_format=Answer, middle=Rounds(ANSWER), actions=True)
