@@ -418,3 +418,18 @@ async def test_resume_run_checks_every_decision_before_any_round(anyio_backend):
 async def test_actions_is_not_a_run_keyword(anyio_backend):
     with pytest.raises(ConfigurationError, match="tools="):
         await Branch().run("x", response_format=Answer, middle=Rounds(ANSWER), actions=True)
+
+
+async def test_trace_show_prints_the_loop_then_each_round(anyio_backend, tmp_path):
+    import subprocess
+    import sys
+
+    weather = Weather()
+    _, run = await Branch(tools=[weather.get_weather]).run_traced(
+        "x", response_format=Answer, middle=Rounds(ask("A"), ANSWER))
+    path = tmp_path / "run.json"
+    path.write_text(run.to_json())
+    out = subprocess.run([sys.executable, "-m", "lionops", "trace", "show", str(path)],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "start -> round -> round -> returned  (exit: answered" in out
+    assert out.count("prepare -> schema -> adapter") == 2
