@@ -8,7 +8,7 @@ its tool results attached. ``root`` is the peer's ``http://127.0.0.1:PORT``.
 
 Setup differences (also printed under the table):
 
-- floor: httpx.AsyncClient + pydantic (``bench/floor.py``), one client per
+- floor: httpx2.AsyncClient + pydantic (``bench/floor.py``), one client per
   process; openai-sdk: the official SDK's ``chat.completions.create`` and
   ``model_validate_json``, one ``AsyncOpenAI`` per scenario. Both send the
   request lionops sends and do its parse and tool work by hand.
@@ -107,7 +107,7 @@ class _Lionagi:
 
         from lionagi import Branch, iModel
 
-        for logger in ("lionagi", "httpx"):  # it logs every request at INFO
+        for logger in ("lionagi", "httpx2"):  # it logs every request at INFO
             logging.getLogger(logger).setLevel(logging.WARNING)
         self.Branch = Branch
         self.models = {p: iModel(provider="openai", model=MODEL, base_url=f"{root}/{p}/v1", api_key=API_KEY,

@@ -1,6 +1,6 @@
 """The floors of the end-to-end scenarios: what a careful caller writes by hand.
 
-No lionops import. :class:`HttpxFloor` is httpx.AsyncClient + pydantic;
+No lionops import. :class:`HttpxFloor` is httpx2.AsyncClient + pydantic;
 :class:`OpenAIFloor` is the official ``openai`` SDK (``chat.completions.create``
 then ``model_validate_json``), the floor most users write. Both send the
 request lionops sends for the scenario (the same model, messages,
@@ -138,7 +138,7 @@ async def finish(text: str | None, calls: list[tuple[str, str]], tools: bool,
 
 
 class HttpxFloor:
-    """httpx.AsyncClient + pydantic, one client per process."""
+    """httpx2.AsyncClient + pydantic, one client per process."""
 
     def __init__(self, base_url: str, tools: bool, stream: bool, shape: str = "in_body") -> None:
         self.url = f"{base_url}/chat/completions"
@@ -147,10 +147,10 @@ class HttpxFloor:
         self.client: Any = None
 
     async def __call__(self) -> BaseModel:
-        import httpx
+        import httpx2
 
         if self.client is None:
-            self.client = httpx.AsyncClient(timeout=httpx.Timeout(60.0))
+            self.client = httpx2.AsyncClient(timeout=httpx2.Timeout(60.0))
         body = request_body(self.tools, self.stream, self.shape)
         history = list(body["messages"])
         if not self.stream:

@@ -12,6 +12,7 @@ from ._version import __version__
 from .alcall import AlcallParams
 from .branch import Branch
 from .errors import (
+    BaseURLError,
     CallAlreadyDecidedError,
     CLIError,
     CLIProcessError,
@@ -30,6 +31,7 @@ from .errors import (
     LionopsError,
     MaxRoundsError,
     MismatchError,
+    MissingAPIKeyError,
     MisspelledKeywordError,
     RefusalError,
     RemovedKeywordError,
@@ -57,6 +59,7 @@ from .pipeline.act import act
 from .run import Ran, RunTrace
 from .tools import Tool, ToolInvocation
 from .trace import Trace, Traced, TransitionRecord
+from .usage import Usage
 
 __all__ = [
     # the operation and its records (ADR-0022)
@@ -64,13 +67,14 @@ __all__ = [
     "ActionRequestModel", "ActionResponseModel", "ActionRecord", "RawOutput",
     "ChatParam", "RunParam", "ParseParam", "ActionParam", "AlcallParams", "HandleValidation",
     "Spec", "FieldModel", "Operative", "Step", "prepare_operate_kw", "operate", "act",
-    "Middle", "communicate", "run_and_collect", "Trace", "TransitionRecord", "Traced",
+    "Middle", "communicate", "run_and_collect", "Trace", "TransitionRecord", "Traced", "Usage",
     # the run loop (states/run.toml)
     "RunTrace", "Ran", "MaxRoundsError",
     # observability
     "instrument", "uninstrument",
     # the error tree (every one a LionopsError)
-    "LionopsError", "ConfigurationError", "RemovedKeywordError", "MisspelledKeywordError",
+    "LionopsError", "ConfigurationError", "BaseURLError", "MissingAPIKeyError", "RemovedKeywordError",
+    "MisspelledKeywordError",
     "MismatchError", "RefusalError", "TruncatedOutputError",
     "EndpointError", "EndpointStatusError", "EndpointAuthError", "EndpointRateLimitError",
     "EndpointResponseError", "EndpointProviderError", "EndpointConnectionError", "EndpointTimeoutError",

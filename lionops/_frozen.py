@@ -1,7 +1,7 @@
 """Read-only JSON containers for what is built once and shared by every call.
 
 A :class:`FrozenDict` is a real ``dict`` and a :class:`FrozenList` a real
-``list`` (``json.dumps``, ``==`` and ``isinstance`` work, httpx encodes them
+``list`` (``json.dumps``, ``==`` and ``isinstance`` work, httpx2 encodes them
 as it encodes plain ones), but every mutating method raises ``TypeError``,
 so a caller that tries to change a shared schema is told so instead of
 changing it for the next call. ``copy``, ``deepcopy`` and ``pickle`` give

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 __all__ = [
     "MARK", "TEXT_MARK", "MIN_SECRET", "is_secret_name", "is_secret_variable", "secret_variables",
-    "replace_secrets", "redact_header", "scrub_url", "url_query_secrets", "scrubbed_preview", "scrubbed_message",
+    "replace_secrets", "redact_header", "scrub_url", "url_query_secrets", "url_secrets", "scrubbed_preview",
+    "scrubbed_message",
 ]
 
 #: What a secret is replaced with in URLs, headers, cassettes and HTTP endpoint messages.
@@ -103,6 +104,26 @@ def url_query_secrets(url: str) -> list[str]:
     found = [text]
     found += [value for _, value in parse_qsl(text)]
     found += [pair.partition("=")[2] for pair in text.split("&")]
+    return [v for v in found if v]
+
+
+def url_secrets(url: str) -> list[str]:
+    """Every part of ``url`` that may be a credential: its user info (whole,
+    the password, each as written and decoded) and its query values
+    (:func:`url_query_secrets`). What every endpoint scrubs of its base URL."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return [url]  # cannot be read apart: the whole URL is the secret
+    found = url_query_secrets(url)
+    userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
+    if userinfo:
+        found.append(userinfo)
+        raw_password = userinfo.partition(":")[2]
+        found += [raw_password, unquote(raw_password)]
+    if password:
+        found.append(password)
     return [v for v in found if v]
 
 

@@ -267,6 +267,15 @@ class Branch:
         self._gates.append(_InThread(check) if blocking else check)
         return check
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """``branch.authorize = check`` is checked as a gate is when registered:
+        a value that cannot be called with one argument (not callable, no
+        parameter, a required keyword-only one) is a
+        :class:`~lionops.errors.GateSignatureError`, never a denial of every call."""
+        if name == "authorize":
+            check_one_argument(value, "authorize", "authorize(invocation) -> bool")
+        object.__setattr__(self, name, value)
+
     async def authorize(self, invocation: ToolInvocation) -> bool:
         """Whether ``invocation`` may run: the one authorization hook
         (ADR-0022 D4; safety invariant 2). ``act()`` asks it about every

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import LionopsError
+from ._json import loads as bounded_json
+from .errors import JSONLimitError, LionopsError
 
 __all__ = ["main", "UsageError"]
 
@@ -37,8 +38,8 @@ def _read_json(path: str) -> Any:
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
     try:
-        return json.loads(text)
-    except RecursionError:
+        return bounded_json(text)
+    except JSONLimitError:
         raise UsageError(f"{path} is nested too deep to read") from None
     except ValueError as exc:
         raise UsageError(f"{path} is not JSON: {exc}") from None

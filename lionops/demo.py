@@ -4,7 +4,7 @@ Without ``OPENAI_API_KEY`` the demo starts a loopback OpenAI-compatible
 server (:mod:`lionops.testing.openai_server`, stdlib only) that replays a
 recorded conversation: a structured trip plan with reasoning and two action
 requests inside the structured answer (the tools are described in the
-prompt, ADR-0022 D2). ``operate_traced`` sends the request over httpx, the
+prompt, ADR-0022 D2). ``operate_traced`` sends the request over httpx2, the
 gate denies ``book_flight``, ``get_weather`` runs, and the result is enriched.
 
 With ``OPENAI_API_KEY`` set (and optionally ``OPENAI_BASE_URL`` and

@@ -49,7 +49,8 @@ library family::
     │   └── CLIResultError
     ├── CassetteError (ValueError)         record and replay
     │   └── CassetteNotFoundError (FileNotFoundError)
-    └── ReplayDivergence (AssertionError)
+    ├── ReplayDivergence (AssertionError)
+    └── JSONLimitError (ValueError)        foreign JSON past its depth or size bound
 
 The classes are also importable from the modules that raise them
 (``lionops.tools``, ``lionops.endpoints.cli``, ``lionops.replay``, ...).
@@ -111,6 +112,35 @@ class ConfigurationError(ValueError, LionopsError):
     ``"sequential"`` or ``"concurrent"`` (ADR-0022 D4), or when no endpoint is
     configured for the selected adapter (D3).
     """
+
+
+class BaseURLError(ConfigurationError):
+    """A ``base_url`` that cannot be an API root, found when the model is built.
+
+    Attributes:
+        fault: what is wrong: ``"space"`` (a space or control character),
+            ``"unreadable"``, ``"no_scheme"``, ``"scheme"`` (not http or https),
+            ``"no_host"``, ``"port"`` (not a number, out of range, or 0) or
+            ``"user_info"`` (``user:password@``, refused: pass ``api_key=``).
+    """
+
+    def __init__(self, message: str, *, fault: str) -> None:
+        super().__init__(message)
+        self.fault = fault
+
+
+class MissingAPIKeyError(ConfigurationError):
+    """A cloud provider was given no API key: neither ``api_key=`` nor its
+    environment variable (nor a credential header). Raised by the first call,
+    before any request is sent; local providers need no key.
+
+    Attributes:
+        variable: the environment variable to set (``OPENAI_API_KEY``, ...).
+    """
+
+    def __init__(self, message: str, *, variable: str | None) -> None:
+        super().__init__(message)
+        self.variable = variable
 
 
 class MachineDefinitionError(ConfigurationError):
@@ -333,7 +363,18 @@ class EndpointRateLimitError(EndpointStatusError):
 
 
 class EndpointResponseError(EndpointError):
-    """A 2xx answer whose body is not a Chat Completions JSON object."""
+    """A 2xx answer whose body is not a Chat Completions JSON object.
+
+    Attributes:
+        unfinished: for a stream that ended with ``[DONE]`` but never sent a
+            finish reason, what it carried (a ``ChatCompletion`` whose
+            ``finish_reason`` is ``None``); else ``None``. It is never taken
+            for a whole answer: with no response format asked for,
+            ``communicate`` returns its text as an uncoerced ``RawOutput``
+            (reason ``"no_finish_reason"``) and runs no tool.
+    """
+
+    unfinished: Any = None
 
 
 class EndpointProviderError(EndpointResponseError):
@@ -668,3 +709,29 @@ class ReplayDivergence(LionopsError, AssertionError):
     def __repr__(self) -> str:
         return (f"ReplayDivergence(kind={self.kind!r}, operation={self.operation}, index={self.index}, "
                 f"expected={self.expected!r}, actual={self.actual!r})")
+
+
+# --------------------------------------------------------------------------
+# Foreign JSON (bodies, stream events, tool-call arguments, CLI events,
+# cassettes, payloads): one bounded loader, lionops._json.
+
+__all__ += ["JSONLimitError"]
+
+
+class JSONLimitError(LionopsError, ValueError):
+    """Foreign JSON past a bound: nested deeper than ``maximum`` levels
+    (``limit="depth"``) or longer than ``maximum`` characters
+    (``limit="size"``). Raised before it is decoded, never a ``RecursionError``.
+
+    Attributes:
+        limit: ``"depth"`` or ``"size"``.
+        found: the depth (or length) found; for depth, the first level past
+            the bound (the scan stops there).
+        maximum: the bound.
+    """
+
+    def __init__(self, message: str, *, limit: str, found: int, maximum: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.found = found
+        self.maximum = maximum

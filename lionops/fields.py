@@ -117,6 +117,8 @@ def to_fields_dict(field_models: list[Any] | None) -> dict[str, Spec] | None:
     """
     if not field_models:
         return None
+    if not isinstance(field_models, (list, tuple)):
+        raise ArgumentTypeError(f"field_models must be a list of FieldModel or Spec, got {type(field_models).__name__}")
     out: dict[str, Spec] = {}
     for fm in field_models:
         if isinstance(fm, FieldModel):

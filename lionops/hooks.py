@@ -47,7 +47,10 @@ def check_one_argument(fn: Any, what: str, example: str) -> None:
     """Refuse ``fn`` (a gate check, hook handler or ``writeback``) with a
     :class:`~lionops.errors.GateSignatureError` unless it can be called with one
     positional argument, as lionops calls it. A callable whose signature
-    cannot be read (some built-ins) is taken as it is."""
+    cannot be read (some built-ins) is taken as it is; one that is not callable
+    at all is refused."""
+    if not callable(fn):
+        raise GateSignatureError(f"{what} must be callable, got {type(fn).__name__}; lionops calls it as {example}")
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):

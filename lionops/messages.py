@@ -138,6 +138,13 @@ _next_id = _ids.__next__
 _now = time.time
 
 
+def _check_role(role: Any) -> None:
+    """Refuse a role that is not one of the five, naming the closest."""
+    if not isinstance(role, str) or role not in ROLES:
+        hint = did_you_mean(role, ROLES) if isinstance(role, str) else ""
+        raise ConfigurationError(f"unknown message role {role!r}{hint}; expected one of {sorted(ROLES)}")
+
+
 class MessageLog:
     """Ordered messages of a branch; list-like (len, iteration, indexing)."""
 
@@ -148,9 +155,7 @@ class MessageLog:
 
     def add(self, role: Role, content: Any, **kw: Any) -> Message:
         """Append a message and return it. ``role`` must be one of the five roles."""
-        if role not in ROLES:
-            raise ConfigurationError(
-                f"unknown message role {role!r}{did_you_mean(role, ROLES)}; expected one of {sorted(ROLES)}")
+        _check_role(role)
         msg = Message(role=role, content=content, **kw)
         self._items.append(msg)
         return msg
@@ -228,13 +233,21 @@ class MessageLog:
         self._items = [m for m in self._items if keep_system and m.role == "system"]
 
     def keep_last(self, n: int) -> None:
-        """Keep the system message(s) and the last ``n`` other messages."""
+        """Keep the system message(s) and the last ``n`` other messages (``n``
+        an int >= 0: an ArgumentTypeError or ConfigurationError otherwise)."""
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise ArgumentTypeError(f"keep_last takes an int, got {type(n).__name__}")
+        if n < 0:
+            raise ConfigurationError(f"keep_last takes a count >= 0, got {n}")
         others = [i for i, m in enumerate(self._items) if m.role != "system"]
         if len(others) > n:
             drop = set(others[: len(others) - n])
             self._items = [m for i, m in enumerate(self._items) if i not in drop]
 
     def by_role(self, role: Role) -> list[Message]:
+        """The messages of ``role``; an unknown role is a ConfigurationError naming
+        the closest roles (a misspelling would otherwise find nothing)."""
+        _check_role(role)
         return [m for m in self._items if m.role == role]
 
     def __len__(self) -> int:

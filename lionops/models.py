@@ -7,7 +7,6 @@ returns when the model output must not be coerced (cut-off or refusal).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
@@ -16,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, field
 from pydantic.json_schema import SkipJsonSchema
 
 from ._invalid_mark import invalid_reason
+from ._json import loads as bounded_json
 from .errors import TraceFormatError
 from .messages import to_jsonable
 from .text import safe_str, summarize
@@ -111,7 +111,8 @@ def decode_arguments(value: Any) -> dict[str, Any]:
             return current
         if isinstance(current, str):
             try:
-                current = json.loads(current, strict=False)  # raw control characters in strings are text
+                # raw control characters in strings are text; depth bounded (JSONLimitError is a ValueError)
+                current = bounded_json(current, strict=False, what="arguments")
             except ValueError as exc:
                 raise ValueError(
                     f"arguments are not a JSON object: {_preview(value)} ({getattr(exc, 'msg', exc)})"

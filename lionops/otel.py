@@ -84,7 +84,7 @@ DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
 
 #: lionops provider names whose GenAI ``gen_ai.provider.name`` differs.
-_PROVIDER_NAMES = {"claude_code": "anthropic", "codex": "openai"}
+_PROVIDER_NAMES = {"claude_code": "anthropic", "codex": "openai", "openai_responses": "openai", "google": "gcp.gemini"}
 
 #: Numeric request options (``operate()`` keywords) -> their GenAI request attribute.
 _REQUEST_OPTIONS = (

@@ -58,6 +58,9 @@ from pydantic import BaseModel, ValidationError
 from rapidfuzz.distance import JaroWinkler
 
 from ._defaults import FUZZY_KEY_THRESHOLD
+from ._json import check_text, check_value
+from ._json import loads as bounded_json
+from .errors import JSONLimitError
 from .models import ActionRequestModel, RawOutput, normalize_request_keys
 from .operative import request_exclude_of
 from .params import FuzzyMatchKeysParams
@@ -110,6 +113,9 @@ def _decode_at(text: str, index: int) -> Any:
     """The JSON value starting at ``text[index]`` (trailing text ignored), or ``None``."""
     try:
         value, _ = _DECODER.raw_decode(text, index)
+        check_value(value)
+    except JSONLimitError:
+        raise _TooDeep from None
     except ValueError:
         return None
     except RecursionError:
@@ -156,9 +162,9 @@ def split_reasoning(text: str | None) -> tuple[str | None, str | None]:
     if not text or "<" not in text:
         return text, None
     try:
-        json.loads(text, strict=False)
+        bounded_json(text, strict=False)
         return text, None
-    except (ValueError, RecursionError):
+    except ValueError:  # not JSON, or past the bounds (JSONLimitError)
         pass
     if "<|channel|>" in text:
         messages = [(m.group(1).lower(), m.group(2)) for m in _CHANNEL.finditer(text)]
@@ -214,11 +220,11 @@ def extract_json(text: str, *, repair: bool = False) -> Any:
 def _extract(text: str, *, repair: bool) -> Any:
     stripped = text.strip()
     try:
-        return json.loads(stripped, strict=False)
+        return bounded_json(stripped, strict=False)
+    except JSONLimitError:
+        raise _TooDeep from None
     except ValueError:
         pass
-    except RecursionError:
-        raise _TooDeep from None
     for start in _fence_starts(text):
         value = _decode_at(text, start)
         if value is not None:
@@ -255,6 +261,7 @@ def repair_json(text: str) -> dict[str, Any] | None:
     if fences and end > 0:
         candidate = candidate[:end]
     try:
+        check_text(candidate)  # JSONLimitError past the bounds: json-repair recurses
         value = json_repair.loads(candidate)
     except Exception:  # noqa: BLE001 - a library failure means "no JSON"
         return None
@@ -360,8 +367,8 @@ def _holds_reasoning_tag(text: str) -> bool:
     if _REASONING_TAG.search(text) is None:
         return False
     try:
-        json.loads(text, strict=False)
-    except (ValueError, RecursionError):
+        bounded_json(text, strict=False)
+    except ValueError:  # not JSON, or past the bounds (JSONLimitError)
         return True
     return False
 
@@ -474,9 +481,9 @@ def ends_inside_json(text: str | None) -> bool:
     if not body:
         return False
     try:
-        json.loads(body, strict=False)
+        bounded_json(body, strict=False)
         return False
-    except (ValueError, RecursionError):
+    except ValueError:  # not JSON, or past the bounds (JSONLimitError)
         pass
     pos, fences = 0, 0
     for _ in range(_MAX_JSON_STARTS):

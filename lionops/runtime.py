@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ArgumentTypeError, did_you_mean
 
-if TYPE_CHECKING:  # httpx itself is imported by the API transport, when one is first used
-    import httpx
+if TYPE_CHECKING:  # httpx2 itself is imported by the API transport, when one is first used
+    import httpx2
 
 __all__ = ["Runtime", "ClockLike", "current_runtime", "use_runtime"]
 
@@ -46,8 +46,8 @@ ToolRunner = Callable[[Any, dict[str, Any]], Awaitable[Any]]
 CLITransport = Callable[[Any, list[str], str, Any], Awaitable[Any]]
 #: ``check(requests)``: sees one call's checked requests before any dispatch;
 #: it may return the indices that must never be dispatched, each with the
-#: reason they are answered as invalid requests.
-DispatchCheck = Callable[[list[tuple[int, Any, Any, "str | None"]]], "Mapping[int, str] | None"]
+#: exception raised when ``act()`` reaches it.
+DispatchCheck = Callable[[list[tuple[int, Any, Any, "str | None"]]], "Mapping[int, BaseException] | None"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -55,19 +55,20 @@ class Runtime:
     """The seams in force for the current context (``None``: the real one).
 
     Attributes:
-        http_transport: an httpx transport that carries API requests instead
+        http_transport: an httpx2 transport that carries API requests instead
             of the network.
         cli_transport: runs a CLI agent turn instead of spawning the process.
         tool_runner: invokes tools instead of calling their functions.
         clock: the clock for every sleep, deadline and trace timing.
         before_dispatch: called with one call's requests once each shape is
             checked; what it raises ends ``act()`` with nothing dispatched,
-            and the indices it returns are answered as invalid requests
-            (never authorized, hooked or invoked).
+            and reaching a request whose index it returns raises the
+            exception it gives for it (nothing authorized, hooked, invoked
+            or offered to a context provider).
         trace_meta: the ``meta`` dict of the trace being recorded.
     """
 
-    http_transport: httpx.AsyncBaseTransport | None = None
+    http_transport: httpx2.AsyncBaseTransport | None = None
     cli_transport: CLITransport | None = None
     tool_runner: ToolRunner | None = None
     clock: ClockLike | None = None

@@ -400,6 +400,8 @@ class Tool:
         if not callable(self.func):
             raise ArgumentTypeError(f"Tool needs a callable, got {type(self.func).__name__}")
         self.name = self.name or getattr(_unwrapped(self.func), "__name__", "")
+        if not isinstance(self.name, str):
+            raise ArgumentTypeError(f"tool name must be a str, got {type(self.name).__name__}")
         if not self.name or not self.name.isidentifier():
             raise ConfigurationError(f"tool name must be an identifier, got {self.name!r}")
         self.arguments_model, description, self.is_async, self.positional = _derive(self.func, self.name)
@@ -611,24 +613,30 @@ class ActionManager:
         ``tools``: ``True``/``None`` for all; a name, Tool or callable; or a
         list, tuple, set or any other iterable of those (a str is one name).
         Raises :class:`~lionops.errors.UnknownToolError` (a ``ValueError``) for a
-        name that is not registered, naming the closest registered tools.
+        name that is not registered, naming the closest registered tools, and
+        :class:`~lionops.errors.ArgumentTypeError` for ``False`` or bytes (``[]``
+        selects none). A tool named twice is selected once.
         """
         if tools is True or tools is None:
             return list(self._tools.values())
+        if tools is False or isinstance(tools, (bytes, bytearray)):
+            raise ArgumentTypeError(
+                f"a tools= selector names tools by name (str), Tool or function, got {type(tools).__name__}"
+                f" {summarize(tools, 60, use_repr=True)}; pass True or None for every registered tool, [] for none")
         if isinstance(tools, (list, tuple)):
             items = tools
         elif isinstance(tools, (str, Tool)) or callable(tools) or not isinstance(tools, Iterable):
             items = [tools]
         else:  # a set, dict keys, a generator...
             items = list(tools)
-        selected = []
+        selected: dict[str, Tool] = {}  # a tool named twice is offered once
         for item in items:
             name = item if isinstance(item, str) else getattr(item, "name", None) or getattr(item, "__name__", None)
             tool = self._tools.get(name) if isinstance(name, str) else None
             if tool is None:
                 raise UnknownToolError(item if name is None else name, self._tools, selector=True)
-            selected.append(tool)
-        return selected
+            selected.setdefault(tool.name, tool)
+        return list(selected.values())
 
     def get_tool_schema(self, tools: Any = True) -> dict[str, list[dict[str, Any]]]:
         """Schemas of the selected tools (see :meth:`select`) as ``{"tools": [...]}``."""

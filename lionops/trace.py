@@ -13,8 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ._json import loads as bounded_json
 from .engine.definition import MachineDefinition, default_definition
-from .errors import TraceFormatError
+from .errors import JSONLimitError, TraceFormatError
 from .messages import to_jsonable
 from .models import ActionRecord
 from .runtime import current_runtime
@@ -270,11 +271,14 @@ _new = object.__new__
 
 
 def read_json(text: str | bytes, what: str = "trace") -> Any:
-    """``json.loads(text)``; :class:`TraceFormatError` when it is not JSON or nested too deep."""
+    """The JSON value of ``text`` (read within the bounded loader's limits);
+    :class:`TraceFormatError` when it is not JSON text, not JSON, or too deep or large."""
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise TraceFormatError(f"a {what} is JSON text (str or bytes), got {type(text).__name__}")
     try:
-        return json.loads(text)
-    except RecursionError:
-        raise TraceFormatError(f"{what} JSON is nested too deep to read") from None
+        return bounded_json(text, what=f"{what} JSON")
+    except JSONLimitError as exc:
+        raise TraceFormatError(f"{what} JSON is nested too deep to read: {exc}") from None
     except ValueError as exc:
         raise TraceFormatError(f"{what} is not JSON: {exc}") from None
 

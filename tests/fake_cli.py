@@ -44,6 +44,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--child-pidfile")
     parser.add_argument("--chunk", type=int, default=0)
     parser.add_argument("--stderr", default="")
+    parser.add_argument("--stderr-env", action="append", default=[],
+                        help="also write this environment variable's value to stderr (a CLI echoing its config)")
+    parser.add_argument("--stderr-file", action="append", default=[],
+                        help="also write this file's text to stderr (a CLI echoing its config file)")
     parser.add_argument("--exit", type=int, default=0)
     parser.add_argument("--hang-after", type=int, default=-1)
     parser.add_argument("--kill-after", type=int, default=-1)
@@ -79,7 +83,12 @@ def main(argv: list[str]) -> int:
         _hang(out, opts.close_stdout)
     if opts.stderr:
         sys.stderr.write(opts.stderr)
-        sys.stderr.flush()
+    for name in opts.stderr_env:
+        sys.stderr.write(f"{name}={os.environ.get(name, '')}\n")
+    for path in opts.stderr_file:
+        with open(os.path.expandvars(path), encoding="utf-8") as fh:
+            sys.stderr.write(fh.read())
+    sys.stderr.flush()
     return opts.exit
 
 

@@ -16,12 +16,17 @@ from typing import Any
 
 
 class Answer:
-    """What a peer sends back: ``status``, ``body`` bytes and content type."""
+    """What a peer sends back: ``status``, ``body`` bytes, content type and extra
+    ``headers``; with ``hold_s``, the body is sent without a length and the
+    connection then stays open and silent that long (a stalled stream)."""
 
-    __slots__ = ("status", "body", "content_type")
+    __slots__ = ("status", "body", "content_type", "headers", "hold_s")
 
-    def __init__(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+    def __init__(self, status: int, body: bytes, content_type: str = "application/json",
+                 headers: dict[str, str] | None = None, hold_s: float = 0.0) -> None:
         self.status, self.body, self.content_type = status, body, content_type
+        self.headers = dict(headers or {})
+        self.hold_s = hold_s
 
 
 def sse(events: list[tuple[str | None, dict[str, Any]]]) -> bytes:
@@ -51,9 +56,18 @@ class LoopbackPeer:
             def _send(self, answer: Answer) -> None:
                 self.send_response(answer.status)
                 self.send_header("content-type", answer.content_type)
-                self.send_header("content-length", str(len(answer.body)))
+                if answer.hold_s:
+                    self.send_header("connection", "close")
+                    self.close_connection = True
+                else:
+                    self.send_header("content-length", str(len(answer.body)))
+                for name, value in answer.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(answer.body)
+                if answer.hold_s:
+                    self.wfile.flush()
+                    peer._stopping.wait(answer.hold_s)
 
             def do_POST(self) -> None:  # noqa: N802 - http.server API
                 length = int(self.headers.get("content-length") or 0)
@@ -85,9 +99,10 @@ class LoopbackPeer:
             do_HEAD = do_GET
 
         self._lock = threading.Lock()
+        self._stopping = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
 
     def answer(self, path: str, request: dict[str, Any]) -> Answer | None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -102,6 +117,7 @@ class LoopbackPeer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._stopping.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)

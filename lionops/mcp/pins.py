@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .._json import loads as bounded_json
 from ..errors import ConfigurationError
 
 __all__ = ["ToolPins", "definition_hash"]
@@ -66,7 +67,10 @@ class ToolPins:
         Raises:
             ConfigurationError: the file is not a JSON object of objects of strings.
         """
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        try:
+            data = bounded_json(Path(path).read_text(encoding="utf-8"), what="tool pins")
+        except ValueError as exc:  # not JSON, or nested past the bound (JSONLimitError)
+            raise ConfigurationError(f"{os.fspath(path)!r} does not hold tool pins: {exc}") from None
         if not isinstance(data, dict) or not all(
                 isinstance(t, dict) and all(isinstance(h, str) for h in t.values()) for t in data.values()):
             raise ConfigurationError(f"{os.fspath(path)!r} does not hold tool pins (server -> tool -> hash)")

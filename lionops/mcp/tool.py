@@ -87,7 +87,7 @@ class MCPTool(Tool):
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.isidentifier():
-            raise ValueError(f"tool name must be an identifier, got {self.name!r}")
+            raise ConfigurationError(f"tool name must be an identifier, got {self.name!r}")
         schema = self.definition.get("inputSchema")
         if not isinstance(schema, dict):
             schema = {"type": "object"}

@@ -1,6 +1,9 @@
 """``communicate``: the API Middle (ADR-0022 D3).
 
-One chat turn against an OpenAI-compatible Chat Completions endpoint:
+One chat turn against an API endpoint. Every endpoint takes messages and
+options shaped as Chat Completions ones: the OpenAI-compatible endpoint sends
+them as they are, the native ones (Responses, Messages, generateContent) translate them
+into their protocol and their answers back (docs/api.md, "Native protocols"):
 
 1. clear the branch messages when ``clear_messages``; record the user turn
    (instruction, guidance, context; images and their detail go on the
@@ -18,7 +21,10 @@ One chat turn against an OpenAI-compatible Chat Completions endpoint:
 3. record the assistant message with token usage, latency, the tool calls
    and any reasoning on its metadata, and the same facts on the trace
    (:func:`lionops.trace.annotate`). Reasoning (``reasoning_content``
-   fields, ``<think>`` blocks) is kept as a fact and never parsed;
+   fields, ``<think>`` blocks, native reasoning) is kept as a fact and never
+   parsed; a native endpoint's own turn (thinking blocks with signatures,
+   reasoning items, thought parts) is kept as ``metadata["native"]`` and
+   handed back to that endpoint with the history;
 4. a ``finish_reason: "length"`` cut-off or a refusal is returned as a
    :class:`~lionops.models.RawOutput`, never parsed, repaired or turned into
    tool calls; otherwise the raw text under ``skip_validation``,
@@ -38,12 +44,14 @@ from __future__ import annotations
 import base64
 import functools
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 from pydantic import BaseModel
 
+from ..endpoints.base import ChatEndpoint
 from ..endpoints.openai import call_deadline
-from ..errors import ConfigurationError, EndpointError
+from ..errors import ConfigurationError, EndpointError, EndpointResponseError
 from ..messages import Message, to_jsonable
 from ..models import ActionRequestModel, RawOutput, _preview, decode_arguments
 from ..operative import request_type_of
@@ -56,14 +64,15 @@ from .shaping import structured_options
 __all__ = ["communicate", "provider_messages", "native_requests", "usage_note", "caller_model"]
 
 
-def _endpoint_of(imodel: Any) -> Any:
+def _endpoint_of(imodel: Any) -> ChatEndpoint:
+    """The :class:`~lionops.endpoints.base.ChatEndpoint` of ``imodel`` (or ``imodel`` itself)."""
     endpoint = getattr(imodel, "endpoint", imodel)
     if endpoint is None or not callable(getattr(endpoint, "chat", None)):
         raise ConfigurationError(
             "communicate: no API endpoint configured; pass middle= to operate() "
             "or a chat_model=iModel(provider='openai', ...)"
         )
-    return endpoint
+    return cast(ChatEndpoint, endpoint)
 
 
 def _image_part(image: Any, detail: str | None) -> dict[str, Any]:
@@ -136,7 +145,7 @@ def _tool_call_entry(call: dict[str, Any]) -> dict[str, Any]:
     return {"id": call["id"], "type": "function", "function": {"name": call["function"], "arguments": text}}
 
 
-def provider_messages(branch: Any, progression: Any = None) -> list[dict[str, Any]]:
+def provider_messages(branch: Any, progression: Any = None, native_protocol: str | None = None) -> list[dict[str, Any]]:
     """The branch history as Chat Completions messages.
 
     ``system``, ``user`` and ``assistant`` map to their roles (a user message
@@ -154,6 +163,11 @@ def provider_messages(branch: Any, progression: Any = None) -> list[dict[str, An
     message ``Action results (from the runtime): [...]``, in the order the
     messages were recorded (request order). ``action_request`` messages are
     implied by their results.
+
+    With ``native_protocol`` (the protocol of an endpoint that sends a turn back as
+    the provider gave it), an assistant message recorded from that protocol
+    also carries its ``native`` content (thinking blocks with signatures,
+    reasoning items, thought parts) for the endpoint to send unchanged.
     """
     keep = None if progression is None else set(progression)
     history = [m for m in branch.messages if keep is None or m.id in keep]
@@ -180,16 +194,18 @@ def provider_messages(branch: Any, progression: Any = None) -> list[dict[str, An
             # directly (servers reuse ids such as "call_0" across turns).
             answered = _answers_after(history, i)
             native = _native_calls(msg, answered)
+        own = msg.metadata.get("native") if native_protocol and msg.role == "assistant" else None
+        extra = {"native": own} if isinstance(own, dict) and own.get("protocol") == native_protocol else {}
         if native:
             out.append({"role": "assistant", "content": _text(msg.content) or None,
-                        "tool_calls": [_tool_call_entry(c) for c in native]})
+                        "tool_calls": [_tool_call_entry(c) for c in native], **extra})
             for call in native:
                 answer = answered[call["id"]]
                 output = answer.content.get("output") if isinstance(answer.content, dict) else answer.content
                 out.append({"role": "tool", "tool_call_id": call["id"], "content": json.dumps(to_jsonable(output))})
                 as_tool.add(answer.id)
         elif msg.role == "assistant":
-            out.append({"role": "assistant", "content": _assistant_text(msg)})
+            out.append({"role": "assistant", "content": _assistant_text(msg), **extra})
         elif msg.role == "user" and msg.metadata.get("images"):
             detail = msg.metadata.get("image_detail")
             parts = [{"type": "text", "text": _text(msg.content)}]
@@ -251,8 +267,14 @@ def usage_note(branch: Any) -> str | None:
     model (``include_token_usage_to_model``); ``None`` before the first call."""
     prompt = completion = calls = 0
     for msg in branch.messages:
-        usage = msg.metadata.get("usage") if msg.role == "assistant" else None
-        if usage:
+        if msg.role != "assistant":
+            continue
+        tokens, usage = msg.metadata.get("tokens"), msg.metadata.get("usage")
+        if tokens:  # the one usage record (lionops.usage.Usage), whatever the endpoint
+            calls += 1
+            prompt += int(tokens.get("input_tokens", 0))
+            completion += int(tokens.get("output_tokens", 0))
+        elif usage:
             calls += 1
             prompt += int(usage.get("prompt_tokens", 0))
             completion += int(usage.get("completion_tokens", 0))
@@ -344,6 +366,31 @@ async def communicate(
     """
     imodel = getattr(chat_param, "imodel", None) or branch.chat_model
     endpoint = _endpoint_of(imodel)
+    turn = _request(branch, instruction, chat_param, endpoint, clear_messages)  # steps 1 and 2
+    completion, unfinished = await _send(branch, endpoint, turn, parse_param)
+    text, requests, metadata = _record(branch, endpoint, turn, completion)  # step 3
+    return await _answer(branch, turn, completion, unfinished, text, requests, metadata,  # step 4
+                         parse_param, skip_validation)
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """What steps 1 and 2 of ``communicate`` decided: the request and how it was shaped."""
+
+    fmt: Any
+    caller: type[BaseModel] | None
+    messages: list[dict[str, Any]]
+    options: dict[str, Any]
+    schema_in_prompt: bool
+    tools_native: bool
+    tool_schemas: Any
+    shaped_format: Any
+
+
+def _request(branch: Any, instruction: Any, chat_param: Any, endpoint: ChatEndpoint,
+             clear_messages: bool) -> _Turn:
+    """Steps 1 and 2: record the user turn and shape the request (response
+    format, where the tools go, the call's own options)."""
     fmt = getattr(chat_param, "response_format", None)
     options: dict[str, Any] = {}
     schema_in_prompt = False
@@ -373,13 +420,31 @@ async def communicate(
     progression = getattr(chat_param, "progression", None)
     if progression is not None:
         progression = [*progression, user.id]
-    messages = provider_messages(branch, progression)
-    call_options = {**invocation, **options}
+    return _Turn(fmt=fmt, caller=caller, messages=provider_messages(branch, progression,
+                                                                     getattr(endpoint, "native_protocol", None)),
+                 options={**invocation, **options}, schema_in_prompt=schema_in_prompt,
+                 tools_native=tools_native, tool_schemas=tool_schemas,
+                 shaped_format=options.get("response_format"))
+
+
+async def _send(branch: Any, endpoint: ChatEndpoint, turn: _Turn, parse_param: Any) -> tuple[Any, bool]:
+    """Step 2's call: the endpoint's answer, and whether it is a stream that
+    never got a finish reason (kept only for a call with no response format)."""
     try:
-        completion = await endpoint.chat(messages, **call_options)
+        return await endpoint.chat(turn.messages, **turn.options), False
     except EndpointError as exc:
         _log_retries(branch, endpoint, getattr(exc, "retries", ()))
-        raise
+        completion = _unfinished_text_answer(exc, turn.fmt, parse_param)
+        if completion is None:
+            raise
+        return completion, True
+
+
+def _record(branch: Any, endpoint: ChatEndpoint, turn: _Turn,
+            completion: Any) -> tuple[str | None, list[Any], dict[str, Any]]:
+    """Step 3: the facts of the turn on the assistant message's metadata and the
+    trace. Returns the answer text (reasoning split off), the native requests
+    and the metadata."""
     text, thought = split_reasoning(completion.text)
     reasoning = "\n".join(r for r in (getattr(completion, "reasoning", None), thought) if r) or None
 
@@ -391,6 +456,7 @@ async def communicate(
         "model": completion.model,
         "finish_reason": completion.finish_reason,
         "usage": dict(completion.usage),
+        "tokens": completion.tokens.as_dict(),
         "latency_ms": round(completion.latency_s * 1000, 3),
         "http_attempts": completion.attempts,
     }
@@ -401,32 +467,42 @@ async def communicate(
         metadata["refusal"] = completion.refusal
     if reasoning:
         metadata["reasoning"] = reasoning
-    fmt_option = options.get("response_format") or {}
+    own_turn = getattr(completion, "native", None)
+    if own_turn:  # the provider's own turn, sent back as it came
+        metadata["native"] = own_turn
+    fmt_option = turn.shaped_format or {}
     if "json_schema" in fmt_option:
         mode: str | None = "strict" if fmt_option["json_schema"].get("strict") else "json_schema"
     else:
-        mode = fmt_option.get("type") or ("prompt" if schema_in_prompt else None)
+        mode = fmt_option.get("type") or ("prompt" if turn.schema_in_prompt else None)
     annotate(
         **facts, response_id=completion.raw.get("id"), http_retries=list(completion.retries),
         tool_calls=len(completion.tool_calls),
         structured_output=mode,
-        tools_offered=("native" if tools_native else "prompt") if tool_schemas else None,
+        tools_offered=("native" if turn.tools_native else "prompt") if turn.tool_schemas else None,
         reasoning_chars=len(reasoning) if reasoning else 0,
         choices=getattr(completion, "choices", 1),
     )
     _log_retries(branch, endpoint, completion.retries)
+    return text, requests, metadata
 
-    raw = _uncoerced(completion, text)
+
+async def _answer(branch: Any, turn: _Turn, completion: Any, unfinished: bool, text: str | None, requests: list[Any],
+                  metadata: dict[str, Any], parse_param: Any, skip_validation: bool) -> Any:
+    """Step 4: an uncoerced ``RawOutput`` (cut, refusal, no finish reason), the
+    tool calls alone under a caller model, or the inner parse."""
+    raw = _no_finish_reason(text) if unfinished else _uncoerced(completion, text)
     if raw is not None:
         record_assistant(branch, raw, metadata)
         return _noted(raw)
-    if caller is not None and not skip_validation and completion.tool_calls and not _holds_json(text):
+    if turn.caller is not None and not skip_validation and completion.tool_calls and not _holds_json(text):
         # Tool calls beside no JSON answer (nothing, or a preamble such as "I'll check"):
         # the calls alone are parsed; the text is never restated into the caller's fields.
         record_assistant(branch, text, metadata)
         result = await parse_response(None, parse_param, branch=branch, action_requests=requests)
-        return _noted(result if isinstance(result, BaseModel) else _tools_only(caller, completion.tool_calls, text))
-    if caller is None and _actions_only(fmt) and not completion.tool_calls and not _holds_json(text):
+        calls = completion.tool_calls
+        return _noted(result if isinstance(result, BaseModel) else _tools_only(turn.caller, calls, text))
+    if turn.caller is None and _actions_only(turn.fmt) and not completion.tool_calls and not _holds_json(text):
         # No caller model, no tool call, no JSON: the answer is prose. Restating it
         # into a type that holds only the action fields would lose it: it stays text.
         record_assistant(branch, text, metadata)
@@ -463,12 +539,30 @@ def _noted(result: Any) -> Any:
     return result
 
 
+def _unfinished_text_answer(exc: EndpointError, fmt: Any, parse_param: Any) -> Any:
+    """The answer of a stream that ended with ``[DONE]`` but no finish reason,
+    when no response format was asked for (it comes back as an uncoerced
+    ``RawOutput``); ``None`` otherwise: the error stands (ADR-0022 D4: an
+    answer the server never finished is never the model and runs no tool)."""
+    unfinished = getattr(exc, "unfinished", None) if isinstance(exc, EndpointResponseError) else None
+    if unfinished is None or fmt is not None or getattr(parse_param, "response_format", None) is not None:
+        return None
+    return unfinished
+
+
+def _no_finish_reason(text: str | None) -> RawOutput:
+    """The text of a stream that ended with ``[DONE]`` but no finish reason, uncoerced."""
+    return RawOutput(text or "", reason="no_finish_reason", detail=(
+        "the stream ended with [DONE] but never sent a finish reason: the text is returned as it came, "
+        "unparsed, and no tool was run"))
+
+
 def _uncoerced(completion: Any, text: str | None) -> RawOutput | None:
     """A ``RawOutput`` for a cut-off (``length``) or a refusal (``refusal`` text
     or ``content_filter``); ``None`` for an answer that may be parsed."""
     text = text or ""
     if completion.finish_reason == "length":
-        used = completion.usage.get("completion_tokens")
+        used = completion.tokens.output_tokens
         detail = "the answer was cut off at the token limit"
         if used is not None:
             detail += f" after {used} completion tokens"

@@ -30,11 +30,12 @@ import os
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio.to_thread
 
 from .. import observe
+from ..endpoints.base import AgentEndpoint
 from ..endpoints.cli.records import CUT_OFF_STOP_REASONS, CLIRun, CLIToolEvent
 from ..errors import CLIError, ConfigurationError
 from ..models import RawOutput
@@ -93,7 +94,8 @@ class StreamFile:
             self._fh = None
 
 
-def _endpoint_of(branch: Any, chat_param: Any) -> Any:
+def _endpoint_of(branch: Any, chat_param: Any) -> AgentEndpoint:
+    """The :class:`~lionops.endpoints.base.AgentEndpoint` of the call's model."""
     model = getattr(chat_param, "imodel", None) or getattr(branch, "chat_model", None)
     endpoint = getattr(model, "endpoint", model)
     if endpoint is None or not getattr(endpoint, "is_cli", False) or not callable(getattr(endpoint, "run", None)):
@@ -101,7 +103,7 @@ def _endpoint_of(branch: Any, chat_param: Any) -> Any:
             "run_and_collect needs a CLI-backed model: pass chat_model=iModel(provider='claude_code', "
             "cli_command=[...]) or middle= to operate()"
         )
-    return endpoint
+    return cast(AgentEndpoint, endpoint)
 
 
 def _system_text(branch: Any) -> str | None:
@@ -222,8 +224,9 @@ async def run_and_collect(
             except OSError as exc:  # the CLI failure stays the error raised
                 branch.logs.log("snapshot_error", {"path": str(snapshot), "error": str(exc), "branch": branch.id})
     facts = _facts(run, stream, snapshot)
-    metadata: dict[str, Any] = {"usage": dict(run.usage), "cli": facts}
-    trace_facts: dict[str, Any] = {"usage": dict(run.usage), "cli": facts}
+    tokens = run.tokens.as_dict()
+    metadata: dict[str, Any] = {"usage": dict(run.usage), "tokens": tokens, "cli": facts}
+    trace_facts: dict[str, Any] = {"usage": dict(run.usage), "tokens": dict(tokens), "cli": facts}
     if run.cost_usd is not None:
         metadata["cost_usd"] = trace_facts["cost_usd"] = run.cost_usd
     # Reasoning is never the answer (``<think>`` blocks, ...): kept as a fact, as on the API path.

@@ -8,7 +8,9 @@ import json
 from typing import Any
 
 from ..messages import Message, to_jsonable
+from ..parse import extract_json
 from ..tools import ToolSchema
+from ..trace import annotate
 from .parsing import parse_response
 from .shaping import per_request_model, request_model_of, request_schema
 
@@ -97,4 +99,21 @@ async def finish_turn(branch: Any, text: str | None, parse_param: Any, skip_vali
     record_assistant(branch, text, metadata)
     if skip_validation:
         return text
+    _note_answer_requests(text, parse_param)
     return await parse_response(text, parse_param, branch=branch, action_requests=action_requests)
+
+
+def _note_answer_requests(text: str | None, parse_param: Any) -> None:
+    """Put on the trace (``answer_action_requests``) how many ``action_requests``
+    the answer's JSON holds when the result cannot carry them (no format, or a
+    format without that field: actions are off), so the exit ``no_action_param``
+    can say that tool requests were present and none ran (ADR-0022 D4)."""
+    if not text or "action_requests" not in text:
+        return
+    fmt = getattr(parse_param, "response_format", None)
+    if "action_requests" in (getattr(fmt, "model_fields", None) or {}):
+        return  # the result carries them: the trace counts them from it
+    data = extract_json(text)
+    requests = data.get("action_requests") if isinstance(data, dict) else None
+    if isinstance(requests, list) and requests:
+        annotate(answer_action_requests=len(requests))

@@ -263,7 +263,7 @@ _index_of = operator.attrgetter("index")
 class _Batch:
     """The records of one ``act()`` call, by request index."""
 
-    __slots__ = ("branch", "param", "tools", "offered", "records", "errors")
+    __slots__ = ("branch", "param", "tools", "offered", "records", "errors", "held")
 
     def __init__(self, branch: BranchLike, param: ActionParam, tools: dict[str, Tool | None]) -> None:
         self.branch = branch
@@ -273,6 +273,8 @@ class _Batch:
         self.offered = frozenset(tools)
         self.records: dict[int, ActionRecord] = {}
         self.errors: dict[int, BaseException] = {}
+        #: requests the runtime's before_dispatch check holds back: reaching one raises its exception
+        self.held: Mapping[int, BaseException] = {}
 
     def keep(self, rec: ActionRecord, exc: BaseException | None = None) -> ActionRecord:
         """Store ``rec`` (any decision but ``"allowed"``, see :meth:`keep_allowed`)
@@ -381,6 +383,8 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
     branch = batch.branch
     raw: Any
     index, function, raw, invalid, call_id = req
+    if index in batch.held:  # held back by the runtime (replay): nothing may see it
+        raise batch.held[index]
     # 1. content of the request: never invoke what cannot be invoked.
     try:
         if invalid:
@@ -620,13 +624,10 @@ async def act(
     items = action_request if isinstance(action_request, list) else [action_request]
     requests = [_normalize(i, item) for i, item in enumerate(items)]
     # The runtime's before_dispatch check (replay compares the requests with
-    # its recording): what it raises ends act() with nothing dispatched; the
-    # requests it holds back are answered as invalid, never dispatched.
+    # its recording): what it raises ends act() with nothing dispatched; a
+    # request it holds back raises its exception when reached.
     check = current_runtime().before_dispatch
-    if check is not None:
-        held = check([(r.index, r.function, r.arguments, r.invalid) for r in requests])
-        if held:
-            requests = [r._replace(invalid=held[r.index]) if r.index in held else r for r in requests]
+    held = check([(r.index, r.function, r.arguments, r.invalid) for r in requests]) if check is not None else None
     strategy = action_param.strategy
     if strategy not in ACTION_STRATEGIES:
         raise ConfigurationError(
@@ -645,6 +646,8 @@ async def act(
     if len(bound) < len(offered):  # names among them (or Tools that share a name)
         bound |= {t: branch.acts.get(t) for t in offered if isinstance(t, str)}
     batch = _Batch(branch, action_param, bound)
+    if held:
+        batch.held = held
     cap = branch.max_requests
     results: list[ActionRecord | None] = []
     over: list[ActionRecord] = []

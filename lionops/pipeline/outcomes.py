@@ -49,13 +49,15 @@ def return_unrun_requests(ctx: OperationContext) -> Any:
     """The result of a call without actions (exit ``no_action_param``, ADR-0022 D4).
 
     No tool runs. When the model asked for tools anyway (native tool calls,
-    or ``action_requests`` in the result), their number goes on the trace
+    ``action_requests`` in the result, or in the answer's JSON where the
+    result has no such field), their number goes on the trace
     (``meta["unrun_action_requests"]``) and a ``UserWarning`` says how to
     run them.
     """
-    native = ctx.meta.get("tool_calls")
+    native, in_answer = ctx.meta.get("tool_calls"), ctx.meta.get("answer_action_requests")
     requests = _proposed(ctx.result)
-    count = max(native if type(native) is int else 0, len(requests) if type(requests) is list else 0)
+    count = max(native if type(native) is int else 0, in_answer if type(in_answer) is int else 0,
+                len(requests) if type(requests) is list else 0)
     if count:
         ctx.meta["unrun_action_requests"] = count
         text = (f"the model requested {count} tool call(s) but actions are off for this call, so none ran; "

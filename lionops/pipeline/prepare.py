@@ -7,7 +7,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, ParamSpec, TypedDict
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS, DEFAULT_PARSE_CALL_PARAMS
 from .._names import near_miss
@@ -191,20 +191,42 @@ def _instructed(instruct: Instruct | dict[str, Any] | None, instruction: Any, gu
         # What Instruct(instruction=, guidance=, context=) would hold: it
         # keeps a str or None as it is, so none is built.
         return _Instructed(instruction, guidance, context, True if reason else None, None, None)
-    if isinstance(instruct, dict):
-        instruct = Instruct.model_validate(instruct)
-    elif isinstance(instruct, Instruct):
+    if isinstance(instruct, Instruct):
         instruct = instruct.model_copy()
-    elif instruct is not None:
+    elif instruct is not None and not isinstance(instruct, dict):
         raise ArgumentTypeError(f"instruct must be an Instruct or a mapping, got {type(instruct).__name__}")
-    if instruct is not None:  # an Instruct built or changed without validation
+    if isinstance(instruct, Instruct):  # an Instruct built or changed without validation
         check_flags({f"Instruct.{name}": getattr(instruct, name) for name in ("reason", "actions")
                      if getattr(instruct, name) is not None})
-    instruct = instruct or Instruct(instruction=instruction, guidance=guidance, context=context)
+    else:
+        instruct = _validated_instruct(instruct if instruct is not None else
+                                       {"instruction": instruction, "guidance": guidance, "context": context})
     if reason:
         instruct.reason = True
     return _Instructed(instruct.instruction, instruct.guidance, instruct.context,
                        instruct.reason, instruct.actions, instruct.action_strategy)
+
+
+def _validated_instruct(fields: dict[str, Any]) -> Instruct:
+    """An :class:`Instruct` from ``fields`` (an ``instruct`` mapping or the plain
+    keywords); a value of the wrong type is an :class:`ArgumentTypeError` naming
+    the keyword and the type it needs (the value itself is not repeated: it may
+    be a secret)."""
+    try:
+        return Instruct.model_validate(fields)
+    except ValidationError as exc:
+        faults = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']} (got {type(e.get('input')).__name__})"
+            for e in exc.errors(include_url=False))
+        raise ArgumentTypeError(f"operate() instruction keywords of the wrong type: {faults}") from None
+
+
+def _check_middle(middle: Any) -> None:
+    """Refuse a ``middle=`` that cannot be called, before the model is asked."""
+    if middle is not None and not callable(middle):
+        raise ArgumentTypeError(
+            f"middle must be an async callable (a Middle: middle(branch, instruction, chat_param, ...)),"
+            f" got {type(middle).__name__}")
 
 
 def _action_param(action_strategy: str | None, instructed: str | None, call_params: AlcallParams | None,
@@ -299,12 +321,15 @@ def _prepared(
             (``action_strategy``, else the Instruct's) is neither
             ``"sequential"`` nor ``"concurrent"``: refused here, before the
             model is asked, rather than by ``act()`` after the model call.
-        pydantic.ValidationError: ``instruct`` is a mapping that is not a valid Instruct.
+        ArgumentTypeError (a TypeError): ``instruct`` is a mapping that is not a
+            valid Instruct, or ``instruction``/``guidance``/``context`` is of a type it
+            cannot hold; ``middle`` is not callable.
         ArgumentTypeError (a TypeError): ``response_format`` is none of a
             model class or instance, a dataclass, a ``TypedDict`` or a JSON
             schema dict (see :mod:`lionops.formats`).
     """
     _check_keywords(kwargs, instruct, handle_validation)
+    _check_middle(middle)
     # A dataclass or TypedDict becomes its model; any other non-model value is refused.
     response_format = check_response_format(response_format)
     # field_models entries are checked here so a bad entry fails in prepare.

@@ -33,7 +33,8 @@ async def phase(ctx: OperationContext) -> None:
     # not at all when nothing changes (they are frozen: sharing is safe).
     cp_changes: dict[str, Any] = {}
     if action_param is not None:
-        selected = ctx.branch.acts.select(action_param.tools or True)
+        # tools=None offers every registered tool; an empty selector ([], set()) offers none
+        selected = ctx.branch.acts.select(True if action_param.tools is None else action_param.tools)
         cp_changes["tool_schemas"] = [t.offered_schema for t in selected]  # shared, read-only
         # The offered tools are the allowed tools: act() runs only these.
         ctx.offered = tuple(selected)

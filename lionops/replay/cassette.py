@@ -34,7 +34,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .._files import atomic_write_text
-from ..errors import CassetteError, CassetteNotFoundError
+from .._json import loads as bounded_json
+from ..errors import CassetteError, CassetteNotFoundError, JSONLimitError
 from ..trace import Trace
 from .redact import MAX_PATTERNS, REPLACEMENT, Redactor, pattern_problem
 
@@ -260,9 +261,10 @@ class Cassette(_Record):
                 :data:`MAX_CASSETTE_DEPTH`, or not a valid cassette of this version.
         """
         try:
-            data = json.loads(text)
-        except RecursionError:
-            raise CassetteError(f"{source} is not a valid lionops cassette: nested too deep to read") from None
+            data = bounded_json(text, max_depth=MAX_CASSETTE_DEPTH)
+        except JSONLimitError as exc:
+            raise CassetteError(f"{source} is not a valid lionops cassette: nested too deep to read "
+                                f"(more than {exc.maximum} levels deep)") from None
         except ValueError as exc:  # also UnicodeDecodeError, and integers past the digit limit
             raise CassetteError(f"{source} is not JSON: {exc}") from None
         depth = _depth(data)
@@ -330,10 +332,12 @@ def _depth(data: Any) -> int:
     return deepest
 
 
-#: the cassette decision of each ``ActionRecord`` decision (an invoked tool is ``allowed``)
-_DECISIONS = {"allowed": "allowed", "denied": "denied", "timed_out": "denied", "invalid": "invalid",
-              "rejected": "rejected", "not_offered": "rejected", "error": "rejected",
-              "deferred": "denied", "over_limit": "rejected"}
+#: The cassette decision of each ``ActionRecord`` decision; an invoked tool is
+#: ``allowed`` whatever it decided (its error recorded when it did not return).
+#: A deferred call did not run (``denied``); one over the tool-call limit is ``rejected``.
+CASSETTE_DECISIONS = {"allowed": "allowed", "denied": "denied", "timed_out": "denied", "invalid": "invalid",
+                      "rejected": "rejected", "not_offered": "rejected", "error": "rejected",
+                      "deferred": "denied", "over_limit": "rejected"}
 
 
 def _contradiction(op: Operation) -> str | None:
@@ -349,7 +353,7 @@ def _contradiction(op: Operation) -> str | None:
                 f"{sorted(decided)[:10]}")
     for index, rec in decided.items():
         act = actions[index]
-        decision = "allowed" if act.invoked else _DECISIONS.get(act.decision, act.decision)
+        decision = "allowed" if act.invoked else CASSETTE_DECISIONS.get(act.decision, act.decision)
         if (rec.function != act.function or decision != rec.decision
                 or json.dumps(rec.arguments, sort_keys=True) != json.dumps(act.raw_arguments, sort_keys=True)):
             return f"request {index} is {rec.function}/{rec.decision} in tool_calls, " \

@@ -28,7 +28,16 @@ from ..runtime import use_runtime
 from ..text import summarize
 from ..tools import Tool
 from ..trace import Trace, Traced
-from .cassette import CallRecord, CliExchange, ErrorRecord, HttpExchange, Operation, OutcomeRecord, ToolCallRecord
+from .cassette import (
+    CASSETTE_DECISIONS,
+    CallRecord,
+    CliExchange,
+    ErrorRecord,
+    HttpExchange,
+    Operation,
+    OutcomeRecord,
+    ToolCallRecord,
+)
 from .cli import CliRecorder, CliReplay
 from .divergence import ReplayDivergence, compare_traces, first_difference, same_json
 from .redact import Redactor
@@ -117,7 +126,8 @@ def describe_call(branch: Branch, kw: dict[str, Any], redactor: Redactor) -> Cal
     tool_schemas: list[dict[str, Any]] = []
     if _actions_requested(kw):
         try:
-            tool_schemas = branch.acts.get_tool_schema(tools=kw.get("tools") or True)["tools"]
+            selector = kw.get("tools")  # None offers every registered tool; an empty selector none
+            tool_schemas = branch.acts.get_tool_schema(tools=True if selector is None else selector)["tools"]
         except ValueError:
             tool_schemas = []  # prepare/schema will fail the run; the trace shows it
     endpoint_facts = {k: to_jsonable(getattr(endpoint, k)) for k in _ENDPOINT_FACTS if hasattr(endpoint, k)}
@@ -137,12 +147,6 @@ def describe_call(branch: Branch, kw: dict[str, Any], redactor: Redactor) -> Cal
     }))
 
 
-#: cassette decision of each act() decision whose tool was not invoked
-#: (an invoked tool is ``allowed``, with its error when it did not return).
-_CASSETTE_DECISION = {"denied": "denied", "timed_out": "denied", "invalid": "invalid",
-                      "rejected": "rejected", "not_offered": "rejected", "error": "rejected",
-                      "deferred": "denied", "over_limit": "rejected"}
-
 
 def tool_calls_since(branch: Branch, start: int, redactor: Redactor) -> list[ToolCallRecord]:
     """What ``act()`` did with each action request: the typed
@@ -161,7 +165,7 @@ def tool_calls_since(branch: Branch, start: int, redactor: Redactor) -> list[Too
             fields.update(decision="allowed",
                           error={"type": rec.error_type or "Exception", "message": entry.content.get("error", "")})
         else:
-            fields.update(decision=_CASSETTE_DECISION[rec.decision])
+            fields.update(decision=CASSETTE_DECISIONS[rec.decision])
         out.append(ToolCallRecord.model_validate(redactor.value(fields)))
     out.sort(key=lambda r: r.index)
     return out
@@ -344,8 +348,8 @@ class RequestCheck:
     whatever the recorded trace or outcome says.
 
     A request the recording never reached (``not_reached``: the recorded
-    ``act()`` raised first) is held back: if the replay reaches it, it is
-    answered as an invalid request, never dispatched, and the run diverges.
+    ``act()`` raised first) is held back: if the replay reaches it, the run
+    diverges there, before anything sees it.
     """
 
     def __init__(self, calls: list[ToolCallRecord], redactor: Redactor,
@@ -355,6 +359,7 @@ class RequestCheck:
         self.on_divergence = on_divergence
         self.operation = operation
         self.log = RequestLog()
+        self.held: dict[int, ReplayDivergence] = {}
 
     def _arguments(self, arguments: Any) -> Any:
         return _decoded(arguments, self.redactor)
@@ -365,7 +370,7 @@ class RequestCheck:
         self.on_divergence(err)
         return err
 
-    def __call__(self, requests: list[tuple[int, Any, Any, str | None]]) -> dict[int, str] | None:
+    def __call__(self, requests: list[tuple[int, Any, Any, str | None]]) -> dict[int, BaseException] | None:
         self.log(requests)
         seen = set()
         for index, function, arguments, _ in requests:
@@ -386,9 +391,12 @@ class RequestCheck:
             expected = _call_line(self.calls[missing[0]])
             raise self._diverge(f"the recording has action request {expected}, the run has none at "
                                 f"index {missing[0]}; nothing was dispatched", missing[0], expected, None)
-        held = {i: "replay: the recording never reached this request" for i, c in self.calls.items()
-                if c.decision == "not_reached"}
-        return held or None
+        self.held = {
+            i: ReplayDivergence(f"action request {_call_line(c)}: the recording never reached it, the replay "
+                                "did; it was not dispatched", kind="tool_call", index=i, expected=_call_line(c),
+                                actual=_call_line(c), operation=self.operation)
+            for i, c in self.calls.items() if c.decision == "not_reached"}
+        return dict(self.held) or None
 
 
 def _call_line(rec: ToolCallRecord | None) -> str | None:
@@ -502,6 +510,7 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
     checks: list[Callable[[], ReplayDivergence | None]] = [
         lambda: first_seen("exchange"),
         lambda: blocked[0] if blocked else None,
+        lambda: next((e for e in requests.held.values() if e is error), None),
         lambda: compare_traces(op.trace_obj(), trace, operation=operation) if trace else None,
         lambda: compare_tool_calls(op.tool_calls, requests.log.complete(tool_calls_since(branch, start, redactor),
                                                                         redactor),

@@ -1,4 +1,4 @@
-"""httpx transports that record exchanges and serve them back.
+"""httpx2 transports that record exchanges and serve them back.
 
 :class:`RecordingTransport` forwards to a real transport and keeps each
 exchange, redacted, as an :class:`~lionops.replay.cassette.HttpExchange`.
@@ -17,8 +17,9 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
+import httpx2
 
+from .._json import loads as bounded_json
 from .cassette import ErrorRecord, HttpExchange, HttpRequestRecord, HttpResponseRecord
 from .divergence import ReplayDivergence, same_json, unmatched_exchange
 from .redact import Redactor
@@ -41,8 +42,8 @@ def _decode(content: bytes) -> tuple[Any, str | None]:
         return None, None
     text = content.decode("utf-8", errors="replace")
     try:
-        return json.loads(text), None
-    except ValueError:
+        return bounded_json(text), None
+    except ValueError:  # not JSON, or past the bounds (JSONLimitError): kept as text
         return None, text
 
 
@@ -63,8 +64,8 @@ def match_key(method: str, url: str, body: Any, text: str | None, redactor: Reda
     return method.upper(), match_url(redactor.url(url)), redactor.value(body if text is None else text)
 
 
-class RecordingTransport(httpx.AsyncBaseTransport):
-    """Forwards to ``inner`` (default: a new ``httpx.AsyncHTTPTransport``) and
+class RecordingTransport(httpx2.AsyncBaseTransport):
+    """Forwards to ``inner`` (default: a new ``httpx2.AsyncHTTPTransport``) and
     appends every exchange to ``exchanges``, redacted by ``redactor``.
 
     Secrets found in credential headers are removed from the whole exchange.
@@ -73,12 +74,12 @@ class RecordingTransport(httpx.AsyncBaseTransport):
     """
 
     def __init__(self, redactor: Redactor, exchanges: list[Any],
-                 inner: httpx.AsyncBaseTransport | None = None) -> None:
+                 inner: httpx2.AsyncBaseTransport | None = None) -> None:
         self.redactor = redactor
         self.exchanges = exchanges
-        self._inner = inner or httpx.AsyncHTTPTransport()
+        self._inner = inner or httpx2.AsyncHTTPTransport()
 
-    def _request(self, request: httpx.Request) -> tuple[HttpRequestRecord, Redactor]:
+    def _request(self, request: httpx2.Request) -> tuple[HttpRequestRecord, Redactor]:
         headers, found = self.redactor.headers(request.headers.multi_items())
         redactor = self.redactor.with_secrets(found)
         body, text = _decode(request.content)
@@ -89,7 +90,7 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         )
         return record, redactor
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         await request.aread()
         record, redactor = self._request(request)
         try:
@@ -98,7 +99,7 @@ class RecordingTransport(httpx.AsyncBaseTransport):
                 content = await response.aread()
             finally:
                 await response.aclose()
-        except httpx.TransportError as exc:
+        except httpx2.TransportError as exc:
             error = ErrorRecord(type=type(exc).__name__, message=redactor.text(str(exc)))
             self.exchanges.append(HttpExchange(request=record, error=error))
             raise
@@ -109,18 +110,18 @@ class RecordingTransport(httpx.AsyncBaseTransport):
             status=response.status_code, headers=headers,
             body=redactor.value(body), text=None if text is None else redactor.text(text),
         )))
-        return httpx.Response(response.status_code, headers=kept, content=content, request=request)
+        return httpx2.Response(response.status_code, headers=kept, content=content, request=request)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
 
 
-def _served(exchange: HttpExchange, request: httpx.Request) -> httpx.Response:
+def _served(exchange: HttpExchange, request: httpx2.Request) -> httpx2.Response:
     if exchange.response is None:
         assert exchange.error is not None
-        kind = getattr(httpx, exchange.error.type, None)
-        if not (isinstance(kind, type) and issubclass(kind, httpx.TransportError)):
-            kind = httpx.TransportError
+        kind = getattr(httpx2, exchange.error.type, None)
+        if not (isinstance(kind, type) and issubclass(kind, httpx2.TransportError)):
+            kind = httpx2.TransportError
         raise kind(exchange.error.message, request=request)
     rec = exchange.response
     if rec.text is not None:
@@ -129,7 +130,7 @@ def _served(exchange: HttpExchange, request: httpx.Request) -> httpx.Response:
         content = json.dumps(rec.body).encode()
     else:
         content = b""
-    return httpx.Response(rec.status, headers=rec.headers, content=content, request=request)
+    return httpx2.Response(rec.status, headers=rec.headers, content=content, request=request)
 
 
 class RecordedExchanges:
@@ -181,7 +182,7 @@ class RecordedExchanges:
         raise NotImplementedError
 
 
-class ReplayTransport(RecordedExchanges, httpx.AsyncBaseTransport):
+class ReplayTransport(RecordedExchanges, httpx2.AsyncBaseTransport):
     """Serves recorded ``exchanges`` (HTTP ones) with no network.
 
     Args:
@@ -200,7 +201,7 @@ class ReplayTransport(RecordedExchanges, httpx.AsyncBaseTransport):
     def _key(self, rec: HttpRequestRecord) -> tuple[str, str, Any]:
         return match_key(rec.method, rec.url, rec.body, rec.text, self.redactor)
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         await request.aread()
         _, found = self.redactor.headers(request.headers.multi_items())
         redactor = self.redactor.with_secrets(found)

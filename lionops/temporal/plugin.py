@@ -29,6 +29,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from .._json import loads as bounded_json
 from ..errors import ConfigurationError, LionopsError
 from ..trace import Trace, Traced
 from ._codec import decode_kwargs, decode_result, encode_result
@@ -39,7 +40,7 @@ __all__ = ["LionopsPlugin", "LionopsPayloadConverter", "data_converter", "Operat
 
 #: Modules imported outside the workflow sandbox.
 PASSTHROUGH_MODULES = (
-    "lionops", "pydantic", "pydantic_core", "anyio", "sniffio", "httpx", "httpcore", "transitions",
+    "lionops", "pydantic", "pydantic_core", "anyio", "sniffio", "httpx2", "httpcore2", "transitions",
     "json_repair", "rapidfuzz", "tenacity",
 )
 
@@ -63,7 +64,7 @@ class _LionopsEncoding(EncodingPayloadConverter):
         return Payload(metadata={"encoding": _ENCODING.encode()}, data=json.dumps(doc).encode())
 
     def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
-        doc = json.loads(payload.data)
+        doc = bounded_json(payload.data, what="a lionops payload")
         trace = Trace.from_dict(doc["trace"])
         if doc.get("type") == "Trace":
             return trace

@@ -60,11 +60,14 @@ def completion(
     model: str = "gpt-4o-mini-2024-07-18",
     prompt_tokens: int = 52,
     completion_tokens: int = 17,
+    cached_tokens: int = 0,
+    reasoning_tokens: int = 0,
 ) -> dict[str, Any]:
     """A ``chat.completion`` object with one choice.
 
     ``finish_reason`` defaults to ``"tool_calls"`` when tool calls are given,
-    else ``"stop"``.
+    else ``"stop"``. ``cached_tokens`` (part of ``prompt_tokens``) and
+    ``reasoning_tokens`` (part of ``completion_tokens``) fill the usage details.
     """
     message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": refusal}
     if tool_calls:
@@ -84,8 +87,8 @@ def completion(
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+            "prompt_tokens_details": {"cached_tokens": cached_tokens, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": reasoning_tokens, "audio_tokens": 0},
         },
         "service_tier": "default",
         "system_fingerprint": "fp_0aa8d3e20b",

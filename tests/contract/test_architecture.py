@@ -219,10 +219,12 @@ def test_endpoints_never_import_middles_or_pipeline() -> None:
 
 #: Modules that import by a computed name, which the graph above cannot see,
 #: and why each is safe: the CLI package loads its own submodules on first
-#: use (so ``import lionops`` loads no process code). (The Temporal codec
-#: imports nothing: a class named in a payload is looked up among the
-#: registered types.)
-COMPUTED_IMPORTS = {"lionops.endpoints.cli"}
+#: use (so ``import lionops`` loads no process code), and the provider
+#: registry imports an endpoint class (or a provider package,
+#: ``lionops.endpoints.<name>``) when a model of that provider is first built.
+#: (The Temporal codec imports nothing: a class named in a payload is looked
+#: up among the registered types.)
+COMPUTED_IMPORTS = {"lionops.endpoints.cli", "lionops.endpoints.registry"}
 
 
 def _computes_an_import(path: Path) -> bool:

@@ -56,6 +56,22 @@ async def test_without_a_selector_every_registered_tool_is_offered(path, tmp_pat
     assert seen == [frozenset(branch.acts.names)]
 
 
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("selector", [[], (), set(), {}], ids=["list", "tuple", "set", "dict"])
+async def test_an_empty_selector_offers_no_tool_and_none_runs(selector, path, tmp_path):
+    box = ToolBox()
+    asked: list[str] = []
+    branch = Branch(tools=box.tools())
+    branch.gate(lambda inv: asked.append(inv.function) or True)
+    result, trace = await operate_via(path, tmp_path, branch, [
+        {"function": "send_message", "arguments": {"to": "a", "body": "b"}},
+    ], tools=selector)
+    assert dict(box.calls) == {} and asked == []
+    [refused] = result.action_responses
+    assert refused.record.decision == "not_offered" and refused.output["type"] == "ToolNotOfferedError"
+    assert [a.decision for a in trace.actions] == ["not_offered"]
+
+
 async def test_an_unknown_tool_names_only_the_offered_ones():
     box = ToolBox()
     branch = Branch(tools=box.tools())

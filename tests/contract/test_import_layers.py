@@ -55,4 +55,27 @@ def test_only_the_transport_module_of_the_openai_family_imports_httpx_io():
     for path in (PACKAGE / "endpoints" / "openai").glob("*.py"):
         source = path.read_text()
         if path.name != "transport.py":
-            assert "import httpx" not in source and "import anyio" not in source, path.name
+            assert "import httpx2" not in source and "import anyio" not in source, path.name
+
+
+def test_lionops_never_imports_httpx_only_httpx2(tmp_path):
+    # HTTP goes through httpx2 (``import httpx2``): neither importing lionops nor
+    # a whole call over HTTP, a recording and a replay load the ``httpx`` package.
+    code = """
+import sys, anyio, lionops
+from lionops import Branch, iModel
+from lionops.replay import record, replay
+from lionops.testing import OpenAIServer, completion
+async def main():
+    path = sys.argv[1] + "/c.json"
+    with OpenAIServer([completion("hi")]) as server:
+        model = iModel(provider="openai", model="m", base_url=server.base_url, api_key="k")
+        await record(path, Branch(chat_model=model), instruction="x")
+        await replay(path, Branch(chat_model=model), instruction="x")
+        await model.aclose()
+anyio.run(main)
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("httpx", "httpcore")), "httpx2" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[] True"

@@ -205,7 +205,7 @@ def test_a_misspelled_model_option_is_refused_not_sent(wrong, right):
 async def test_real_options_on_the_model_are_sent(server):
     server.push(completion("ok"))
     m = make_model(server, **REAL_OPTIONS)
-    assert (await m.chat([{"role": "user", "content": "hi"}])).text == "ok"
+    assert (await m.endpoint.chat([{"role": "user", "content": "hi"}])).text == "ok"
     await m.aclose()
     body = sent(server)
     assert {k: body[k] for k in REAL_OPTIONS} == REAL_OPTIONS

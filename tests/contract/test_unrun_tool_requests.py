@@ -4,6 +4,7 @@ stays ``no_action_param`` and no tool runs, but the trace counts the requests
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from typing import Any
@@ -107,3 +108,43 @@ async def test_a_result_of_its_own_type_is_not_read_for_requests(anyio_backend):
         warnings.simplefilter("error")
         out = await branch.operate(instruction="Refund 7", middle=ScriptedMiddle(result))
     assert out is result and result.reads == 0
+
+
+@dataclasses.dataclass
+class AnswerRecord:
+    text: str
+
+
+@pytest.mark.parametrize("fmt", [None, Answer, AnswerRecord, {"type": "object"}],
+                         ids=["text", "model", "dataclass", "json-schema"])
+async def test_action_requests_in_the_answers_json_are_counted_where_the_result_drops_them(fmt, anyio_backend):
+    # Actions off: the format has no action_requests field (or there is no
+    # format), so validation drops the requests the model wrote into its JSON.
+    ran: list[str] = []
+    requests = [{"function": "refund", "arguments": {"order_id": str(i)}} for i in (7, 8, 9)]
+    with OpenAIServer([completion(json.dumps({"text": "done", "action_requests": requests}))]) as server:
+        model = make_model(server)
+        branch = _branch(ran, chat_model=model)
+        try:
+            with pytest.warns(UserWarning, match=r"requested 3 tool call\(s\) but actions are off.*" + HOW):
+                await branch.operate(instruction="Refund 7, 8 and 9", response_format=fmt)
+        finally:
+            await model.aclose()
+    trace = branch.traces[-1]
+    assert trace.exit == "no_action_param" and ran == []
+    assert trace.to_dict()["meta"]["unrun_action_requests"] == 3
+
+
+@pytest.mark.parametrize("answer", [{"text": "no action_requests here"}, {"text": "x", "action_requests": []},
+                                    {"text": "x", "action_requests": "refund"}], ids=["in-text", "empty", "not-a-list"])
+async def test_an_answer_that_only_mentions_requests_is_not_noted(answer, anyio_backend):
+    with OpenAIServer([completion(json.dumps(answer))]) as server:
+        model = make_model(server)
+        branch = _branch([], chat_model=model)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", UserWarning)
+                await branch.operate(instruction="Hi", response_format=Answer)
+        finally:
+            await model.aclose()
+    assert "unrun_action_requests" not in branch.traces[-1].meta

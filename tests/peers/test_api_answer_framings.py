@@ -137,13 +137,13 @@ BODY = json.dumps({"id": "chatcmpl-s", "object": "chat.completion", "model": "m"
 @pytest.mark.parametrize("coding", ["br", "zstd", "compress", "gzip, br", "x-custom"])
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 async def test_a_content_encoding_that_cannot_be_decoded_is_a_typed_error(server, coding, stream):
-    """httpx passes codings it has no decoder for through as is; the compressed
+    """httpx2 passes codings it has no decoder for through as is; the compressed
     bytes must never be read as the answer or previewed as if they were text."""
     server.push(Reply(stream=[], headers={"Content-Encoding": coding}) if stream
                 else Reply(BODY, headers={"Content-Encoding": coding}, content_type="application/json"))
     m = make_model(server, stream=stream)
     with pytest.raises(EndpointResponseError, match=f"Content-Encoding '{coding.split(',')[-1].strip()}'") as info:
-        await m.chat([{"role": "user", "content": "x"}])
+        await m.endpoint.chat([{"role": "user", "content": "x"}])
     await m.aclose()
     assert info.value.__cause__ is None and info.value.__context__ is None
 
@@ -152,7 +152,7 @@ async def test_an_error_status_with_an_undecodable_body_is_still_retried(server)
     server.push(Reply(b"\x8b\x00", status=503, headers={"Content-Encoding": "br"}),
                 Reply(BODY, content_type="application/json"))
     m = make_model(server, max_retries=1, retry_after_cap=0.01)
-    assert (await m.chat([{"role": "user", "content": "x"}])).text == "hi"
+    assert (await m.endpoint.chat([{"role": "user", "content": "x"}])).text == "hi"
     await m.aclose()
     assert len(server.chat_requests) == 2
 
@@ -160,7 +160,7 @@ async def test_an_error_status_with_an_undecodable_body_is_still_retried(server)
 async def test_a_body_with_a_byte_order_mark_is_read(server):
     server.push(Reply(b"\xef\xbb\xbf" + BODY, content_type="application/json"))
     m = make_model(server)
-    assert (await m.chat([{"role": "user", "content": "x"}])).text == "hi"
+    assert (await m.endpoint.chat([{"role": "user", "content": "x"}])).text == "hi"
     await m.aclose()
 
 
@@ -173,7 +173,7 @@ async def test_a_retry_after_that_is_no_number_of_seconds_falls_back_to_the_back
     server.push(Reply(status=503, headers=headers), Reply(BODY, content_type="application/json"))
     m = make_model(server, max_retries=1, backoff_initial=0.75)
     with use_clock(RecordingClock()) as clk:
-        assert (await m.chat([{"role": "user", "content": "x"}])).text == "hi"
+        assert (await m.endpoint.chat([{"role": "user", "content": "x"}])).text == "hi"
     await m.aclose()
     assert clk.sleeps == [0.75]
 

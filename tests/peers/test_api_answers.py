@@ -302,7 +302,7 @@ async def test_a_deeply_nested_body_is_a_response_error(server):
     server.push(Reply(body='{"choices": ' + "[" * 100_000 + "]" * 100_000 + "}", content_type="application/json"))
     m = make_model(server)
     with pytest.raises(EndpointResponseError, match="nested too deep"):
-        await m.chat([{"role": "user", "content": "x"}])
+        await m.endpoint.chat([{"role": "user", "content": "x"}])
     await m.aclose()
 
 
@@ -563,9 +563,9 @@ async def test_one_chunk_sent_as_a_plain_body_is_read_as_a_stream(server):
     cut = chunk({"role": "assistant", "content": '{"answer": 2, "action_requests": [{"function": "wipe_disk"}]}'})
     server.push(Reply(whole), Reply(cut))
     m = make_model(server)
-    assert (await m.chat([{"role": "user", "content": "x"}])).text == '{"answer": 2}'
+    assert (await m.endpoint.chat([{"role": "user", "content": "x"}])).text == '{"answer": 2}'
     with pytest.raises(EndpointResponseError, match="incomplete stream"):
-        await m.chat([{"role": "user", "content": "x"}])
+        await m.endpoint.chat([{"role": "user", "content": "x"}])
     await m.aclose()
 
 
@@ -606,7 +606,7 @@ async def test_a_gzip_bomb_stops_at_the_cap(server):
     server.push(Reply(bomb, headers={"Content-Encoding": "gzip"}, content_type="application/json"))
     m = make_model(server)
     with pytest.raises(EndpointResponseError, match="larger than max_response_bytes=16777216"):
-        await m.chat([{"role": "user", "content": "x"}])
+        await m.endpoint.chat([{"role": "user", "content": "x"}])
     await m.aclose()
 
 
@@ -614,7 +614,7 @@ async def test_a_gzip_body_under_the_cap_is_read(server):
     raw = json.dumps(completion("zipped")).encode()
     server.push(Reply(_gzip(raw), headers={"Content-Encoding": "gzip"}, content_type="application/json"))
     m = make_model(server)
-    assert (await m.chat([{"role": "user", "content": "x"}])).text == "zipped"
+    assert (await m.endpoint.chat([{"role": "user", "content": "x"}])).text == "zipped"
     await m.aclose()
 
 
@@ -632,9 +632,9 @@ async def test_other_compressed_bodies(server, encoding):
     m = make_model(server)
     if encoding == "corrupt-gzip":
         with pytest.raises(EndpointResponseError, match="cannot be decoded"):
-            await m.chat([{"role": "user", "content": "x"}])
+            await m.endpoint.chat([{"role": "user", "content": "x"}])
     else:
-        assert (await m.chat([{"role": "user", "content": "x"}])).text == "deflated"
+        assert (await m.endpoint.chat([{"role": "user", "content": "x"}])).text == "deflated"
     await m.aclose()
 
 
@@ -652,7 +652,7 @@ async def test_the_size_cap_is_configurable_and_holds_for_streams(server, stream
         server.push(completion(text * 64))
     m = make_model(server, max_response_bytes=64 * 1024, stream=stream)
     with pytest.raises(EndpointResponseError, match="larger than max_response_bytes=65536"):
-        await m.chat([{"role": "user", "content": "x"}])
+        await m.endpoint.chat([{"role": "user", "content": "x"}])
     await m.aclose()
 
 
@@ -661,7 +661,7 @@ async def test_a_body_with_a_content_length_is_capped_by_what_was_read(announced
     """A body sent as is with its Content-Length is read in one piece: one at
     the cap is read; a transport that sends more than it announced is still
     refused at the cap (the length read is counted, not the header)."""
-    import httpx
+    import httpx2
 
     from lionops.runtime import use_runtime
 
@@ -672,19 +672,19 @@ async def test_a_body_with_a_content_length_is_capped_by_what_was_read(announced
     if announced == "understated":
         body += b" " * 4096  # past the cap, announced as within it
 
-    class Transport(httpx.AsyncBaseTransport):
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    class Transport(httpx2.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
             await request.aread()
             headers = {"content-type": "application/json", "content-length": str(min(len(body), cap))}
-            return httpx.Response(200, headers=headers, stream=httpx.ByteStream(body))
+            return httpx2.Response(200, headers=headers, stream=httpx2.ByteStream(body))
 
     m = make_model_offline(max_response_bytes=cap)
     with use_runtime(http_transport=Transport()):
         if announced == "exact":
-            assert (await m.chat([{"role": "user", "content": "x"}])).text == "y" * (cap - 2000)
+            assert (await m.endpoint.chat([{"role": "user", "content": "x"}])).text == "y" * (cap - 2000)
         else:
             with pytest.raises(EndpointResponseError, match=f"larger than max_response_bytes={cap}"):
-                await m.chat([{"role": "user", "content": "x"}])
+                await m.endpoint.chat([{"role": "user", "content": "x"}])
     await m.aclose()
 
 
@@ -734,7 +734,7 @@ async def test_data_events_reset_the_silence_bound(server):
     events = [chunk({"content": part}) for part in ('{"ans', 'wer": ', "3}")] + [chunk({}, finish="stop")]
     server.push(Reply(stream=events, pause_s=0.2))
     m = make_model(server, stream=True, silence_timeout=5)
-    assert (await m.chat([{"role": "user", "content": "x"}])).text == '{"answer": 3}'
+    assert (await m.endpoint.chat([{"role": "user", "content": "x"}])).text == '{"answer": 3}'
     await m.aclose()
 
 

@@ -35,7 +35,7 @@ async def test_replay_refuses_a_request_that_was_not_recorded():
 
     recording = load_recording(resources.files("lionops.testing") / "recordings" / RECORDING)
     with OpenAIServer(replay(recording)) as server:
-        m = iModel(provider="openai", model="gpt-4o-mini", base_url=server.base_url)
+        m = iModel(provider="openai", model="gpt-4o-mini", base_url=server.base_url, api_key="k")
         with pytest.raises(EndpointStatusError, match="differs from the recorded one"):
             await Branch(chat_model=m).operate(instruction="something else")
         await m.aclose()

@@ -81,7 +81,7 @@ async def test_no_model_name_is_refused(server):
 @pytest.mark.anyio
 async def test_default_and_call_options_and_no_key(server):
     server.push(completion("ok"))
-    ep = ChatCompletionsEndpoint(model="m", base_url=server.base_url, temperature=0.5, top_p=0.9)
+    ep = ChatCompletionsEndpoint(provider="vllm", model="m", base_url=server.base_url, temperature=0.5, top_p=0.9)
     done = await ep.chat(MESSAGES, temperature=0.0, user=None)
     await ep.aclose()
     body = server.requests[0].body
@@ -96,18 +96,18 @@ async def test_the_request_body_is_compact_utf8_json_and_the_same_on_every_call(
     """The bytes sent are what ``json=`` would send (compact separators, text
     as UTF-8, not escaped), also for the shared schema and tool specs, and the
     same on a second call that reuses them."""
-    import httpx
+    import httpx2
 
     from lionops.runtime import use_runtime
 
     sent: list[bytes] = []
 
-    class Transport(httpx.AsyncBaseTransport):
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    class Transport(httpx2.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
             sent.append(await request.aread())
             assert request.headers["content-type"] == "application/json"
             assert request.headers["content-length"] == str(len(sent[-1]))
-            return httpx.Response(200, json=completion('{"answer": 4}'))
+            return httpx2.Response(200, json=completion('{"answer": 4}'))
 
     m = iModel(provider="openai", model="m", base_url="http://127.0.0.1:9/v1", api_key="k", native_tools=native)
     with use_runtime(http_transport=Transport()):
@@ -131,7 +131,7 @@ async def test_a_cookie_the_server_sets_is_sent_back(server):
                 completion("three"), completion("four"))
     m = make_model(server)
     for _ in range(4):
-        await m.chat(MESSAGES)
+        await m.endpoint.chat(MESSAGES)
     await m.aclose()
     cookies = [r.headers.get("cookie") for r in server.chat_requests]  # the server records it redacted
     assert [c is not None for c in cookies] == [False, False, True, True]
@@ -143,14 +143,14 @@ async def test_a_cookie_the_server_sets_is_sent_back(server):
 @pytest.mark.anyio
 async def test_one_client_reused_within_a_loop(server, model):
     server.push(completion("a"), completion("b"))
-    await model.chat(MESSAGES)
+    await model.endpoint.chat(MESSAGES)
     first = model.endpoint._client
-    await model.chat(MESSAGES)
+    await model.endpoint.chat(MESSAGES)
     assert model.endpoint._client is first
 
 
 def test_endpoint_survives_a_new_event_loop_and_backend(server):
-    ep = ChatCompletionsEndpoint(model="m", base_url=server.base_url)
+    ep = ChatCompletionsEndpoint(model="m", base_url=server.base_url, api_key="k")
     server.push(completion("a"), completion("b"))
     texts = []
 
@@ -180,7 +180,7 @@ def test_parse_retry_after_forms():
 async def test_retry_after_in_seconds_is_waited(server, model):
     server.push(Reply(RATE, status=429, headers={"Retry-After": "2"}), completion("done"))
     with use_clock(RecordingClock()) as clk:
-        done = await model.chat(MESSAGES)
+        done = await model.endpoint.chat(MESSAGES)
     assert clk.sleeps == [2.0]
     assert done.text == "done" and done.attempts == 2
     assert done.retries == [{"status": 429, "delay_s": 2.0}]
@@ -191,7 +191,7 @@ async def test_retry_after_as_an_http_date_is_waited(server, model):
     when = email.utils.formatdate(time.time() + 3, usegmt=True)
     server.push(Reply(RATE, status=429, headers={"Retry-After": when}), completion("done"))
     with use_clock(RecordingClock()) as clk:
-        done = await model.chat(MESSAGES)
+        done = await model.endpoint.chat(MESSAGES)
     assert len(clk.sleeps) == 1 and 1.5 < clk.sleeps[0] <= 3.0
     assert done.text == "done"
 
@@ -216,7 +216,7 @@ async def test_429_until_retries_run_out(server):
     m = make_model(server, max_retries=2, backoff_initial=0.25, backoff_factor=3)
     with use_clock(RecordingClock()) as clk:
         with pytest.raises(EndpointRateLimitError) as info:
-            await m.chat(MESSAGES)
+            await m.endpoint.chat(MESSAGES)
     await m.aclose()
     assert clk.sleeps == [0.25, 0.75]
     assert info.value.attempts == 3 and "after 3 attempts" in str(info.value)
@@ -226,7 +226,7 @@ async def test_429_until_retries_run_out(server):
 async def test_5xx_then_success_backs_off(server, model):
     server.push(Reply("upstream connect error", status=502), Reply(error_body("busy"), status=503), completion("ok"))
     with use_clock(RecordingClock()) as clk:
-        done = await model.chat(MESSAGES)
+        done = await model.endpoint.chat(MESSAGES)
     assert clk.sleeps == [0.5, 1.0] and done.attempts == 3
 
 
@@ -234,7 +234,7 @@ async def test_5xx_then_success_backs_off(server, model):
 async def test_one_real_time_retry(server, model):
     """The one test that really sleeps (retry-after-ms: 200)."""
     server.push(Reply(RATE, status=429, headers={"retry-after-ms": "200"}), completion("ok"))
-    done = await model.chat(MESSAGES)
+    done = await model.endpoint.chat(MESSAGES)
     assert done.text == "ok" and done.retries == [{"status": 429, "delay_s": 0.2}]
     assert len(server.chat_requests) == 2
 
@@ -247,7 +247,7 @@ async def test_400_is_not_retried(server, model):
     server.push(Reply(error_body("Invalid value for 'temperature'."), status=400))
     with use_clock(RecordingClock()) as clk:
         with pytest.raises(EndpointStatusError) as info:
-            await model.chat(MESSAGES, temperature=9)
+            await model.endpoint.chat(MESSAGES, temperature=9)
     assert info.value.status == 400 and clk.sleeps == []
     assert "Invalid value for 'temperature'" in str(info.value)
     assert len(server.chat_requests) == 1
@@ -258,7 +258,7 @@ async def test_400_is_not_retried(server, model):
 async def test_2xx_without_a_completion_is_a_response_error(server, model, body):
     server.push(Reply(body))
     with pytest.raises(EndpointResponseError):
-        await model.chat(MESSAGES)
+        await model.endpoint.chat(MESSAGES)
 
 
 def _closed_port() -> int:

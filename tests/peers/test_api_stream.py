@@ -92,6 +92,6 @@ async def test_streamed_cut_off_is_not_parsed(server):
 async def test_a_broken_chunk_is_a_response_error(server, model):
     stop = {**DONE, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
     server.push(Reply(stream=[_chunk({"content": "hi"}), stop]), Reply(body="data: {oops\n\n"))
-    assert (await model.chat([{"role": "user", "content": "x"}], stream=True)).text == "hi"
+    assert (await model.endpoint.chat([{"role": "user", "content": "x"}], stream=True)).text == "hi"
     with pytest.raises(EndpointResponseError, match="stream chunk"):
-        await model.chat([{"role": "user", "content": "x"}], stream=True)
+        await model.endpoint.chat([{"role": "user", "content": "x"}], stream=True)

@@ -55,7 +55,7 @@ async def test_a_dripping_server_is_cut_by_the_deadline(server, stream):
     started = time.monotonic()
     with anyio.fail_after(60):  # the body alone would take minutes to arrive
         with pytest.raises(EndpointTimeoutError) as info:
-            await m.chat(MESSAGES)
+            await m.endpoint.chat(MESSAGES)
     elapsed = time.monotonic() - started
     await m.aclose()
     err = info.value
@@ -71,7 +71,7 @@ async def test_a_silent_server_is_cut_by_the_deadline_before_a_long_timeout(serv
     m = make_model(server, timeout=30, deadline=0.5)
     with anyio.fail_after(20):
         with pytest.raises(EndpointTimeoutError) as info:
-            await m.chat(MESSAGES)
+            await m.endpoint.chat(MESSAGES)
     await m.aclose()
     assert info.value.limit == "deadline" and info.value.__context__ is None
 
@@ -82,12 +82,12 @@ async def test_the_read_timeout_names_itself(server):
     server.push(Reply(hang=True, hang_s=10))
     m = make_model(server, timeout=0.3)
     with pytest.raises(EndpointTimeoutError) as info:
-        await m.chat(MESSAGES)
+        await m.endpoint.chat(MESSAGES)
     await m.aclose()
     err = info.value
     assert err.limit == "timeout" and err.seconds == 0.3
     assert "one read waited longer than the timeout of 0.3 s" in str(err)
-    assert err.__context__ is None and err.__cause__ is None  # no httpx exception (it holds the headers)
+    assert err.__context__ is None and err.__cause__ is None  # no httpx2 exception (it holds the headers)
 
 
 @pytest.mark.anyio
@@ -99,7 +99,7 @@ async def test_backoff_stops_where_the_deadline_would_pass(server):
     m = make_model(server, max_retries=10, deadline=20)
     with use_clock(RecordingClock()) as clk:
         with pytest.raises(EndpointTimeoutError) as info:
-            await m.chat(MESSAGES)
+            await m.endpoint.chat(MESSAGES)
     await m.aclose()
     err = info.value
     assert clk.sleeps == [0.5, 1.0, 2.0, 4.0, 8.0]
@@ -156,7 +156,7 @@ async def test_per_call_deadline_is_not_sent(server):
     assert result.answer == 1
     assert "deadline" not in sent(server)
     with pytest.raises(ConfigurationError, match="deadline"):
-        await m.chat(MESSAGES, deadline=0)
+        await m.endpoint.chat(MESSAGES, deadline=0)
 
 
 # ---------------------------------------------------------------- retries that run out
@@ -245,7 +245,7 @@ ECHO_CASES = {
 @pytest.mark.parametrize("case", list(ECHO_CASES))
 async def test_an_echoing_server_leaks_no_secret(server, case, caplog, tmp_path):
     """A server that sends every request header back, in headers and body:
-    no secret in DEBUG logs of any logger (httpx, httpcore included), the
+    no secret in DEBUG logs of any logger (httpx2, httpcore2 included), the
     error's str/repr/traceback and its whole chain, the trace, the branch,
     or the recorded cassette."""
     reply, error = ECHO_CASES[case]
@@ -261,7 +261,7 @@ async def test_an_echoing_server_leaks_no_secret(server, case, caplog, tmp_path)
     assert _chain(err) == [err]
     raw = server.requests[0]
     assert raw.headers["authorization"] == "Bearer ***"
-    assert any(r.name.startswith("httpcore") for r in caplog.records)  # httpcore's DEBUG records were seen
+    assert any(r.name.startswith("httpcore2") for r in caplog.records)  # httpcore2's DEBUG records were seen
     shown = "\n".join([
         caplog.text, *(f"{r.getMessage()} {r.args!r}" for r in caplog.records),
         *(s for e in _chain(err) for s in (str(e), repr(e), getattr(e, "body", ""))),
@@ -284,7 +284,7 @@ async def test_a_key_straddling_the_preview_cut_is_removed_whole(server, status,
     server.push(Reply(text, status=status))
     m = _secret_model(server, max_retries=0)
     with pytest.raises((EndpointStatusError, EndpointResponseError)) as info:
-        await m.chat(MESSAGES)
+        await m.endpoint.chat(MESSAGES)
     await m.aclose()
     err = info.value
     assert not _leaks(str(err) + repr(err) + getattr(err, "body", ""), min_part=4)
@@ -293,21 +293,21 @@ async def test_a_key_straddling_the_preview_cut_is_removed_whole(server, status,
 @pytest.mark.anyio
 async def test_secret_forms_a_server_or_httpx_may_show(server):
     """A key read from a file with its newline is sent stripped; a header value
-    httpx refuses (it quotes it in its error) and the bare credential of a
+    httpx2 refuses (it quotes it in its error) and the bare credential of a
     caller's ``Authorization: Bearer ...`` header echoed alone are scrubbed."""
     server.push(completion("ok"), Reply(error_body(f"unknown key {SENTINEL_HEADER}"), status=401))
     keyed = iModel(provider="openai", model="m", base_url=server.base_url, api_key=f"{SENTINEL}\n")
-    assert (await keyed.chat(MESSAGES)).text == "ok"
+    assert (await keyed.endpoint.chat(MESSAGES)).text == "ok"
     await keyed.aclose()
     bearer = iModel(provider="openai", model="m", base_url=server.base_url, max_retries=0,
                     headers={"Authorization": f"Bearer {SENTINEL_HEADER}"})
     with pytest.raises(EndpointAuthError) as auth:
-        await bearer.chat(MESSAGES)
+        await bearer.endpoint.chat(MESSAGES)
     await bearer.aclose()
     broken = iModel(provider="openai", model="m", base_url=server.base_url, max_retries=0,
                     headers={"X-Api-Token": f"{SENTINEL_HEADER}\n"})
     with pytest.raises(EndpointConnectionError) as refused:
-        await broken.chat(MESSAGES)
+        await broken.endpoint.chat(MESSAGES)
     await broken.aclose()
     for err in (auth.value, refused.value):
         assert not _leaks(str(err) + repr(err) + "".join(traceback.format_exception(err)))
@@ -317,11 +317,11 @@ async def test_secret_forms_a_server_or_httpx_may_show(server):
 @pytest.mark.anyio
 async def test_a_body_that_cannot_be_decoded_is_a_typed_error(server):
     """A body labelled gzip that is not: a typed endpoint error with no chain,
-    never httpx's own exception (whose request holds the headers)."""
+    never httpx2's own exception (whose request holds the headers)."""
     server.push(Reply("definitely not gzip", headers={"Content-Encoding": "gzip"}))
     m = _secret_model(server, max_retries=0)
     with pytest.raises(EndpointResponseError, match="DecodingError") as info:
-        await m.chat(MESSAGES)
+        await m.endpoint.chat(MESSAGES)
     await m.aclose()
     assert _chain(info.value) == [info.value] and not _leaks(str(info.value))
 
@@ -332,7 +332,7 @@ async def test_a_body_that_cannot_be_decoded_is_a_typed_error(server):
     "https://:SENTINEL-pw-4b1e9d@api.example.test/v1",
 ])
 def test_user_info_in_a_base_url_is_refused(url):
-    """httpx would send it as Basic auth in place of the bearer key (and an
+    """httpx2 would send it as Basic auth in place of the bearer key (and an
     echoing server would return it): refused at construction, never shown."""
     with pytest.raises(ConfigurationError, match="user info") as info:
         iModel(provider="openai", model="m", base_url=url, api_key=SENTINEL)

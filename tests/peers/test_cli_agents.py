@@ -169,9 +169,13 @@ def test_codex_preset_builds_the_loopback_provider(tmp_path):
     assert argv[:3] == ["codex", "exec", "--json"] and argv[-1] == "-"
     assert ["--disable", "plugins"] == argv[argv.index("--disable"):argv.index("--disable") + 2]
     assert "--skip-git-repo-check" in argv and "--ephemeral" in argv and "model_provider=lionops" in argv
-    provider = next(a for a in argv if a.startswith("model_providers.lionops="))
-    assert 'base_url="http://127.0.0.1:8000/v1"' in provider and f'env_key="{CODEX_KEY_ENV}"' in provider
-    assert 'wire_api="responses"' in provider and "request_max_retries=0" in provider
+    assert not any("model_providers" in a or "127.0.0.1" in a for a in argv)  # the provider is in a 0600 file
+    model.endpoint.prepare()
+    config = tmp_path / "codex" / "config.toml"
+    provider = config.read_text()
+    assert 'base_url = "http://127.0.0.1:8000/v1"' in provider and f'env_key = "{CODEX_KEY_ENV}"' in provider
+    assert 'wire_api = "responses"' in provider and "request_max_retries = 0" in provider
+    assert config.stat().st_mode & 0o777 == 0o600
     env = model.endpoint._environ()
     assert env[CODEX_KEY_ENV] == "sk-preset-key-0001" and env["CODEX_HOME"] == str(tmp_path / "codex")
     assert "sk-preset-key-0001" not in repr(model.endpoint)

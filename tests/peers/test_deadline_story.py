@@ -31,7 +31,7 @@ async def test_an_attempt_cut_by_the_deadline_names_the_attempts_before_it(serve
     try:
         with anyio.fail_after(20):
             with pytest.raises(EndpointTimeoutError) as info:
-                await m.chat(MESSAGES)
+                await m.endpoint.chat(MESSAGES)
     finally:
         await m.aclose()
     err = info.value
@@ -47,7 +47,7 @@ async def test_a_wait_past_the_deadline_names_every_attempt_made(server):  # noq
     try:
         with use_clock(RecordingClock()) as clk:
             with pytest.raises(EndpointTimeoutError) as info:
-                await m.chat(MESSAGES)
+                await m.endpoint.chat(MESSAGES)
     finally:
         await m.aclose()
     err = info.value
@@ -65,7 +65,7 @@ async def test_a_refused_attempt_is_named_too():
     try:
         with use_clock(RecordingClock()):
             with pytest.raises(EndpointTimeoutError) as info:
-                await m.chat(MESSAGES)
+                await m.endpoint.chat(MESSAGES)
     finally:
         await m.aclose()
     assert info.value.earlier_attempts[0] == "attempt 1: EndpointConnectionError (no HTTP answer)"
@@ -76,7 +76,7 @@ async def test_a_deadline_with_no_retry_before_it_names_none(server):  # noqa: F
     m = make_model(server, deadline=0.5)
     try:
         with pytest.raises(EndpointTimeoutError) as info:
-            await m.chat(MESSAGES)
+            await m.endpoint.chat(MESSAGES)
     finally:
         await m.aclose()
     assert info.value.earlier_attempts == [] and "earlier" not in str(info.value)

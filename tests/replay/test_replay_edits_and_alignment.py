@@ -324,3 +324,33 @@ async def test_a_call_that_raises_before_the_machine_runs_keeps_the_cassette_ali
     session = CassetteSession(path, "none")
     assert await run_all(session, down_model()) == recorded
     session.finish()
+
+
+def test_an_empty_tools_selector_is_recorded_as_no_tool_shown() -> None:
+    """``tools=[]`` offers no tool (the schema phase), so the recorded call
+    shows the model none; ``tools=None`` or no selector shows every one."""
+    from lionops.replay.redact import Redactor
+    from lionops.replay.run import describe_call
+
+    def lookup(q: str) -> str:
+        """Look up."""
+        return q
+
+    def wipe(path: str) -> str:
+        """Wipe."""
+        return path
+
+    branch = Branch(tools=[lookup, wipe])
+    redactor = Redactor()
+    shown = {
+        repr(selector): [s["function"]["name"] for s in describe_call(branch, kw, redactor).tool_schemas]
+        for selector, kw in (
+            ([], {"actions": True, "tools": []}),
+            (set(), {"actions": True, "tools": set()}),
+            (None, {"actions": True, "tools": None}),
+            ("absent", {"actions": True}),
+            (["lookup"], {"actions": True, "tools": ["lookup"]}),
+        )
+    }
+    assert shown == {"[]": [], "set()": [], "None": ["lookup", "wipe"], "'absent'": ["lookup", "wipe"],
+                     "['lookup']": ["lookup"]}

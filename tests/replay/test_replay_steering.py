@@ -30,11 +30,21 @@ WIPE = tool_call("run_shell", {"cmd": "rm -rf /"}, "call_9")
 
 
 def _act_failed(data: dict[str, Any]) -> None:
-    """The trace and outcome say act() raised (what once widened what replay let through)."""
+    """The trace (a valid one) and the outcome say act() raised: what once let
+    requests without a record through to the gate."""
     op = data["operations"][0]
-    op["trace"]["transitions"] = [t for t in op["trace"]["transitions"] if t["source"] != "act"] + [
-        {"trigger": "failed", "source": "act", "dest": "raised", "guards": {}, "at_ns": 0, "phase_ns": 0,
-         "error": "RuntimeError: boom"}]
+    trace = op["trace"]
+    kept = []
+    for t in trace["transitions"]:
+        kept.append(t)
+        if t["dest"] == "act":
+            break
+    kept.append({"trigger": "failed", "source": "act", "dest": "raised", "guards": {"phase_raised": True},
+                 "at_ns": kept[-1]["at_ns"] + 1, "phase_ns": 1,
+                 "error": "RuntimeError: boom"})
+    trace["transitions"] = kept
+    trace["states"] = [trace["initial"], *(t["dest"] for t in kept)]
+    trace["exit"] = "failed"
     op["outcome"] = {"result": None, "error": {"type": "RuntimeError", "message": "boom"}}
 
 
@@ -122,7 +132,12 @@ async def test_an_edited_call_reaches_nothing_whatever_the_trace_says(recorded, 
     error, box, watcher = await _replay_edited(data, tmp_path, run_tools)
     assert isinstance(error, (ReplayDivergence, CassetteError)), repr(error)
     assert box.calls["run_shell"] == 0
-    if change in (inject, inject_recorded, inject_allowed, rename, reargue, reindex):
+    if change is inject_recorded and forge:
+        # a consistent forgery of a request act() never reached: held back, answered
+        # as invalid; the honest calls before it run as recorded
+        assert not any(f == "run_shell" for f, _ in watcher.gate) and "run_shell" not in {
+            p["function"] for p in watcher.pre}
+    elif change in (inject, inject_recorded, inject_allowed, rename, reargue, reindex):
         assert watcher.nothing and box.total == 0, (watcher.gate, watcher.pre, box.args)
     assert _honest(_seen(watcher, box))
 

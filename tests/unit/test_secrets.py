@@ -4,7 +4,7 @@ credential header redacted."""
 
 from __future__ import annotations
 
-import httpx
+import httpx2
 import pytest
 
 from lionops.endpoints.cli import REDACTED, ClaudeCodeEndpoint
@@ -34,7 +34,7 @@ def test_ordinary_variables_are_left_alone(monkeypatch):
 
 def test_the_test_server_records_every_credential_header_redacted():
     with OpenAIServer([Reply(body=completion("hi"))]) as server:
-        httpx.post(f"{server.base_url}/chat/completions?api-key=q-secret", json={"model": "m", "messages": []},
+        httpx2.post(f"{server.base_url}/chat/completions?api-key=q-secret", json={"model": "m", "messages": []},
                    headers={"Authorization": "Bearer sk-live-123456", "x-api-key": "xk-live-123456"})
     [request] = server.requests
     assert request.headers["authorization"] == "Bearer ***"

@@ -55,10 +55,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ...errors import CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError
+from ..registry import ProviderSpec, register_provider
 from .argv import argv_secrets
 from .collect import _failure_message  # noqa: F401 - for the decoder tests
 from .decode import LineDecoder
 from .records import CUT_OFF_STOP_REASONS, REDACTED, CLIRun, CLIToolEvent
+
+#: The CLI agents (registered in :mod:`lionops.endpoints.registry`). Each
+#: logs in by itself (or through ``base_url=``/``api_key=``, docs/cli.md).
+CLI_PROVIDERS = tuple(register_provider(spec) for spec in (
+    ProviderSpec("claude_code", "lionops.endpoints.cli:ClaudeCodeEndpoint", "anthropic", is_cli=True),
+    ProviderSpec("codex", "lionops.endpoints.cli:CodexEndpoint", "openai", is_cli=True),
+    ProviderSpec("gemini", "lionops.endpoints.cli:GeminiEndpoint", "gcp.gemini", is_cli=True),
+))
 
 if TYPE_CHECKING:
     from .claude import ClaudeCodeEndpoint, ClaudeStreamCollector
@@ -91,6 +100,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CLI_PROVIDERS",
     "CLIEndpoint",
     "ClaudeCodeEndpoint",
     "CodexEndpoint",

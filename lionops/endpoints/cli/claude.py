@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ...usage import Usage
 from .collect import _Collector, _failure_message, _int, _object, _usage
 from .process import CLIEndpoint
 from .records import CLIRun, CLIToolEvent
@@ -101,6 +102,7 @@ class ClaudeStreamCollector(_Collector):
         )
         run.session_id = event.get("session_id") or run.session_id
         run.usage = _usage(event.get("usage"), self._USAGE)
+        run.tokens = Usage.from_anthropic(event.get("usage"))
         cost = event.get("total_cost_usd")
         run.cost_usd = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
         duration = event.get("duration_ms")

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from ...usage import Usage
 from .collect import _Collector, _distinct, _failure_message, _object, _usage
 from .process import CLIEndpoint
 from .records import CLIRun, CLIToolEvent
@@ -67,6 +70,7 @@ class CodexStreamCollector(_Collector):
             run.subtype = "success"
             run.usage = _usage(event.get("usage"), self._USAGE, cached_in_input="cached_input_tokens",
                                keep_extra=True)
+            run.tokens = Usage.from_responses(event.get("usage"))
             run.num_turns = (run.num_turns or 0) + 1
         elif kind == "turn.failed":
             self._failed(event)
@@ -161,14 +165,27 @@ class CodexEndpoint(CLIEndpoint):
         return f"{system}\n\n{prompt}" if system else prompt
 
     def preset(self, base_url: str, api_key: str | None) -> tuple[dict[str, str], list[str]]:
-        provider = (
-            f'{{name="lionops", base_url={json.dumps(base_url)}, env_key="{CODEX_KEY_ENV}", '
-            'wire_api="responses", request_max_retries=0, stream_max_retries=1}'
-        )
+        # The provider (its base URL may hold credentials) is defined in
+        # $CODEX_HOME/config.toml (mode 0600, secret_files), never on the command line.
         args = ["--skip-git-repo-check", "--ephemeral", "-c", "model_provider=lionops",
-                "-c", f"model_providers.lionops={provider}", "-c", "analytics.enabled=false",
-                "-c", "web_search=disabled", "--disable", "plugins"]
+                "-c", "analytics.enabled=false", "-c", "web_search=disabled", "--disable", "plugins"]
         return {CODEX_KEY_ENV: api_key if api_key is not None else "unused"}, args
+
+    def secret_files(self) -> dict[str, str]:
+        if self._base_url is None:
+            return {}
+        # JSON strings are TOML basic strings (the same escapes). The CLI appends
+        # its path to base_url, so a query (a key in ``?api-key=``) goes to query_params.
+        parts = urlsplit(self._base_url)
+        base = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+        query = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in pairs)
+        provider = (
+            f'[model_providers.lionops]\nname = "lionops"\nbase_url = {json.dumps(base)}\n'
+            f'env_key = "{CODEX_KEY_ENV}"\nwire_api = "responses"\nrequest_max_retries = 0\n'
+            'stream_max_retries = 1\n' + (f"query_params = {{ {query} }}\n" if query else "")
+        )
+        return {os.path.join(self.state_dir(), "config.toml"): provider}
 
     def state_env(self) -> dict[str, str]:
         return {"CODEX_HOME": self.state_dir()}

@@ -6,6 +6,8 @@ import json
 import re
 from typing import Any, ClassVar
 
+from ..._json import check_value
+from ..._json import loads as bounded_json
 from ...errors import ConfigurationError
 from ...hooks import summarize
 
@@ -141,7 +143,8 @@ class LineDecoder:
         for start in reversed(starts[len(starts) - self.max_repair_scans:] if self.max_repair_scans else []):
             try:
                 obj, end = decoder.raw_decode(text, start)
-            except (ValueError, RecursionError):
+                check_value(obj)
+            except (ValueError, RecursionError):  # RecursionError: raw_decode has no bound of its own
                 continue
             if end == len(text) and isinstance(obj, dict):
                 return text[:start], obj
@@ -150,8 +153,8 @@ class LineDecoder:
     @staticmethod
     def _loads(text: str) -> tuple[bool, Any]:
         try:
-            return True, json.loads(text)
-        except (ValueError, RecursionError):
+            return True, bounded_json(text, what="a CLI event")
+        except ValueError:  # not JSON, or past the bounds (JSONLimitError)
             return False, None
 
     def _take(self, line: str, out: list[dict[str, Any]]) -> None:

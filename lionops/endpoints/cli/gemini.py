@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from ...errors import ConfigurationError
+from ...usage import Usage
 from .collect import _Collector, _distinct, _failure_message, _int, _object, _usage
 from .process import CLIEndpoint
 from .records import CLIRun, CLIToolEvent
@@ -86,6 +87,7 @@ class GeminiStreamCollector(_Collector):
         run.subtype = status if isinstance(status, str) else None
         stats = _object(event.get("stats"))
         run.usage = _usage(stats, self._USAGE)
+        run.tokens = Usage.from_gemini(stats)
         tool_calls = _int(stats.get("tool_calls"))
         if tool_calls is not None:
             run.usage["tool_calls"] = tool_calls

@@ -15,7 +15,8 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from ..._secrets import MARK, replace_secrets, secret_variables
+from ..._files import atomic_write_text
+from ..._secrets import MARK, replace_secrets, scrub_url, secret_variables, url_secrets
 from ...errors import CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError, ConfigurationError
 from ...runtime import current_runtime
 from .argv import argv_secrets, embedded_secrets
@@ -244,7 +245,12 @@ class CLIEndpoint:
         LineDecoder(max_line_bytes=max_line_bytes, max_repair_scans=max_repair_scans)  # validates
         self.max_line_bytes = max_line_bytes
         self.max_repair_scans = max_repair_scans
-        self.base_url = base_url
+        # The preset's URL may hold credentials (user info, a key in the query):
+        # the child gets it through its environment or a 0600 file, never its
+        # argv; ``base_url`` is the form shown and recorded: without user info
+        # and query, as the HTTP endpoint shows its own.
+        self._base_url = base_url
+        self.base_url = scrub_url(base_url) if base_url is not None else None
         self.home = os.fspath(home) if home is not None else None
         if base_url is not None:
             preset_env, preset_args = self.preset(base_url, api_key)
@@ -293,8 +299,18 @@ class CLIEndpoint:
         """Files the CLI needs before it starts: path -> text (``None``: a folder)."""
         return {}
 
+    def secret_files(self) -> dict[str, str]:
+        """Files holding credentials the CLI reads (path -> text): written anew
+        before every start, readable by the owner only (mode 0600)."""
+        return {}
+
     def prepare(self) -> None:
-        """Make the :meth:`state_files` that do not exist yet (called by :meth:`spawn` only)."""
+        """Make the :meth:`state_files` that do not exist yet and write the
+        :meth:`secret_files` (called by :meth:`spawn` only)."""
+        for path, secret in self.secret_files().items():
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            atomic_write_text(path, secret)  # made by mkstemp: mode 0600 from the start
+            os.chmod(path, 0o600)
         for path, text in self.state_files().items():
             if text is None:
                 os.makedirs(path, exist_ok=True)
@@ -312,6 +328,8 @@ class CLIEndpoint:
         # A credential inside another variable's value (``EXTRA_HEADERS="Authorization: Bearer V"``).
         found += [s for v in self.env.values() for s in embedded_secrets(v)]
         found += argv_secrets(self.args) + argv_secrets(argv)
+        if self._base_url is not None:
+            found += url_secrets(self._base_url)
         return sorted({v for v in found if len(v) >= 4}, key=len, reverse=True)
 
     def redact(self, text: str, mark: str = REDACTED, argv: Sequence[str] = ()) -> str:
@@ -321,6 +339,10 @@ class CLIEndpoint:
     def scrub(self, text: str) -> str:
         """``text`` with secret ``env`` values replaced by ``***`` (the mark of cassettes)."""
         return self.redact(text, MARK)
+
+    async def aclose(self) -> None:
+        """Nothing to release: every run's process group is stopped and reaped
+        before :meth:`run` returns (the ``home`` folder stays for the next run)."""
 
     def _environ(self) -> dict[str, str]:
         env = dict(os.environ) if self.inherit_env else {}

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..._secrets import TEXT_MARK
 from ...errors import CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError  # noqa: F401 - re-exported: the CLI errors are defined in lionops.errors
+from ...usage import Usage
 
 #: What a secret is replaced with in CLI error text.
 REDACTED = TEXT_MARK
@@ -75,6 +76,9 @@ class CLIRun:
         warnings: non-fatal messages the CLI reported (reconnect notices,
             model metadata warnings, ...), each once, in stream order.
         stop_detail: the CLI's own words about a cut (``stop_reason``).
+        tokens: the token usage as one :class:`~lionops.usage.Usage`, the same
+            on every endpoint (input includes cache reads and writes), the
+            CLI's own usage object kept as ``tokens.raw``.
     """
 
     provider: str
@@ -99,6 +103,7 @@ class CLIRun:
     stderr_tail: str = ""
     warnings: list[str] = field(default_factory=list)
     stop_detail: str | None = None
+    tokens: Usage = field(default_factory=Usage)
 
     @property
     def cut(self) -> bool:

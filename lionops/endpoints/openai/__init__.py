@@ -1,4 +1,4 @@
-"""OpenAI-compatible Chat Completions over one reused ``httpx.AsyncClient``.
+"""OpenAI-compatible Chat Completions over one reused ``httpx2.AsyncClient``.
 
 :class:`ChatCompletionsEndpoint` backs ``iModel(provider="openai", ...)`` and
 the compatible aliases (``vllm``, ``ollama``, ``llamacpp``, ``lmstudio``,
@@ -7,7 +7,7 @@ logical call, retries 429 and 5xx answers and refused connections a bounded
 number of times, and turns every failure into a typed
 :class:`~lionops.errors.EndpointError`.
 
-Every answer is read through httpx's streaming API, capped at
+Every answer is read through httpx2's streaming API, capped at
 ``max_response_bytes`` counted after decompression, and normalized: a body or
 stream that is not a complete answer (the provider's ``error``, no choices, a
 stream without a finish reason) is a typed error, never a partial answer.
@@ -22,7 +22,7 @@ The API key is held as a :class:`pydantic.SecretStr`, sent only in the
 ``Authorization`` header, and removed from every message this module
 writes: reprs, log records and exception text, before any
 text is cut to a preview. Exceptions carry no chain (the HTTP library's
-exceptions hold the request headers). httpx's and httpcore's log records are
+exceptions hold the request headers). httpx2's and httpcore2's log records are
 scrubbed of every live endpoint's secrets. A base URL's query may hold
 credentials too: it is never shown; user info in a base URL is refused.
 
@@ -49,14 +49,22 @@ from ...errors import (  # noqa: F401 - the errors these endpoints raise, import
     EndpointStatusError,
     EndpointTimeoutError,
 )
-from .config import DEFAULT_DEADLINE, DEFAULT_MAX_RESPONSE_BYTES, PROVIDER_DEFAULTS, StructuredMode, call_deadline
+from .config import (
+    CHAT_PROVIDERS,
+    DEFAULT_DEADLINE,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    Limits,
+    RetryPolicy,
+    StructuredMode,
+    call_deadline,
+)
 from .response import ChatCompletion
 from .stream import StreamAccumulator
 
 if TYPE_CHECKING:
     from .transport import ChatCompletionsEndpoint, parse_retry_after
 
-#: Names served by :mod:`.transport`, imported on first use: it imports httpx,
+#: Names served by :mod:`.transport`, imported on first use: it imports httpx2,
 #: which is not needed until a call goes over HTTP.
 _FROM_TRANSPORT = frozenset({"ChatCompletionsEndpoint", "parse_retry_after"})
 
@@ -71,7 +79,9 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ChatCompletionsEndpoint",
     "ChatCompletion",
-    "PROVIDER_DEFAULTS",
+    "CHAT_PROVIDERS",
+    "RetryPolicy",
+    "Limits",
     "parse_retry_after",
     "StreamAccumulator",
     "StructuredMode",

@@ -15,8 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import EndpointProviderError, EndpointResponseError
+from ..._json import loads as bounded_json
+from ...errors import EndpointProviderError, EndpointResponseError, JSONLimitError
 from ...text import summarize
+from ...usage import Usage
 from .config import BODY_PREVIEW
 
 __all__ = ["ChatCompletion", "Answers"]
@@ -33,8 +35,8 @@ class ChatCompletion:
             every entry the server sent, also one that is not an object.
         finish_reason: ``"stop"``, ``"length"``, ``"tool_calls"``,
             ``"content_filter"``, ... or ``None``.
-        usage: token counts (``prompt_tokens``, ``completion_tokens``,
-            ``total_tokens``); empty when the server sent none.
+        usage: the server's integer token counts as sent (``prompt_tokens``,
+            ``completion_tokens``, ``total_tokens``); empty when it sent none.
         model: the model name the server reports.
         latency_s: wall time of the whole call in seconds, retries included.
         attempts: HTTP requests made (1 + retries).
@@ -44,6 +46,9 @@ class ChatCompletion:
             (or their stream deltas), kept as a fact; never parsed.
         choices: how many choices the server sent (merged into this answer
             unless the request asked for ``n > 1``).
+        tokens: the token usage as one :class:`~lionops.usage.Usage`, the same
+            on every endpoint (cache and reasoning counts included, the
+            server's whole ``usage`` object kept as ``tokens.raw``).
     """
 
     text: str | None
@@ -58,6 +63,7 @@ class ChatCompletion:
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
     reasoning: str | None = field(default=None, repr=False)
     choices: int = 1
+    tokens: Usage = field(default_factory=Usage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +118,10 @@ class Answers:
 
     def decode_json(self, text: str, status: int, what: str) -> Any:
         try:
-            return json.loads(text)
-        except RecursionError:
-            raise self.response_error("JSON nested too deep to decode", status, text) from None
+            return bounded_json(text)
+        except JSONLimitError as exc:
+            raise self.response_error(f"JSON nested too deep to decode (more than {exc.maximum} levels)",
+                                      status, text) from None
         except ValueError:
             raise self.response_error(what, status, text) from None
 
@@ -143,6 +150,32 @@ class Answers:
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
             raise bad("no choices")
+        picked = self._picked(choices, n, bad)
+        texts = [t for t in (text_of(m.get("content")) for _, _, m in picked) if t]
+        refusals = [r for _, _, m in picked for r in refusals_of(m)]
+        reasoning = [r for _, _, m in picked for r in reasoning_of(m)]
+        usage = data.get("usage") or {}
+        return ChatCompletion(
+            text="\n".join(texts) if texts else (text_of(picked[0][2].get("content"))),
+            refusal="\n".join(refusals) or None,
+            tool_calls=_merged_calls(picked, bad),
+            finish_reason=merged_finish([c.get("finish_reason") for _, c, _ in picked]),
+            usage={k: v for k, v in usage.items() if isinstance(v, int)} if isinstance(usage, dict) else {},
+            model=data.get("model") if isinstance(data.get("model"), str) else None,
+            latency_s=latency,
+            attempts=attempts,
+            retries=retries,
+            raw=data,
+            reasoning="\n".join(reasoning) or None,
+            choices=len(choices),
+            tokens=Usage.from_chat_completions(usage),
+        )
+
+    def _picked(self, choices: list[Any], n: Any,
+                bad: Callable[[str], EndpointResponseError]) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
+        """``(index, choice, message)`` of the choices that make the answer, in
+        index order (only the first when ``n > 1``); a malformed choice or one
+        that ended in an error raises."""
         picked: list[tuple[int, dict[str, Any], dict[str, Any]]] = []
         for pos, choice in enumerate(choices):
             if not isinstance(choice, dict):
@@ -160,35 +193,22 @@ class Answers:
             index = choice.get("index")
             picked.append((index if isinstance(index, int) else pos, choice, message))
         picked.sort(key=lambda item: item[0])
-        if isinstance(n, int) and n > 1:
-            picked = picked[:1]
-        texts = [t for t in (text_of(m.get("content")) for _, _, m in picked) if t]
-        refusals = [r for _, _, m in picked for r in refusals_of(m)]
-        reasoning = [r for _, _, m in picked for r in reasoning_of(m)]
-        calls: list[Any] = []
-        seen: dict[str, int] = {}
-        for index, _, m in picked:
-            for call in calls_of(m):
-                call_id = call.get("id") if isinstance(call, dict) else None
-                if isinstance(call_id, str) and call_id and seen.setdefault(call_id, index) != index:
-                    raise bad(f"the tool-call id {call_id!r} in choice {seen[call_id]} and again in choice "
-                              f"{index} (one call or two cannot be told)")
-                calls.append(call)
-        usage = data.get("usage") or {}
-        return ChatCompletion(
-            text="\n".join(texts) if texts else (text_of(picked[0][2].get("content"))),
-            refusal="\n".join(refusals) or None,
-            tool_calls=calls,
-            finish_reason=merged_finish([c.get("finish_reason") for _, c, _ in picked]),
-            usage={k: v for k, v in usage.items() if isinstance(v, int)} if isinstance(usage, dict) else {},
-            model=data.get("model") if isinstance(data.get("model"), str) else None,
-            latency_s=latency,
-            attempts=attempts,
-            retries=retries,
-            raw=data,
-            reasoning="\n".join(reasoning) or None,
-            choices=len(choices),
-        )
+        return picked[:1] if isinstance(n, int) and n > 1 else picked
+
+
+def _merged_calls(picked: list[tuple[int, dict[str, Any], dict[str, Any]]],
+                  bad: Callable[[str], EndpointResponseError]) -> list[Any]:
+    """The tool calls of the picked choices, in order; one id in two choices raises."""
+    calls: list[Any] = []
+    seen: dict[str, int] = {}
+    for index, _, m in picked:
+        for call in calls_of(m):
+            call_id = call.get("id") if isinstance(call, dict) else None
+            if isinstance(call_id, str) and call_id and seen.setdefault(call_id, index) != index:
+                raise bad(f"the tool-call id {call_id!r} in choice {seen[call_id]} and again in choice "
+                          f"{index} (one call or two cannot be told)")
+            calls.append(call)
+    return calls
 
 
 def error_of(obj: Any) -> Any:
@@ -208,13 +228,24 @@ def error_of(obj: Any) -> Any:
 LEGACY_CALL = -1
 
 
+def empty_call(function: Any) -> bool:
+    """Whether a legacy ``function_call`` carries nothing: every value empty
+    (``{"name": "", "arguments": ""}``, ``null``s, blanks, ``"{}"``). Some hosts
+    send such a placeholder on every answer; it requests no tool."""
+    if not isinstance(function, dict):
+        return False
+    return all(value in (None, {}, "{}") or (isinstance(value, str) and not value.strip())
+               for value in function.values())
+
+
 def calls_of(message: dict[str, Any]) -> list[Any]:
     """A message's tool calls: its ``tool_calls``, then the legacy
     ``function_call`` (``{"name", "arguments"}``) as one more call, so a server
-    that answers in the older shape has its call run, never dropped."""
+    that answers in the older shape has its call run, never dropped. A
+    placeholder ``function_call`` with every value empty is no call."""
     calls = list(message.get("tool_calls") or [])
     legacy = message.get("function_call")
-    if isinstance(legacy, dict) and legacy:
+    if isinstance(legacy, dict) and legacy and not empty_call(legacy):
         calls.append({"id": None, "type": "function", "function": legacy})
     return calls
 

@@ -8,11 +8,11 @@ judge a stream the way :class:`~.response.Answers` judges a body.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from .response import LEGACY_CALL, Answers, error_of, list_of, reasoning_of, refusals_of, text_of
+from ..._json import loads as bounded_json
+from .response import LEGACY_CALL, Answers, empty_call, error_of, list_of, reasoning_of, refusals_of, text_of
 
 __all__ = ["StreamAccumulator", "EventFields", "LINE_BREAK", "fold_events", "fold_chunk", "stream_end",
            "events_of_text"]
@@ -66,7 +66,7 @@ class StreamAccumulator:
     @property
     def calls(self) -> list[dict[str, Any]]:
         """The tool calls of every choice, in choice order."""
-        return [c for i in sorted(self._choices) for c in self._choices[i].calls]
+        return [c for i in sorted(self._choices) for c in self._choices[i].real_calls()]
 
     @property
     def finish_reason(self) -> str | None:
@@ -121,8 +121,9 @@ class StreamAccumulator:
             }
             if parts.reasoning:
                 message["reasoning_content"] = "".join(parts.reasoning)
-            if parts.calls:
-                message["tool_calls"] = parts.calls
+            calls = parts.real_calls()
+            if calls:
+                message["tool_calls"] = calls
             choice: dict[str, Any] = {"index": index, "message": message, "finish_reason": parts.finish_reason}
             if parts.error is not None:
                 choice["error"] = parts.error
@@ -181,8 +182,8 @@ def _whole_payload(data: str) -> bool:
     if data == "[DONE]":
         return True
     try:
-        json.loads(data)
-    except (ValueError, RecursionError):
+        bounded_json(data)
+    except ValueError:  # not JSON, or past the bounds (JSONLimitError)
         return False
     return True
 
@@ -220,6 +221,12 @@ class _ChoiceParts:
         if not self.calls or (name and self.calls[-1]["function"]["name"]):
             return None  # a second name, keyed by nothing that joins it to the last call
         return len(self.calls) - 1
+
+    def real_calls(self) -> list[dict[str, Any]]:
+        """The calls assembled, without a legacy ``function_call`` placeholder
+        whose every value stayed empty (:func:`~.response.empty_call`)."""
+        return [call for pos, call in enumerate(self.calls)
+                if not (self._index_of.get(pos) == LEGACY_CALL and empty_call(call["function"]))]
 
     def add_call(self, entry: Any) -> None:
         if not isinstance(entry, dict):
@@ -276,8 +283,8 @@ def fold_events(acc: StreamAccumulator, payloads: list[tuple[str | None, str]], 
             return True
         if event == "error":
             try:
-                data: Any = json.loads(payload)
-            except (ValueError, RecursionError):
+                data: Any = bounded_json(payload)
+            except ValueError:  # not JSON, or past the bounds (JSONLimitError)
                 data = payload
             err = data.get("error") or data if isinstance(data, dict) else data
             raise answers.provider_error(err or "an error event", status, "a stream error event")
@@ -300,7 +307,10 @@ def stream_end(acc: StreamAccumulator, done: bool, status: int, answers: Answers
     if acc.finish_reason is None:
         # Cut off: never pass part of an answer on as a whole one.
         how = "[DONE] before any finish reason" if done else "an end before a finish reason or [DONE]"
-        raise answers.response_error(f"an incomplete stream ({how})", status, "".join(acc.text))
+        err = answers.response_error(f"an incomplete stream ({how})", status, "".join(acc.text))
+        if done:  # the server said the stream was over: what it sent is kept apart, never as a whole answer
+            err.unfinished = acc.completion()
+        raise err
     return acc.completion()
 
 

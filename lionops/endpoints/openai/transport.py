@@ -1,8 +1,8 @@
 """Transport and retry: the one module of the OpenAI family that does HTTP IO.
 
 :class:`ChatCompletionsEndpoint` sends one ``POST {base_url}/chat/completions``
-per logical call over one reused ``httpx.AsyncClient`` (or the runtime's
-``http_transport``), reads every answer through httpx's streaming API with
+per logical call over one reused ``httpx2.AsyncClient`` (or the runtime's
+``http_transport``), reads every answer through httpx2's streaming API with
 its size capped after decompression, retries 429, 5xx and refused
 connections within the call's deadline (honouring ``Retry-After``), and hands
 the body to :mod:`.response` or the event stream to :mod:`.stream`.
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import dataclasses
 import email.utils
 import functools
 import importlib.util
 import json
 import logging
-import math
 import os
 import ssl
 import time
@@ -28,16 +28,18 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio.lowlevel
-import httpx
+import httpx2
 from pydantic import SecretStr
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
 from ... import clock
 from ..._frozen import FrozenDict, FrozenList
+from ..._json import loads as bounded_json
 from ..._names import near_miss
-from ..._secrets import replace_secrets, scrub_url, scrubbed_preview, url_query_secrets
+from ..._secrets import is_secret_name, replace_secrets, scrub_url, scrubbed_preview, url_query_secrets
 from ...errors import (
+    BaseURLError,
     ConfigurationError,
     EndpointAuthError,
     EndpointConnectionError,
@@ -46,19 +48,22 @@ from ...errors import (
     EndpointResponseError,
     EndpointStatusError,
     EndpointTimeoutError,
+    MissingAPIKeyError,
     MisspelledKeywordError,
-    did_you_mean,
 )
 from ...runtime import current_runtime
 from ...trace import current_meta
+from ..registry import ProviderSpec, provider_spec
 from .config import (
     _CALL_ENDS_AT,
-    DEFAULT_DEADLINE,
-    DEFAULT_MAX_RESPONSE_BYTES,
     ENDPOINT_KEYWORDS,
-    PROVIDER_DEFAULTS,
+    LIMIT_KEYWORDS,
     RESERVED,
+    RETRY_KEYWORDS,
+    Limits,
+    RetryPolicy,
     StructuredMode,
+    check_base_url,
     check_deadline,
 )
 from .response import Answers, ChatCompletion
@@ -77,10 +82,10 @@ _LIVE: weakref.WeakSet[ChatCompletionsEndpoint] = weakref.WeakSet()
 
 
 class _RedactingFilter(logging.Filter):
-    """Keeps endpoint secrets out of httpx's and httpcore's log records.
+    """Keeps endpoint secrets out of httpx2's and httpcore2's log records.
 
-    httpx logs every request URL at INFO level: a lionops endpoint's URL is
-    logged in its public form (no query), as lionops shows it. httpcore's
+    httpx2 logs every request URL at INFO level: a lionops endpoint's URL is
+    logged in its public form (no query), as lionops shows it. httpcore2's
     DEBUG records show response headers, where an echoing server may return
     the key: every record's text is scrubbed of every live endpoint's
     secrets."""
@@ -88,7 +93,7 @@ class _RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple) and _SHOWN_URLS:
             record.args = tuple(
-                _SHOWN_URLS.get(str(arg), arg) if isinstance(arg, httpx.URL) else arg for arg in record.args
+                _SHOWN_URLS.get(str(arg), arg) if isinstance(arg, httpx2.URL) else arg for arg in record.args
             )
         endpoints = list(_LIVE)
         if endpoints:
@@ -105,8 +110,8 @@ class _RedactingFilter(logging.Filter):
 
 
 #: Filters on a logger do not see its children's records, so each is named.
-_HTTP_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11", "httpcore.http2",
-                 "httpcore.proxy", "httpcore.socks")
+_HTTP_LOGGERS = ("httpx2", "httpcore2", "httpcore2.connection", "httpcore2.http11", "httpcore2.http2",
+                 "httpcore2.proxy", "httpcore2.socks")
 _FILTER = _RedactingFilter()
 for _name in _HTTP_LOGGERS:
     logging.getLogger(_name).addFilter(_FILTER)
@@ -138,17 +143,17 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def _reading_cookies_when_set(client: httpx.AsyncClient) -> httpx.AsyncClient:
+def _reading_cookies_when_set(client: httpx2.AsyncClient) -> httpx2.AsyncClient:
     """``client``, whose cookie jar reads an answer only when it sets a cookie.
 
-    httpx hands every response to the standard library's cookie jar, which
+    httpx2 hands every response to the standard library's cookie jar, which
     costs more than the rest of reading a small answer; a response without
     ``Set-Cookie`` (or ``Set-Cookie2``) gives the jar nothing to store, so it
     is not handed over. Cookies that are set are kept and sent as before."""
     cookies = client.cookies
     extract = cookies.extract_cookies
 
-    def extract_cookies(response: httpx.Response) -> None:
+    def extract_cookies(response: httpx2.Response) -> None:
         headers = response.headers
         if "set-cookie" in headers or "set-cookie2" in headers:
             extract(response)
@@ -160,21 +165,28 @@ def _reading_cookies_when_set(client: httpx.AsyncClient) -> httpx.AsyncClient:
 @functools.cache
 def _default_ssl_context() -> ssl.SSLContext:
     """One verifying SSL context per process (building one costs tens of ms)."""
-    return httpx.create_ssl_context()
+    return httpx2.create_ssl_context()
 
 
 class ChatCompletionsEndpoint:
     """An OpenAI-compatible Chat Completions endpoint (the API path of ADR-0022 D3).
 
     Args:
-        provider: a key of :data:`PROVIDER_DEFAULTS` (default ``"openai"``).
+        provider: a registered Chat Completions provider
+            (:mod:`lionops.endpoints.registry`; default ``"openai"``).
         model: the model name sent as ``model``.
         base_url: the API root (``.../v1``); default from the provider's
             environment variable (``OPENAI_BASE_URL`` for ``openai``) or
-            :data:`PROVIDER_DEFAULTS`.
+            the provider's registered default.
         api_key: the bearer key (surrounding whitespace removed); default
             from the provider's environment variable (``OPENAI_API_KEY``).
             ``None`` sends no Authorization.
+        retry: a :class:`~lionops.endpoints.openai.RetryPolicy` (``max_retries``,
+            ``retry_after_cap``, ``backoff_*``); each of its fields may also be
+            given as a keyword of its own, which wins.
+        limits: a :class:`~lionops.endpoints.openai.Limits` (``timeout``,
+            ``deadline``, ``silence_timeout``, ``max_response_bytes``); each
+            may also be given as a keyword of its own, which wins.
         timeout: seconds one socket operation may wait (one connect, one
             write, one read of the body, a pool slot). It does not bound the
             call: a server that sends a byte every few seconds never trips it.
@@ -235,42 +247,29 @@ class ChatCompletionsEndpoint:
         model: str | None = None,
         base_url: str | None = None,
         api_key: str | SecretStr | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
         *,
-        deadline: float = DEFAULT_DEADLINE,
-        retry_after_cap: float = 60.0,
-        backoff_initial: float = 0.5,
-        backoff_factor: float = 2.0,
-        backoff_max: float = 8.0,
+        retry: RetryPolicy | None = None,
+        limits: Limits | None = None,
         structured_output: StructuredMode = "json_schema",
         stream: bool = False,
         headers: Mapping[str, str] | None = None,
         verify: bool | str | ssl.SSLContext = True,
-        silence_timeout: float = 60.0,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         native_tools: bool = False,
         **default_options: Any,
     ) -> None:
-        defaults = PROVIDER_DEFAULTS.get(provider)
-        if defaults is None:
-            raise ConfigurationError(
-                f"unknown provider {provider!r}{did_you_mean(provider, PROVIDER_DEFAULTS)}; "
-                f"known: {sorted(PROVIDER_DEFAULTS)}")
-        numbers = {"timeout": timeout, "max_retries": max_retries, "retry_after_cap": retry_after_cap,
-                   "backoff_initial": backoff_initial, "backoff_factor": backoff_factor, "backoff_max": backoff_max,
-                   "silence_timeout": silence_timeout, "max_response_bytes": max_response_bytes}
-        for name, value in numbers.items():  # NaN passes every check below; a count cannot be infinite
-            if isinstance(value, float) and (math.isnan(value) or (
-                    math.isinf(value) and name in ("max_retries", "max_response_bytes"))):
-                raise ConfigurationError(f"{name} must be a number (finite for a count), got {value!r}")
+        defaults: ProviderSpec = provider_spec(provider)
+        if defaults.is_cli or defaults.base_url is None:
+            raise ConfigurationError(f"provider {provider!r} is not a Chat Completions provider")
+        # The documented one-by-one keywords (``timeout=``, ``max_retries=``, ...) refine the two groups.
+        retry_kw = {k: default_options.pop(k) for k in RETRY_KEYWORDS if k in default_options}
+        limit_kw = {k: default_options.pop(k) for k in LIMIT_KEYWORDS if k in default_options}
+        for name, group, cls in (("retry", retry, RetryPolicy), ("limits", limits, Limits)):
+            if group is not None and not isinstance(group, cls):
+                raise ConfigurationError(f"{name} must be a {cls.__name__}, got {type(group).__name__}")
+        self.retry: RetryPolicy = dataclasses.replace(retry or RetryPolicy(), **retry_kw)
+        self.limits: Limits = dataclasses.replace(limits or Limits(), **limit_kw)
         if isinstance(verify, str) and not os.path.exists(verify):  # else a FileNotFoundError at the first call
             raise ConfigurationError(f"{provider}: verify names no CA bundle file or directory: {verify!r}")
-        if max_retries < 0 or timeout <= 0 or retry_after_cap < 0:
-            raise ConfigurationError("max_retries must be >= 0, timeout > 0, retry_after_cap >= 0")
-        deadline = check_deadline(deadline)
-        if silence_timeout <= 0 or max_response_bytes <= 0:
-            raise ConfigurationError("silence_timeout and max_response_bytes must be > 0")
         if structured_output not in ("json_schema", "json_object", "prompt"):
             raise ConfigurationError(
                 f"structured_output must be json_schema, json_object or prompt, got {structured_output!r}")
@@ -288,49 +287,64 @@ class ChatCompletionsEndpoint:
         self.provider = provider
         self.model = model
         full_url = (base_url or defaults.base_url).rstrip("/")
+        check_base_url(provider, full_url)  # whole, here: not as a connection error at the first call
         try:
-            split = urlsplit(full_url)
-            _ = split.port  # a port out of range raises here, not at the first call
-            has_userinfo = "@" in split.netloc
-        except ValueError:
-            raise ConfigurationError(f"{provider}: base_url is not a valid URL") from None
-        if has_userinfo:
-            # httpx would send it as Basic auth in place of the bearer key, and
-            # an echoing server would return it: refused, never shown.
-            raise ConfigurationError(
-                f"{provider}: base_url must not contain user info ('user:password@'); "
-                "pass the key as api_key= or a header in headers="
-            )
+            httpx2.URL(full_url)
+        except httpx2.InvalidURL as exc:  # its text may quote the URL, query included: only its kind is shown
+            raise BaseURLError(f"{provider}: base_url is refused by the HTTP client ({type(exc).__name__})",
+                               fault="unreadable") from None
         # The query may carry credentials (``?api-key=``): only the public form is shown.
         self._base_url = SecretStr(full_url)
         self.base_url = scrub_url(full_url)
         if self.base_url != full_url:
-            _SHOWN_URLS[str(httpx.URL(self._request_url()))] = self.url
-        # httpx parses a URL given as text on every request: a URL without
+            _SHOWN_URLS[str(httpx2.URL(self._request_url()))] = self.url
+        # httpx2 parses a URL given as text on every request: a URL without
         # credentials is parsed once here; one with a query secret is built
         # per request, so no attribute of the endpoint holds it.
-        self._target: httpx.URL | None = httpx.URL(self._request_url()) if self.base_url == full_url else None
+        self._target: httpx2.URL | None = httpx2.URL(self._request_url()) if self.base_url == full_url else None
         if isinstance(api_key, str):  # a key read from a file often ends in a newline
             api_key = SecretStr(api_key.strip())
         self._api_key = api_key
-        self.timeout = float(timeout)
-        self.deadline = deadline
-        self.max_retries = int(max_retries)
-        self.retry_after_cap = float(retry_after_cap)
-        self.backoff_initial = float(backoff_initial)
-        self.backoff_factor = float(backoff_factor)
-        self.backoff_max = float(backoff_max)
+        # A cloud provider without a key is refused before the first request
+        # (not here: a recorded call replayed through the runtime's transport needs none).
+        self._key_env_missing: str | None = None
+        if defaults.needs_key and not self.has_api_key and not any(map(is_secret_name, headers or {})):
+            self._key_env_missing = defaults.key_env
         self.structured_output: StructuredMode = structured_output
         self.stream = bool(stream)
-        self.silence_timeout = float(silence_timeout)
-        self.max_response_bytes = int(max_response_bytes)
         self.native_tools = bool(native_tools)
         self._extra_headers = {k: SecretStr(v) for k, v in (headers or {}).items()}
         self.verify = verify
         self.default_options = dict(default_options)
-        self._client: httpx.AsyncClient | None = None
+        self._client: httpx2.AsyncClient | None = None
         self._client_token: Any = None
         _LIVE.add(self)
+
+    # ------------------------------------------------------------ bounds (read from the two groups)
+
+    @property
+    def timeout(self) -> float:
+        return self.limits.timeout
+
+    @property
+    def deadline(self) -> float:
+        return self.limits.deadline
+
+    @property
+    def silence_timeout(self) -> float:
+        return self.limits.silence_timeout
+
+    @property
+    def max_response_bytes(self) -> int:
+        return self.limits.max_response_bytes
+
+    @property
+    def max_retries(self) -> int:
+        return self.retry.max_retries
+
+    @property
+    def retry_after_cap(self) -> float:
+        return self.retry.retry_after_cap
 
     # ------------------------------------------------------------ secrets
 
@@ -378,7 +392,7 @@ class ChatCompletionsEndpoint:
         full = urlsplit(self._base_url.get_secret_value())
         return urlunsplit((full.scheme, full.netloc, f"{full.path}/chat/completions", full.query, ""))
 
-    def _client_for_loop(self) -> httpx.AsyncClient:
+    def _client_for_loop(self) -> httpx2.AsyncClient:
         """The client of the running event loop, created on first use.
 
         A client cannot move between event loops; one made in a loop that has
@@ -390,11 +404,11 @@ class ChatCompletionsEndpoint:
         override = current_runtime().http_transport
         if override is not None:  # owned by whoever set it; the client holds no sockets
             return _reading_cookies_when_set(
-                httpx.AsyncClient(transport=override, timeout=httpx.Timeout(self.timeout), trust_env=False))
+                httpx2.AsyncClient(transport=override, timeout=httpx2.Timeout(self.timeout), trust_env=False))
         token = anyio.lowlevel.current_token()
         if self._client is None or self._client_token != token:
-            self._client = _reading_cookies_when_set(httpx.AsyncClient(
-                timeout=httpx.Timeout(self.timeout),
+            self._client = _reading_cookies_when_set(httpx2.AsyncClient(
+                timeout=httpx2.Timeout(self.timeout),
                 verify=_default_ssl_context() if self.verify is True else self.verify,
             ))
             self._client_token = token
@@ -455,6 +469,7 @@ class ChatCompletionsEndpoint:
             EndpointResponseError: a 2xx body that is not a completion object
                 (or a stream chunk that is not JSON).
             ConfigurationError: no model name, or a bad ``deadline``.
+            MissingAPIKeyError: a cloud provider with no API key (nothing sent).
 
         Every error carries ``attempts`` and ``retries``, and no exception
         chain. The trace of the running ``operate()`` gets ``http_attempts``,
@@ -465,6 +480,7 @@ class ChatCompletionsEndpoint:
         deadline = self.deadline if options.get("deadline") is None else check_deadline(options["deadline"])
         options.pop("deadline", None)
         body = self.request_body(messages, **options)
+        self._check_key()
         client = self._client_for_loop()
         retries: list[dict[str, Any]] = []
         statuses: list[int | None] = []
@@ -522,7 +538,7 @@ class ChatCompletionsEndpoint:
             latency = time.perf_counter() - started
             done = self._answers.completion(data, latency=latency, attempts=attempts, retries=retries, n=body.get("n"))
         except EndpointError as exc:
-            failure = exc
+            failure = self._with_unfinished(exc, started, attempts, retries, body.get("n"))
         meta = current_meta()
         if meta is not None and "http_statuses" not in meta:  # the adapter call's own; a parse re-ask adds none
             meta.update(http_attempts=attempts, http_retries=list(retries), http_statuses=list(statuses))
@@ -539,7 +555,28 @@ class ChatCompletionsEndpoint:
             failure.args = (f"{failure.args[0]}; earlier: {'; '.join(earlier)}", *failure.args[1:])
         raise self._settled(failure, attempts, retries)
 
-    async def _attempt(self, client: httpx.AsyncClient, body: dict[str, Any], attempt: int,
+    def _check_key(self) -> None:
+        """Refuse a call of a cloud provider that has no key, before any request
+        (a call served by the runtime's transport, a replay, needs none)."""
+        if self._key_env_missing is not None and current_runtime().http_transport is None:
+            raise MissingAPIKeyError(
+                f"{self.provider}: no API key, so no request was sent: pass iModel(..., api_key=...) or set the "
+                f"environment variable {self._key_env_missing} (a server of your own that needs no key: use a "
+                "local provider such as 'vllm' or 'ollama' with base_url=)", variable=self._key_env_missing)
+
+    def _with_unfinished(self, exc: EndpointError, started: float, attempts: int,
+                         retries: list[dict[str, Any]], n: Any) -> EndpointError:
+        """``exc``; a stream that ended with ``[DONE]`` but no finish reason gets
+        what it carried as a ``ChatCompletion`` in ``unfinished`` (never returned)."""
+        if isinstance(exc, EndpointResponseError) and isinstance(exc.unfinished, dict):
+            try:
+                exc.unfinished = self._answers.completion(
+                    exc.unfinished, latency=time.perf_counter() - started, attempts=attempts, retries=retries, n=n)
+            except EndpointError:
+                exc.unfinished = None
+        return exc
+
+    async def _attempt(self, client: httpx2.AsyncClient, body: dict[str, Any], attempt: int,
                        ends_at: float, deadline: float) -> dict[str, Any]:
         """One request, cancelled when the call's deadline passes."""
         left = ends_at - clock.monotonic()
@@ -583,8 +620,7 @@ class ChatCompletionsEndpoint:
         retry_after = getattr(state.outcome.exception(), "retry_after", None)
         if retry_after is not None:
             return float(retry_after)
-        n: int = state.attempt_number
-        return min(self.backoff_initial * self.backoff_factor ** (n - 1), self.backoff_max)
+        return self.retry.backoff(state.attempt_number)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -594,27 +630,27 @@ class ChatCompletionsEndpoint:
             headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
         return headers
 
-    async def _post_once(self, client: httpx.AsyncClient, body: dict[str, Any], attempt: int) -> dict[str, Any]:
+    async def _post_once(self, client: httpx2.AsyncClient, body: dict[str, Any], attempt: int) -> dict[str, Any]:
         """One HTTP request; the decoded (or stream-assembled) completion object."""
         url = self.url
         logger.debug("%s: POST %s model=%s attempt=%d stream=%s", self.provider, url, body.get("model"),
                      attempt, bool(body.get("stream")))
         try:
             return await self._exchange(client, body, attempt)
-        except httpx.TimeoutException as exc:
+        except httpx2.TimeoutException as exc:
             raise EndpointTimeoutError(
                 f"{self.provider}: POST {url}: one {_TIMEOUT_KINDS.get(type(exc).__name__, 'socket operation')} "
                 f"waited longer than the timeout of {self.timeout:g} s ({type(exc).__name__})",
                 limit="timeout", seconds=self.timeout, provider=self.provider, url=url,
             ) from None
-        except httpx.TransportError as exc:
+        except httpx2.TransportError as exc:
             err = EndpointConnectionError(
                 f"{self.provider}: cannot reach POST {url}: {self.preview(str(exc)) or type(exc).__name__}",
                 provider=self.provider, url=url,
             )
-            err.retryable = isinstance(exc, httpx.ConnectError)  # type: ignore[attr-defined]
+            err.retryable = isinstance(exc, httpx2.ConnectError)  # type: ignore[attr-defined]
             raise err from None
-        except httpx.HTTPError as exc:  # too many redirects, an invalid URL, ...
+        except httpx2.HTTPError as exc:  # too many redirects, an invalid URL, ...
             raise EndpointResponseError(
                 f"{self.provider}: POST {url}: {type(exc).__name__}: {self.preview(str(exc))}",
                 provider=self.provider, url=url,
@@ -622,8 +658,8 @@ class ChatCompletionsEndpoint:
 
     # ------------------------------------------------------------ answers
 
-    async def _exchange(self, client: httpx.AsyncClient, body: dict[str, Any], attempt: int) -> dict[str, Any]:
-        """Send ``body`` and read the answer through httpx's streaming API, so
+    async def _exchange(self, client: httpx2.AsyncClient, body: dict[str, Any], attempt: int) -> dict[str, Any]:
+        """Send ``body`` and read the answer through httpx2's streaming API, so
         no body is held past ``max_response_bytes`` (counted decompressed).
 
         An event stream is assembled chunk by chunk, also when the request did
@@ -634,7 +670,7 @@ class ChatCompletionsEndpoint:
         started: list[int] = []
         try:
             return await self._exchange_on(client, target, content, attempt, started)
-        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        except (httpx2.RemoteProtocolError, httpx2.ReadError) as exc:
             if not started and not _malformed_head(exc):
                 raise  # refused or reset before any answer: a connection error
             head = f"answered {started[0]}" if started else "answered with a head that cannot be read"
@@ -644,7 +680,7 @@ class ChatCompletionsEndpoint:
                 provider=self.provider, url=self.url,
             ) from None
 
-    async def _exchange_on(self, client: httpx.AsyncClient, target: httpx.URL | str, content: bytes, attempt: int,
+    async def _exchange_on(self, client: httpx2.AsyncClient, target: httpx2.URL | str, content: bytes, attempt: int,
                            started: list[int]) -> dict[str, Any]:
         async with client.stream("POST", target, content=content, headers=self._headers()) as response:
             started.append(response.status_code)
@@ -656,7 +692,7 @@ class ChatCompletionsEndpoint:
                 if "text/event-stream" in response.headers.get("content-type", "").lower():
                     return await self._read_events(response)
                 raw = await self._read_body(response)
-            except httpx.DecodingError as exc:
+            except httpx2.DecodingError as exc:
                 raise self._answers.response_error(f"a body that cannot be decoded ({type(exc).__name__}: {exc})"[:300],
                                            status, "") from None
             ctype = response.headers.get("content-type") or "no content type"
@@ -672,7 +708,7 @@ class ChatCompletionsEndpoint:
             return stream_end(acc, False, status, self._answers)
         return data
 
-    async def _read_body(self, response: httpx.Response, *, truncate: bool = False) -> bytes:
+    async def _read_body(self, response: httpx2.Response, *, truncate: bool = False) -> bytes:
         """The decompressed body, at most ``max_response_bytes``; past the cap
         the read stops and raises (``truncate``: returns what was read).
 
@@ -696,15 +732,15 @@ class ChatCompletionsEndpoint:
                 raise self._too_large(response.status_code)
         return bytes(data)
 
-    async def _buffered(self, response: httpx.Response) -> httpx.Response:
+    async def _buffered(self, response: httpx2.Response) -> httpx2.Response:
         """An error response with its body read (capped), for :meth:`_status_error`."""
         try:
             raw = await self._read_body(response, truncate=True)
-        except httpx.DecodingError:
+        except httpx2.DecodingError:
             raw = b""  # the status still decides (a 503 stays retryable); its body is unreadable
         headers = [(k, v) for k, v in response.headers.multi_items()
                    if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-        return httpx.Response(response.status_code, headers=headers, content=raw, request=response.request)
+        return httpx2.Response(response.status_code, headers=headers, content=raw, request=response.request)
 
     def _too_large(self, status: int) -> EndpointResponseError:
         return EndpointResponseError(
@@ -713,7 +749,7 @@ class ChatCompletionsEndpoint:
             provider=self.provider, url=self.url,
         )
 
-    async def _read_events(self, response: httpx.Response) -> dict[str, Any]:
+    async def _read_events(self, response: httpx2.Response) -> dict[str, Any]:
         """Assemble a server-sent-event stream into one completion object.
 
         Every wait for the next ``data:`` event is bounded by
@@ -757,7 +793,7 @@ class ChatCompletionsEndpoint:
                 await chunks.aclose()  # type: ignore[attr-defined]
         return stream_end(acc, False, response.status_code, self._answers)
 
-    def _status_error(self, response: httpx.Response, url: str, attempt: int) -> EndpointStatusError:
+    def _status_error(self, response: httpx2.Response, url: str, attempt: int) -> EndpointStatusError:
         status = response.status_code
         body = self.preview(response.text)
         detail = self.preview(_error_message(response).strip() or response.reason_phrase)
@@ -793,7 +829,7 @@ class ChatCompletionsEndpoint:
     __str__ = __repr__
 
 
-#: The JSON encoding httpx gives a ``json=`` body (compact, UTF-8 as is, no NaN).
+#: The JSON encoding httpx2 gives a ``json=`` body (compact, UTF-8 as is, no NaN).
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 #: id -> (a deeply read-only shared container, its JSON text); cleared when full.
 _ENCODED: dict[int, tuple[Any, str]] = {}
@@ -833,7 +869,7 @@ def _shared_text(value: Any) -> str:
 
 
 def _body_bytes(body: dict[str, Any]) -> bytes:
-    """The request body as httpx encodes ``json=body``, byte for byte, without
+    """The request body as httpx2 encodes ``json=body``, byte for byte, without
     encoding the shared schemas and tool specs again on every request."""
     if not all(type(key) is str for key in body):  # JSON's own key conversion
         return _ENCODE(body).encode()
@@ -846,7 +882,7 @@ _INFLATE_STEP = 1 << 16
 
 @functools.cache
 def _decodable() -> frozenset[str]:
-    """The content codings httpx decodes here: its own, and ``br`` / ``zstd``
+    """The content codings httpx2 decodes here: its own, and ``br`` / ``zstd``
     when their optional packages are installed."""
     found = {"identity", "gzip", "x-gzip", "deflate"}
     if importlib.util.find_spec("brotli") or importlib.util.find_spec("brotlicffi"):
@@ -856,19 +892,19 @@ def _decodable() -> frozenset[str]:
     return frozenset(found)
 
 
-async def _decoded(response: httpx.Response) -> AsyncIterator[bytes]:
+async def _decoded(response: httpx2.Response) -> AsyncIterator[bytes]:
     """The body's bytes after content decoding, at most 64 KiB at a time.
 
     gzip and deflate are inflated here with a bound per step, so one small
     compressed chunk never becomes a large buffer before the size cap can
-    count it; other encodings (``br``, ``zstd``) are decoded by httpx.
+    count it; other encodings (``br``, ``zstd``) are decoded by httpx2.
     """
     encoding = response.headers.get("content-encoding", "").strip().lower()
     unknown = [c for c in (c.strip() for c in encoding.split(",")) if c and c not in _decodable()]
     if unknown:
-        # httpx passes a coding it has no decoder for through as is: compressed
+        # httpx2 passes a coding it has no decoder for through as is: compressed
         # bytes would be read as the answer.
-        raise httpx.DecodingError(f"Content-Encoding {unknown[0][:40]!r}, which this installation cannot decode")
+        raise httpx2.DecodingError(f"Content-Encoding {unknown[0][:40]!r}, which this installation cannot decode")
     if encoding not in ("gzip", "x-gzip", "deflate"):
         async for chunk in response.aiter_bytes():
             yield chunk
@@ -882,7 +918,7 @@ async def _decoded(response: httpx.Response) -> AsyncIterator[bytes]:
                 out = inflater.decompress(pending, _INFLATE_STEP)
             except zlib.error as exc:
                 if not (first and encoding == "deflate"):
-                    raise httpx.DecodingError(str(exc)) from None
+                    raise httpx2.DecodingError(str(exc)) from None
                 inflater = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as some servers send
                 out = inflater.decompress(pending, _INFLATE_STEP)
             first = False
@@ -914,24 +950,24 @@ def _retryable(exc: BaseException) -> bool:
     return bool(getattr(exc, "retryable", False))
 
 
-#: httpx timeout exception -> the socket operation it bounds.
+#: httpx2 timeout exception -> the socket operation it bounds.
 _TIMEOUT_KINDS = {"ConnectTimeout": "connect", "ReadTimeout": "read", "WriteTimeout": "write",
                   "PoolTimeout": "wait for a pooled connection"}
 
 
-def _malformed_head(exc: httpx.HTTPError) -> bool:
+def _malformed_head(exc: httpx2.HTTPError) -> bool:
     """Whether ``exc`` says the server answered with a head the HTTP library
     refused (a bad or conflicting ``Content-Length``, ...), as opposed to
     closing the connection before any answer."""
-    return isinstance(exc, httpx.RemoteProtocolError) and "without sending a response" not in str(exc)
+    return isinstance(exc, httpx2.RemoteProtocolError) and "without sending a response" not in str(exc)
 
 
-def _error_message(response: httpx.Response) -> str:
+def _error_message(response: httpx2.Response) -> str:
     """The ``error.message`` of an OpenAI-style error body, else the body, uncut
     (the caller removes secrets, then cuts)."""
     try:
-        data = response.json()
-    except ValueError:
+        data = bounded_json(response.text, what="the error body")
+    except ValueError:  # not JSON, or past the bounds (JSONLimitError)
         return response.text
     if isinstance(data, dict):
         err = data.get("error")

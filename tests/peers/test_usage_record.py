@@ -1,0 +1,64 @@
+"""The one usage record on every existing endpoint, through the public API.
+
+Chat Completions over a loopback server (plain and streamed, the detailed
+counts ``prompt_tokens_details.cached_tokens`` and
+``completion_tokens_details.reasoning_tokens`` kept) and the three CLI agents
+(the streams their real binaries printed, replayed by a real subprocess):
+each fills ``tokens`` the same way, in the message metadata and the trace.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from lionops import Branch
+from lionops.testing import Reply, chunked, completion
+from tests.cli_support import fake_model
+from tests.helpers import Answer, ToolBox
+from tests.openai_server import make_model, server  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+async def test_chat_completions_keep_cache_and_reasoning_counts(server, stream) -> None:  # noqa: F811
+    done = completion("hello", prompt_tokens=1200, completion_tokens=300, cached_tokens=1024, reasoning_tokens=256)
+    server.push(Reply(stream=chunked(done)) if stream else done)
+    model = make_model(server, stream=stream)
+    branch = Branch(chat_model=model)
+    out, trace = await branch.operate_traced(instruction="hi")
+    await model.aclose()
+    expected = {"input_tokens": 1200, "output_tokens": 300, "cache_read_tokens": 1024, "reasoning_tokens": 256,
+                "total_tokens": 1500}
+    assert out == "hello" and trace.meta["tokens"] == expected
+    assert branch.messages[-1].metadata["tokens"] == expected
+    # The server's own counts stay as they were.
+    assert trace.meta["usage"] == {"prompt_tokens": 1200, "completion_tokens": 300, "total_tokens": 1500}
+
+
+async def test_the_endpoint_answer_carries_the_record_with_the_raw_counts(server) -> None:  # noqa: F811
+    server.push(completion("ok", prompt_tokens=10, completion_tokens=4, cached_tokens=8, reasoning_tokens=3))
+    model = make_model(server)
+    done = await model.endpoint.chat([{"role": "user", "content": "x"}])
+    await model.aclose()
+    assert (done.tokens.input_tokens, done.tokens.cache_read_tokens, done.tokens.reasoning_tokens) == (10, 8, 3)
+    assert done.tokens.raw["completion_tokens_details"]["reasoning_tokens"] == 3
+
+
+@pytest.mark.parametrize(("session", "provider", "expected"), [
+    ("real_claude_code_2.1.328.jsonl", "claude_code",
+     {"input_tokens": 642, "output_tokens": 34, "cache_read_tokens": 0, "cache_write_tokens": 0,
+      "reasoning_tokens": 0, "total_tokens": 676}),
+    ("real_codex_0.169.0.jsonl", "codex",
+     {"input_tokens": 2400, "output_tokens": 80, "cache_read_tokens": 2000, "cache_write_tokens": 0,
+      "reasoning_tokens": 16, "total_tokens": 2480}),
+    ("real_gemini_0.61.0.jsonl", "gemini",
+     {"input_tokens": 1800, "output_tokens": 60, "cache_read_tokens": 1200, "total_tokens": 1860}),
+], ids=["claude_code", "codex", "gemini"])
+async def test_cli_agents_fill_the_same_record(session, provider, expected) -> None:
+    model = fake_model(session, provider=provider, model="m")
+    branch = Branch(chat_model=model, tools=ToolBox().tools())
+    _, trace = await branch.operate_traced(instruction="Weather in Paris?", response_format=Answer, actions=True)
+    assert trace.meta["tokens"] == expected
+    assistant = [m for m in branch.messages if m.role == "assistant"][-1]
+    assert assistant.metadata["tokens"] == expected
