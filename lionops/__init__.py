@@ -29,6 +29,7 @@ from .errors import (
     EndpointStatusError,
     EndpointTimeoutError,
     LionopsError,
+    MaxRoundsError,
     MismatchError,
     MissingAPIKeyError,
     MisspelledKeywordError,
@@ -55,6 +56,7 @@ from .operate import operate, prepare_operate_kw
 from .operative import Operative, Step
 from .params import ActionParam, ChatParam, HandleValidation, ParseParam, RunParam
 from .pipeline.act import act
+from .run import Ran, RunTrace
 from .tools import Tool, ToolInvocation
 from .trace import Trace, Traced, TransitionRecord
 from .usage import Usage
@@ -66,6 +68,8 @@ __all__ = [
     "ChatParam", "RunParam", "ParseParam", "ActionParam", "AlcallParams", "HandleValidation",
     "Spec", "FieldModel", "Operative", "Step", "prepare_operate_kw", "operate", "act",
     "Middle", "communicate", "run_and_collect", "Trace", "TransitionRecord", "Traced", "Usage",
+    # the run loop (states/run.toml)
+    "RunTrace", "Ran", "MaxRoundsError",
     # observability
     "instrument", "uninstrument",
     # the error tree (every one a LionopsError)

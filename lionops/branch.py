@@ -31,7 +31,7 @@ from ._defaults import (
 from ._files import atomic_write_text
 from ._secrets import scrubbed_message
 from .alcall import AlcallParams
-from .errors import ArgumentTypeError, ConfigurationError, SnapshotError
+from .errors import ArgumentTypeError, ConfigurationError, ResumeError, SnapshotError
 from .governance import Approve, Defer, Deny, PendingCall
 from .hooks import HookPoint, check_one_argument
 from .limits import UsageLimits, UsageSoFar
@@ -40,9 +40,11 @@ from .models import ActionResponseModel
 from .params import ActionParam
 from .pipeline.act import act as act_fn
 from .pipeline.context import Authorization, OperationContext
+from .pipeline.loop import DEFAULT_MAX_ROUNDS, RunContext, run_context, run_loop
 from .pipeline.machine import run_operation
 from .pipeline.prepare import OperateKwargs, check_flags
 from .pipeline.resume import Suspensions, claim, release
+from .run import Ran
 from .text import safe_str
 from .tools import ActionManager, Tool, ToolInvocation
 from .trace import Trace, Traced
@@ -96,6 +98,18 @@ def _message(exc: BaseException) -> str:
 
 #: Gates already warned about for answering something other than a bool.
 _WARNED_NOT_BOOL: set[str] = set()
+
+
+#: The longest denial reason a model is told (characters).
+DENIAL_REASON_LIMIT = 200
+
+
+def denial_reason(deny: Deny) -> str:
+    """The reason of a gate's :class:`Deny` as the model is told it: at most
+    :data:`DENIAL_REASON_LIMIT` characters, secrets replaced (empty when none given)."""
+    if not deny.reason:
+        return ""
+    return scrubbed_message(deny.reason, os.environ, limit=DENIAL_REASON_LIMIT)
 
 
 def _warn_not_bool(name: str, verdict: object) -> None:
@@ -207,6 +221,8 @@ class Branch:
         self.traces: list[Trace] = []
         #: operations a gate's ``Defer`` suspended, and the calls decided so far
         self.suspensions = Suspensions()
+        #: call id of a deferred call -> the run that waits on it (resume_run)
+        self._suspended_runs: dict[str, RunContext] = {}
         self.engine = engine
         self._gates: list[GateCheck] = []
         self._hooks: dict[HookPoint, list[HookHandler]] = {p: [] for p in _HOOK_POINTS}
@@ -317,8 +333,18 @@ class Branch:
                 "function": invocation.function, "gate": name, "timeout_s": self.gate_timeout,
             })
             return Authorization("timed_out", f"gate {name} did not answer within {self.gate_timeout}s")
+        return self._answer(name, verdict, invocation)
+
+    def _answer(self, name: str, verdict: Any, invocation: ToolInvocation) -> Authorization:
+        """What a gate's answer decides: ``True``/``False``, :class:`Defer`, or
+        :class:`Deny` (its reason, bounded and without secrets, is also told
+        to the model); anything else denies."""
         if isinstance(verdict, Defer):
             return Authorization("deferred", verdict.reason)
+        if isinstance(verdict, Deny):
+            told = denial_reason(verdict) or None
+            return Authorization("denied", f"denied by gate {name} ({verdict.by})" + (f": {told}" if told else ""),
+                                 told)
         if not isinstance(verdict, bool):
             self.logs.log("gate_error", {
                 "function": invocation.function,
@@ -481,6 +507,67 @@ class Branch:
             TypeError: a decision that is not ``Approve`` or ``Deny``.
         """
         return (await self.resume_traced(decisions)).result
+
+    async def run_traced(self, instruction: Any = None, *, response_format: Any = None, tools: Any = True,
+                         max_rounds: int = DEFAULT_MAX_ROUNDS, **operate_kw: Any) -> Ran:
+        """:meth:`run` returning ``Ran(result, run_trace)``."""
+        return await self._run(run_context(self, instruction, response_format, tools, max_rounds, operate_kw))
+
+    async def run(self, instruction: Any = None, *, response_format: Any = None, tools: Any = True,
+                  max_rounds: int = DEFAULT_MAX_ROUNDS, **operate_kw: Any) -> Any:
+        """Run operate() rounds until the model answers: the run machine
+        (``states/run.toml``, docs/api.md "The run loop").
+
+        Each round is one ``operate()`` with ``actions=True`` (the tools
+        ``tools=`` offers; all registered by default; ``tools=False``: none);
+        its tool results go into the branch's messages, so the next round's
+        model request carries them. The loop ends at the first round whose
+        model made no request that was acted on (exit ``answered``), and
+        returns that round's result. ``operate_kw`` are operate()'s keywords
+        (``middle``, ``reason``, ``handle_validation`` ...), the same for
+        every round.
+
+        Raises:
+            MaxRoundsError: ``max_rounds`` rounds ran (default
+                :data:`~lionops.pipeline.loop.DEFAULT_MAX_ROUNDS`) and the
+                last still acted on tool calls (exit ``max_rounds``).
+            UsageLimitExceeded: a usage limit of the branch (``limits=``),
+                counted over every round (exit ``over_limit``).
+            Exception: what a round's ``operate()`` raised (exit ``failed``).
+
+        A round whose gate deferred a call ends the run at ``deferred``:
+        ``branch.pending_calls()`` lists the calls and :meth:`resume_run`
+        continues the loop.
+        """
+        return (await self.run_traced(instruction, response_format=response_format, tools=tools,
+                                      max_rounds=max_rounds, **operate_kw)).result
+
+    async def resume_run(self, decisions: dict[str, Approve | Deny], *, max_rounds: int | None = None) -> Ran:
+        """Continue a run that ended at ``deferred``: its first round resumes
+        the suspended operation with ``decisions`` (see :meth:`resume`), the
+        next rounds ask the model again with the run's keywords. Returns
+        ``Ran(result, run_trace)`` of the continued run (``start`` →
+        ``resumed`` → ``round`` ...); its rounds count from there
+        (``max_rounds``: default the run's own)."""
+        runs = {id(self._suspended_runs[c]): self._suspended_runs[c] for c in decisions if c in self._suspended_runs}
+        if len(runs) != 1:
+            raise ResumeError("the decisions name no call of a suspended run, or calls of several runs: "
+                              "give the decisions for one run (branch.pending_calls())")
+        (old,) = runs.values()
+        ctx = RunContext(self, old.operate_kw, old.max_rounds if max_rounds is None else max_rounds, old.engine,
+                         resume=dict(decisions))
+        return await self._run(ctx)
+
+    async def _run(self, ctx: RunContext) -> Ran:
+        try:
+            ran = await run_loop(ctx)
+        finally:
+            self._suspended_runs = {c: r for c, r in self._suspended_runs.items()
+                                    if c in {p.call_id for p in self.pending_calls()}}
+        if ran.trace.exit == "deferred":
+            for call in self.pending_calls():
+                self._suspended_runs.setdefault(call.call_id, ctx)
+        return ran
 
     async def act(
         self,

@@ -46,7 +46,8 @@ def _read_json(path: str) -> Any:
 
 
 def _traces_of(path: str, data: Any) -> list[Any]:
-    """The traces of a trace file, a branch snapshot (``traces``) or a cassette (``operations``)."""
+    """The traces of a trace file, a run trace (the loop, then each round), a branch
+    snapshot (``traces``) or a cassette (``operations``)."""
     from .replay import Cassette, CassetteError
     from .trace import Trace
 
@@ -55,6 +56,14 @@ def _traces_of(path: str, data: Any) -> list[Any]:
             return [op.trace_obj() for op in Cassette.loads(json.dumps(data), source=path).operations]
         except CassetteError as exc:
             raise UsageError(str(exc)) from None
+    if isinstance(data, dict) and str(data.get("format", "")).startswith("lionops.run_trace/"):
+        from .run import RunTrace
+
+        try:
+            run = RunTrace.from_dict(data)
+        except ValueError as exc:
+            raise UsageError(f"{path}: {exc}") from None
+        return [run.trace, *run.rounds]  # the loop, then each round
     items = data.get("traces") if isinstance(data, dict) and "traces" in data else [data]
     if not isinstance(items, list):
         raise UsageError(f"{path}: 'traces' is not a list")

@@ -47,6 +47,8 @@ __all__ = [
 ]
 
 INVARIANTS_FILE = "invariants.toml"
+#: The invariants of the run machine, beside ``run.toml``.
+RUN_INVARIANTS_FILE = "run_invariants.toml"
 
 # Words the stateDiagram grammar reserves; a state of that name gets a prefixed id.
 _MERMAID_RESERVED = frozenset({
@@ -296,6 +298,10 @@ def _caller_gets(t: TransitionDef) -> str:
     return t.caller_gets or f"nothing yet: continues in `{t.dest}`"
 
 
+def _invariants_name(d: MachineDefinition) -> str:
+    return RUN_INVARIANTS_FILE if d.name == "run" else INVARIANTS_FILE
+
+
 def render_doc(d: MachineDefinition, invariants: tuple[Invariant, ...] = ()) -> str:
     """The doc page ``<name>.md`` of the machine."""
     src = _source_name(d)
@@ -303,7 +309,8 @@ def render_doc(d: MachineDefinition, invariants: tuple[Invariant, ...] = ()) -> 
     out = [
         f"# The `{d.name}` machine ({d.adr})",
         "",
-        f"<!-- Generated from {src} and states/{INVARIANTS_FILE} by `make diagrams`; do not edit. -->",
+        f"<!-- Generated from {src}{f' and states/{_invariants_name(d)}' if invariants else ''}"
+        " by `make diagrams`; do not edit. -->",
         "",
         f"Generated from [`{src}`](../{src}) by `make diagrams` (`python -m lionops diagram`);"
         " `make test` fails when this page or the diagrams beside it are stale.",
@@ -364,7 +371,7 @@ def render_doc(d: MachineDefinition, invariants: tuple[Invariant, ...] = ()) -> 
         out += [
             "## Safety invariants",
             "",
-            "From states/invariants.toml, each with the tests that prove it.",
+            f"From states/{_invariants_name(d)}, each with the tests that prove it.",
             "",
             *_table(["#", "invariant", "proved by"],
                     [[str(i.number), i.statement, "<br>".join(f"`{t}`" for t in i.tests)] for i in invariants]),
@@ -459,14 +466,35 @@ def render_trace_files(d: MachineDefinition, trace: Trace, name: str) -> dict[st
     }
 
 
+def _shipped_files() -> dict[str, str]:
+    """The files of every shipped machine: ``operate`` (with the safety
+    invariants) and ``run`` (the loop of rounds)."""
+    run = definition_path("run")
+    return {**render_all(load_definition(), load_invariants()),
+            **render_all(load_definition(run), load_invariants(run.parent / RUN_INVARIANTS_FILE))}
+
+
+def _trace_files(d: MachineDefinition, path: Path, shipped: bool) -> dict[str, str]:
+    """The drawn files of the trace at ``path``: a ``Trace`` on ``d``, or (with
+    the shipped machines) a ``RunTrace``'s loop on the ``run`` machine."""
+    data = path.read_bytes()
+    if shipped and b'"lionops.run_trace/' in data[:200]:
+        from .run import RunTrace
+
+        return render_trace_files(load_definition(definition_path("run")), RunTrace.from_json(data).trace, path.name)
+    return render_trace_files(d, Trace.from_json(data, d), path.name)
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         d = load_definition(args.definition)
+        files = (_shipped_files() if args.definition is None
+                 else render_all(d, _invariants_for(args.definition)))
     except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         print(f"error: cannot read the machine definition: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     if args.check:
-        stale = stale_files(args.check, render_all(d, _invariants_for(args.definition)))
+        stale = stale_files(args.check, files)
         if stale:
             print(f"stale diagrams in {args.check} (run make diagrams): {', '.join(stale)}", file=sys.stderr)
             return 1
@@ -476,17 +504,15 @@ def _run(args: argparse.Namespace) -> int:
     if args.trace:
         path = Path(args.trace)
         try:
-            files = render_trace_files(d, Trace.from_json(path.read_bytes(), d), path.name)
+            files = _trace_files(d, path, args.definition is None)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             print(f"error: cannot draw trace {path}: {' '.join(str(exc).split())}", file=sys.stderr)
             return 2
-    else:
-        files = render_all(d, _invariants_for(args.definition))
     out.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         _write(out, name, text)
-    dot_name = next(n for n in files if n.endswith(".dot"))
-    _write_svg(out, dot_name[:-4] + ".svg", files[dot_name], args.svg)
+    for dot_name in (n for n in files if n.endswith(".dot")):
+        _write_svg(out, dot_name[:-4] + ".svg", files[dot_name], args.svg)
     return 0
 
 

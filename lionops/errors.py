@@ -33,6 +33,7 @@ library family::
     │   └── ToolChangedError
     ├── SnapshotError (ValueError)
     ├── UsageLimitExceeded
+    ├── MaxRoundsError                     Branch.run() reached max_rounds
     ├── EndpointError                      HTTP (API) endpoints
     │   ├── EndpointStatusError
     │   │   ├── EndpointAuthError
@@ -556,6 +557,23 @@ class UsageLimitExceeded(LionopsError):
         self.usage = dict(usage)
         super().__init__(f"usage limit {limit}={value!r} would be exceeded; usage so far: {self.usage}")
 
+
+
+__all__ += ["MaxRoundsError"]
+
+
+class MaxRoundsError(LionopsError):
+    """``Branch.run()`` ran ``max_rounds`` rounds and the last one still acted
+    on tool calls: the model was not asked again (exit ``max_rounds``).
+
+    ``max_rounds`` is the setting; ``run_trace`` the :class:`~lionops.run.RunTrace`
+    of the run (every round's trace, the last round's tool results in its actions)."""
+
+    def __init__(self, max_rounds: int, run_trace: Any = None) -> None:
+        self.max_rounds = max_rounds
+        self.run_trace = run_trace
+        super().__init__(f"the run reached max_rounds={max_rounds} with tool calls still being made; "
+                         "raise max_rounds= or give the model what it needs to answer")
 
 # --------------------------------------------------------------------------
 # CLI agent errors, raised by CLI-backed iModels (the CLI path of ADR-0022 D3).

@@ -247,15 +247,7 @@ class Trace:
             TraceFormatError (a ValueError): not JSON (or nested too deep to read), or not a trace
                 of the machine (see :meth:`from_dict`).
         """
-        if not isinstance(text, (str, bytes, bytearray)):
-            raise TraceFormatError(f"a trace is JSON text (str or bytes), got {type(text).__name__}")
-        try:
-            data = bounded_json(text, what="trace JSON")
-        except JSONLimitError as exc:
-            raise TraceFormatError(f"trace JSON is nested too deep to read: {exc}") from None
-        except ValueError as exc:
-            raise TraceFormatError(f"trace is not JSON: {exc}") from None
-        return cls.from_dict(data, definition)
+        return cls.from_dict(read_json(text), definition)
 
     def table(self) -> str:
         """A readable table: one row per transition."""
@@ -276,6 +268,19 @@ class Trace:
 
 
 _new = object.__new__
+
+
+def read_json(text: str | bytes, what: str = "trace") -> Any:
+    """The JSON value of ``text`` (read within the bounded loader's limits);
+    :class:`TraceFormatError` when it is not JSON text, not JSON, or too deep or large."""
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise TraceFormatError(f"a {what} is JSON text (str or bytes), got {type(text).__name__}")
+    try:
+        return bounded_json(text, what=f"{what} JSON")
+    except JSONLimitError as exc:
+        raise TraceFormatError(f"{what} JSON is nested too deep to read: {exc}") from None
+    except ValueError as exc:
+        raise TraceFormatError(f"{what} is not JSON: {exc}") from None
 
 
 def started_trace(machine: str, engine: str, started_at: float, initial: str, meta: dict[str, Any],

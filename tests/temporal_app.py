@@ -266,6 +266,8 @@ def reply_for(request: Any) -> Any:
             text = msg["content"]
             break
     case = text.split("case:", 1)[1].split()[0] if "case:" in text else ""
+    if case == "run_loop":
+        return run_loop_reply(request)
     if case in CASES:
         return CASES[case][1]
     if case == "flaky":  # the first model-call attempt fails (its three HTTP requests), the next succeeds
@@ -278,6 +280,23 @@ def reply_for(request: Any) -> Any:
 
 
 FLAKY: list[Any] = []
+
+
+def run_loop_reply(request: Any) -> Any:
+    """A three-round run: a tool call in each of the first two rounds, then the answer
+    (the round is how many next-round instructions the request carries)."""
+    from lionops.pipeline.loop import NEXT_ROUND_INSTRUCTION
+
+    n = sum(1 for m in request.body.get("messages", []) if NEXT_ROUND_INSTRUCTION in str(m.get("content")))
+    if n < 2:
+        item = ("tea", "cup")[n]
+        return completion(json.dumps({"answer": "checking", "confidence": 0.5,
+                                      "action_requests": [{"function": "lookup", "arguments": {"item": item}}]}))
+    return completion(_ANSWER)
+
+
+#: The keywords of the durable run (RunWorkflow) and of its in-process twin.
+RUN_LOOP = {"response_format": Answer, "action_strategy": "sequential"}
 
 #: Replies of the other scenarios, by the ``case:`` word of the instruction.
 SCRIPTS: dict[str, Any] = {

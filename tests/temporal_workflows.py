@@ -12,6 +12,7 @@ with workflow.unsafe.imports_passed_through():
         CASES,
         CONVERSATION,
         PLUGIN,
+        RUN_LOOP,
         Answer,
         approvals,
         case_kwargs,
@@ -93,3 +94,17 @@ class BranchWorkflow:
 
 
 WORKFLOWS.append(BranchWorkflow)
+
+
+@workflow.defn
+class RunWorkflow:
+    """One branch.run() of ``shop`` as workflow code: three rounds; its run trace and messages."""
+
+    @workflow.run
+    async def run(self) -> dict[str, Any]:
+        result, run = await shop.run_traced("case:run_loop", **RUN_LOOP)
+        return {"run": run.to_dict(), "result": result.model_dump(mode="json"),
+                "messages": shop.branch().messages.to_list()}
+
+
+WORKFLOWS.append(RunWorkflow)

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import MachineDefinitionError, UnknownStateError
 
 __all__ = ["StateDef", "TransitionDef", "MachineDefinition", "load_definition",
-           "default_definition", "definition_path", "WILDCARD"]
+           "default_definition", "run_definition", "definition_path", "WILDCARD"]
 
 WILDCARD = "*"
 
@@ -95,13 +95,14 @@ class MachineDefinition:
         return list(seen)
 
 
-def definition_path() -> Path:
-    """Where the shipped definition lives (wheel first, then source checkout)."""
+def definition_path(name: str = "operate") -> Path:
+    """Where the shipped definition ``<name>.toml`` lives (wheel first, then
+    source checkout): ``operate`` (one operation) or ``run`` (the loop of rounds)."""
     here = Path(__file__).resolve().parent.parent
-    packaged = here / "_states" / "operate.toml"
+    packaged = here / "_states" / f"{name}.toml"
     if packaged.exists():
         return packaged
-    return here.parent / "states" / "operate.toml"
+    return here.parent / "states" / f"{name}.toml"
 
 
 def _check(d: MachineDefinition) -> None:
@@ -175,3 +176,9 @@ def load_definition(path: str | Path | None = None) -> MachineDefinition:
 def default_definition() -> MachineDefinition:
     """The shipped definition, loaded once per process."""
     return load_definition()
+
+
+@functools.cache
+def run_definition() -> MachineDefinition:
+    """The shipped ``run`` machine (``states/run.toml``), loaded once per process."""
+    return load_definition(definition_path("run"))

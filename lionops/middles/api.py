@@ -502,6 +502,11 @@ async def _answer(branch: Any, turn: _Turn, completion: Any, unfinished: bool, t
         result = await parse_response(None, parse_param, branch=branch, action_requests=requests)
         calls = completion.tool_calls
         return _noted(result if isinstance(result, BaseModel) else _tools_only(turn.caller, calls, text))
+    if turn.caller is None and _actions_only(turn.fmt) and not completion.tool_calls and not _holds_json(text):
+        # No caller model, no tool call, no JSON: the answer is prose. Restating it
+        # into a type that holds only the action fields would lose it: it stays text.
+        record_assistant(branch, text, metadata)
+        return _noted(text)
     return _noted(await finish_turn(
         branch, text, parse_param, skip_validation,
         metadata=metadata, action_requests=requests,
@@ -512,6 +517,15 @@ def _log_retries(branch: Any, endpoint: Any, retries: Any) -> None:
     """One ``http_retry`` log entry per retry, also for a call that failed."""
     for retry in retries:
         branch.logs.log("http_retry", {"provider": getattr(endpoint, "provider", None), **retry})
+
+
+_ACTION_FIELDS = frozenset({"action_required", "action_requests", "action_responses"})
+
+
+def _actions_only(fmt: Any) -> bool:
+    """Whether ``fmt`` is a generated type holding nothing but the action fields."""
+    fields = getattr(fmt, "model_fields", None)
+    return isinstance(fields, dict) and bool(fields) and set(fields) <= _ACTION_FIELDS
 
 
 def _holds_json(text: str | None) -> bool:

@@ -420,30 +420,42 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
     # 3. governance, on exactly what the tool will receive: fail closed. With
     # nothing to ask (no gate, Branch's own authorize) every invocation is allowed.
     verdict: str = "allowed"
+    told: str | None = None
     if gated:
         invocation = ToolInvocation(function, shown, tool, branch.id, index, batch.offered, shown_raw, call_id)
         try:
-            verdict, reason = await branch.authorization(invocation)
+            answer = await branch.authorization(invocation)
+            verdict, reason, told = answer[0], answer[1], getattr(answer, "told", None)
         except BaseException as exc:
             _interrupted(batch, req, raw, exc, "gate", arguments=kwargs, started=None, invoked=False)
             raise
     if verdict != "allowed":
-        return _not_allowed(batch, req, raw, kwargs, verdict, reason)
+        return _not_allowed(batch, req, raw, kwargs, verdict, reason, told)
     return await invoke(batch, req, tool, raw, kwargs, given, timeout)
 
 
 def _not_allowed(batch: _Batch, req: _Request, raw: Any, kwargs: dict[str, Any], verdict: str,
-                 reason: str | None) -> ActionRecord:
+                 reason: str | None, told: str | None) -> ActionRecord:
     """The record of a call the gates did not allow: denied or timed out (a
     denial payload), or deferred (not run now; a decision comes through resume)."""
     function = req.function
     if verdict == "deferred":
         return batch.keep(_record(req, raw, "deferred", arguments=kwargs, reason=reason,
                                   output={"pending": DEFERRED_NOTE, "function": function, "reason": reason}))
+    output = _denial(function, verdict, reason, told)
+    return batch.keep(_record(req, raw, verdict, arguments=kwargs, reason=reason, output=output))  # type: ignore[arg-type]
+
+
+def _denial(function: str, verdict: str, reason: str | None, told: str | None) -> dict[str, Any]:
+    """The payload the model gets for a call authorization did not allow: the
+    reason of a timeout, or of a gate's ``Deny(reason=...)`` (``told``,
+    bounded and without secrets); a plain ``False`` says only that it was denied."""
     output: dict[str, Any] = {"error": DENIAL_ERROR, "function": function}
     if verdict == "timed_out":
         output["reason"] = reason
-    return batch.keep(_record(req, raw, verdict, arguments=kwargs, reason=reason, output=output))  # type: ignore[arg-type]
+    elif told:
+        output["reason"] = told
+    return output
 
 
 async def invoke(batch: _Batch, req: _Request, tool: Tool, raw: Any, kwargs: dict[str, Any],

@@ -33,6 +33,9 @@ class Authorization(NamedTuple):
 
     decision: Literal["allowed", "denied", "timed_out", "deferred"]
     reason: str | None
+    #: what the model is told of a denial (a gate's ``Deny(reason=...)``,
+    #: bounded, secrets replaced); ``None``: the plain denial payload
+    told: str | None = None
 
 
 class BranchLike(Protocol):

@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any, Literal, Unpack, get_args
 
 from .._version import __version__
 from ..errors import ArgumentTypeError, ConfigurationError, did_you_mean
+from ..pipeline.loop import DEFAULT_MAX_ROUNDS, run_context
+from ..run import Ran
 from ..text import summarize
 from ..trace import Traced
 from .cassette import Cassette, CassetteError, CassetteNotFoundError, Operation, RedactionRecord
@@ -162,6 +164,26 @@ class CassetteSession:
     async def operate(self, branch: Branch, **kw: Unpack[OperateKwargs]) -> Any:
         """Like :meth:`operate_traced`, returning only the result."""
         return (await self.operate_traced(branch, **kw)).result
+
+    async def run_traced(self, branch: Branch, instruction: Any = None, **kw: Any) -> Ran:
+        """``branch.run_traced(instruction, **kw)`` with every round recorded or
+        replayed as one operation of this cassette (by the record mode), in
+        round order: the cassette holds the whole run.
+
+        Raises what :meth:`operate_traced` raises, and what ``Branch.run`` raises."""
+        args = {k: kw.pop(k) for k in ("response_format", "tools", "max_rounds") if k in kw}
+        ctx = run_context(branch, instruction, args.get("response_format"), args.get("tools", True),
+                          args.get("max_rounds", DEFAULT_MAX_ROUNDS), kw)
+
+        async def one_round(round_kw: dict[str, Any]) -> Traced:
+            return await self.operate_traced(branch, **round_kw)
+
+        ctx.operate = one_round
+        return await branch._run(ctx)
+
+    async def run(self, branch: Branch, instruction: Any = None, **kw: Any) -> Any:
+        """Like :meth:`run_traced`, returning only the result."""
+        return (await self.run_traced(branch, instruction, **kw)).result
 
     def save(self) -> Path:
         """Write the cassette (redacted, atomically)."""

@@ -39,7 +39,9 @@ from ..messages import EventLog, LogEntry, MessageLog, to_jsonable
 from ..models import ActionRecord
 from ..pipeline.adapter import select_middle
 from ..pipeline.context import OperationContext
+from ..pipeline.loop import DEFAULT_MAX_ROUNDS, run_context, run_loop
 from ..pipeline.machine import PHASES
+from ..run import Ran
 from ..runtime import current_runtime, use_runtime
 from ..tools import ActionManager, Tool, ToolArgumentsError, ToolInvocation, UnknownToolError
 from ..trace import Traced
@@ -482,6 +484,32 @@ class DurableBranch:
             _OPERATION.reset(token)
             prefix = f"{self.name}-{op}-"
             _mark_approvals(branch, first_message, [r for r in state.records if r.call_id.startswith(prefix)])
+
+    async def run(self, instruction: Any = None, **kw: Any) -> Any:
+        """``Branch.run`` in workflow code: same keywords, same result."""
+        return (await self.run_traced(instruction, **kw)).result
+
+    async def run_traced(self, instruction: Any = None, *, response_format: Any = None, tools: Any = True,
+                         max_rounds: int = DEFAULT_MAX_ROUNDS, **operate_kw: Any) -> Ran:
+        """``Branch.run_traced`` in workflow code: the run machine drives the
+        rounds as workflow code, each round one :meth:`operate_traced` (its model
+        call and each tool call an activity), so a worker that dies mid-run
+        resumes the loop where it was. Returns ``Ran(result, run_trace)``;
+        raises what ``Branch.run`` raises. A durable branch waits for a person
+        inside the workflow (``HumanApproval``) and holds no usage limits, so
+        its runs never end at ``deferred`` or ``over_limit``."""
+        ctx = run_context(self.branch(), instruction, response_format, tools, max_rounds, operate_kw)
+
+        async def one_round(kw: dict[str, Any]) -> Traced:
+            return await self.operate_traced(**kw)
+
+        ctx.operate = one_round
+        hush = observe.quiet.set(_quiet)
+        try:
+            with use_runtime(clock=WorkflowClock()):
+                return await run_loop(ctx)
+        finally:
+            observe.quiet.reset(hush)
 
     async def _run_tool(self, tool: Tool, kwargs: dict[str, Any]) -> Any:
         """The runtime tool_runner of workflow code: one activity per invocation

@@ -12,6 +12,7 @@ PUBLIC = {
     "ChatParam", "RunParam", "ParseParam", "ActionParam", "AlcallParams", "HandleValidation",
     "Spec", "FieldModel", "Operative", "Step", "prepare_operate_kw", "operate", "act",
     "Middle", "communicate", "run_and_collect", "Trace", "TransitionRecord", "Traced", "Usage",
+    "RunTrace", "Ran", "MaxRoundsError",
     "instrument", "uninstrument",
     "LionopsError", "ConfigurationError", "BaseURLError", "MissingAPIKeyError", "RemovedKeywordError",
     "MisspelledKeywordError",

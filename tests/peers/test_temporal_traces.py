@@ -238,3 +238,35 @@ def test_a_failed_model_call_is_retried_by_temporal_not_by_the_machine(model_ser
     assert triggers.count("adapter_returned") == 1 and triggers[-1] == "no_requests"
     assert record["trace"]["meta"]["http_attempts"] == 1  # the facts of the attempt that answered
     assert [m["role"] for m in record["messages"]] == ["system", "user", "assistant"]
+
+
+def test_a_durable_run_takes_the_in_process_loop(model_server):
+    """branch.run() as workflow code: the run machine's path and every round's
+    path equal an in-process Branch.run() with the same tools and model."""
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+    from lionops import RunTrace
+    from tests.temporal_workflows import WORKFLOWS, RunWorkflow
+
+    queue = f"run-{uuid.uuid4().hex[:8]}"
+
+    async def durable() -> dict[str, Any]:
+        client = await Client.connect(dev_server_address(), plugins=[app.PLUGIN])
+        async with Worker(client, task_queue=queue, workflows=WORKFLOWS,
+                          max_concurrent_workflow_tasks=app.WORKFLOW_TASKS):
+            return await client.execute_workflow(RunWorkflow.run, id=f"{queue}-run", task_queue=queue)
+
+    async def local() -> Any:
+        branch = Branch(chat_model=app.chat_model(), tools=app.TOOLS, system=app.SYSTEM)
+        return await branch.run_traced("case:run_loop", **app.RUN_LOOP), branch
+
+    record = asyncio.run(durable())
+    (result, run), branch = asyncio.run(local())
+    durable_run = RunTrace.from_dict(record["run"])
+    assert durable_run.exit == run.exit == "answered"
+    assert durable_run.trace.path() == run.trace.path()
+    assert [r.path() for r in durable_run.rounds] == [r.path() for r in run.rounds]
+    assert len(run.rounds) == 3
+    assert record["result"] == result.model_dump(mode="json")
+    assert _messages(record["messages"]) == _messages(branch.messages.to_list())

@@ -313,13 +313,16 @@ def test_cli_renders_a_given_definition_and_check_sees_it_stale(tmp_path: Path, 
 def test_cli_writes_and_checks(tmp_path: Path, capsys):
     out = tmp_path / "diagrams"
     assert main(["diagram", "--out", str(out), "--no-svg"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["operate.dot", "operate.md", "operate.mmd"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "operate.dot", "operate.md", "operate.mmd", "run.dot", "run.md", "run.mmd"]
     assert main(["diagram", "--check", str(out)]) == 0
-    (out / "operate.mmd").write_text((out / "operate.mmd").read_text() + "%% hand edit\n")
-    assert main(["diagram", "--check", str(out)]) == 1
-    (out / "operate.mmd").unlink()
-    assert main(["diagram", "--check", str(out)]) == 1
-    assert "operate.mmd" in capsys.readouterr().err
+    for name in ("operate.mmd", "run.md"):
+        (out / name).write_text((out / name).read_text() + "%% hand edit\n")
+        assert main(["diagram", "--check", str(out)]) == 1
+        (out / name).unlink()
+        assert main(["diagram", "--check", str(out)]) == 1
+        assert name in capsys.readouterr().err
+        assert main(["diagram", "--out", str(out), "--no-svg"]) == 0
 
 
 def test_check_ignores_the_svg(tmp_path: Path):
