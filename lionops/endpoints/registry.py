@@ -32,7 +32,8 @@ from ..errors import ConfigurationError, did_you_mean
 __all__ = ["ProviderSpec", "register_provider", "provider_spec", "providers", "PROVIDERS", "endpoint_class"]
 
 #: The packages that declare the built-in providers; imported on the first lookup.
-_BUILTIN_PACKAGES = ("lionops.endpoints.openai.config", "lionops.endpoints.cli")
+_BUILTIN_PACKAGES = ("lionops.endpoints.openai.config", "lionops.endpoints.cli", "lionops.endpoints.openai_responses",
+                     "lionops.endpoints.anthropic", "lionops.endpoints.google")
 
 
 @dataclass(frozen=True, slots=True)

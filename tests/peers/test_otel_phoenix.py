@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
+import httpx2
 import pytest
 
 import lionops
@@ -50,7 +50,7 @@ def _wait(check: Any, what: str) -> Any:
     while True:
         try:
             value = check()
-        except httpx.HTTPError:
+        except httpx2.HTTPError:
             value = None
         if value:
             return value
@@ -68,7 +68,7 @@ def phoenix(tmp_path: Path) -> Any:
     process = subprocess.Popen([str(PHOENIX), "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait(lambda: process.poll() is None and httpx.get(f"{url}/v1/projects", timeout=5).status_code == 200,
+        _wait(lambda: process.poll() is None and httpx2.get(f"{url}/v1/projects", timeout=5).status_code == 200,
               "the server")
         yield url
     finally:
@@ -117,7 +117,7 @@ def test_phoenix_shows_an_agent_run_with_its_chat_and_tool_spans_and_tokens(phoe
         provider.shutdown()
 
     def stored() -> list[dict[str, Any]] | None:
-        response = httpx.get(f"{phoenix}/v1/projects/{project}/spans", params={"limit": 100}, timeout=10)
+        response = httpx2.get(f"{phoenix}/v1/projects/{project}/spans", params={"limit": 100}, timeout=10)
         spans = response.json().get("data", []) if response.status_code == 200 else []
         return spans if len(spans) >= 7 else None  # 2 agent runs, 2 chats, 2 tools, 1 writeback
 

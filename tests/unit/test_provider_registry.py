@@ -93,3 +93,19 @@ def test_a_provider_package_registers_itself_when_first_named(tmp_path: Path) ->
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["http://127.0.0.1:9/v1", "zzlocal"]
+
+
+def test_an_unknown_provider_names_every_built_in_one_in_a_fresh_process() -> None:
+    # The native providers are built in too: the list and the suggestion do not
+    # depend on which provider packages happened to be imported before.
+    code = textwrap.dedent("""
+        from lionops import ConfigurationError, iModel
+        try:
+            iModel(provider="anthropc", model="m")
+        except ConfigurationError as exc:
+            print(exc)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "did you mean 'anthropic'" in done.stdout
+    for name in ("anthropic", "google", "openai_responses", "openai", "codex"):
+        assert f"'{name}'" in done.stdout

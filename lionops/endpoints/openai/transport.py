@@ -561,8 +561,9 @@ class ChatCompletionsEndpoint:
         if self._key_env_missing is not None and current_runtime().http_transport is None:
             raise MissingAPIKeyError(
                 f"{self.provider}: no API key, so no request was sent: pass iModel(..., api_key=...) or set the "
-                f"environment variable {self._key_env_missing} (a server of your own that needs no key: use a "
-                "local provider such as 'vllm' or 'ollama' with base_url=)", variable=self._key_env_missing)
+                f"environment variable {self._key_env_missing} (a server of your own that needs no key: pass its "
+                "base_url= and any api_key=; for Chat Completions, a local provider such as 'vllm' or 'ollama' "
+                "needs none)", variable=self._key_env_missing)
 
     def _with_unfinished(self, exc: EndpointError, started: float, attempts: int,
                          retries: list[dict[str, Any]], n: Any) -> EndpointError:
