@@ -365,8 +365,9 @@ class NativeEndpoint(ChatCompletionsEndpoint):
         (``overloaded_error``, ``RESOURCE_EXHAUSTED``) named in the message."""
         err = super()._status_error(response, url, attempt)
         kind = _error_kind(response)
+        kind = self.scrub(kind) if kind else kind  # the provider's text may echo a credential
         if kind and err.args:
-            err.args = (f"{err.args[0]} [{self.scrub(kind)[:80]}]", *err.args[1:])
+            err.args = (f"{err.args[0]} [{kind[:80]}]", *err.args[1:])
         err.code = kind  # type: ignore[attr-defined]
         return err
 
