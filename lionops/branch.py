@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import types
 import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -267,7 +268,7 @@ class Branch:
         own, the gates' reasons (which gate denied, timed out or failed) are
         kept; an overridden one (or one set on the branch) is awaited within
         ``gate_timeout`` and fails closed as a gate does."""
-        if getattr(self.authorize, "__func__", None) is _AUTHORIZE:
+        if self._own("authorize", _AUTHORIZE):
             return await self._ask_gates(invocation)
         return await self._ask(self.authorize, "authorize", invocation)
 
@@ -276,8 +277,15 @@ class Branch:
         registered, or :meth:`authorize` (or :meth:`authorization`) is not
         Branch's own. Without either every invocation is allowed, so ``act()``
         records the request as allowed without building the invocation."""
-        return (bool(self._gates) or getattr(self.authorize, "__func__", None) is not _AUTHORIZE
-                or getattr(self.authorization, "__func__", None) is not _AUTHORIZATION)
+        return (bool(self._gates) or not self._own("authorize", _AUTHORIZE)
+                or not self._own("authorization", _AUTHORIZATION))
+
+    def _own(self, name: str, func: Callable[..., Any]) -> bool:
+        """Whether the hook ``name`` is Branch's own ``func`` bound to this
+        branch: the same method of another branch (a policy branch the hook
+        was set to) is a policy of its own, asked as any other."""
+        hook = getattr(self, name)
+        return getattr(hook, "__func__", None) is func and getattr(hook, "__self__", None) is self
 
     async def _ask(self, check: Callable[[ToolInvocation], Any], name: str,
                    invocation: ToolInvocation) -> Authorization:
@@ -492,6 +500,11 @@ class Branch:
         """
         new = type(self).__new__(type(self))
         new.__dict__.update(self.__dict__)
+        _copy_slots(self, new)
+        for hook in ("authorize", "authorization"):  # a hook bound to this branch is bound to the fork
+            method = self.__dict__.get(hook)
+            if getattr(method, "__self__", None) is self:
+                object.__setattr__(new, hook, types.MethodType(method.__func__, new))  # type: ignore[union-attr]
         new.id = _new_id()
         if name is not None:
             new.name = name
@@ -531,6 +544,21 @@ class Branch:
             f"Branch(id={self.id[:8]}, name={self.name!r}, model={self.chat_model!r}, "
             f"tools={self.acts.names}, messages={len(self.messages)}, traces={len(self.traces)})"
         )
+
+
+def _copy_slots(source: Any, target: Any) -> None:
+    """The values ``source`` holds in the ``__slots__`` of its classes, set on ``target``."""
+    for cls in type(source).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            if slot in ("__dict__", "__weakref__"):
+                continue
+            name = f"_{cls.__name__.lstrip('_')}{slot}" if slot.startswith("__") and not slot.endswith("__") else slot
+            try:
+                value = object.__getattribute__(source, name)
+            except AttributeError:
+                continue
+            object.__setattr__(target, name, value)
 
 
 _AUTHORIZE = Branch.authorize
