@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import json
 import logging
@@ -242,7 +243,20 @@ class Branch:
         :class:`~lionops.errors.GateSignatureError`, never a denial of every call."""
         if name == "authorize":
             check_one_argument(value, "authorize", "authorize(invocation) -> bool")
+        if name == "authorization":
+            check_one_argument(value, "authorization", "authorization(invocation) -> Authorization")
+            check = value
+            value = types.MethodType(_bounded_authorization(lambda _branch, invocation: check(invocation)), self)
         object.__setattr__(self, name, value)
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        """A subclass's own ``authorization()`` is asked as ``authorize`` is:
+        within ``gate_timeout``, failing closed (it raises, hangs or answers
+        anything but an :class:`Authorization`: denied)."""
+        super().__init_subclass__(**kw)
+        own = cls.__dict__.get("authorization")
+        if inspect.isfunction(own) and not getattr(own, "_bounded", False):
+            cls.authorization = _bounded_authorization(own)  # type: ignore[method-assign]
 
     async def authorize(self, invocation: ToolInvocation) -> bool:
         """Whether ``invocation`` may run: the one authorization hook
@@ -288,8 +302,9 @@ class Branch:
         return getattr(hook, "__func__", None) is func and getattr(hook, "__self__", None) is self
 
     async def _ask(self, check: Callable[[ToolInvocation], Any], name: str,
-                   invocation: ToolInvocation) -> Authorization:
-        """One check asked within ``gate_timeout``, failing closed."""
+                   invocation: ToolInvocation, *, record: bool = False) -> Authorization:
+        """One check asked within ``gate_timeout``, failing closed; with
+        ``record``, an :class:`Authorization` answer is taken as it is."""
         with anyio.move_on_after(_bound(self.gate_timeout)) as scope:
             try:
                 verdict = check(invocation)
@@ -308,6 +323,8 @@ class Branch:
                 "function": invocation.function, "gate": name, "timeout_s": self.gate_timeout,
             })
             return Authorization("timed_out", f"gate {name} did not answer within {self.gate_timeout}s")
+        if record and _is_authorization(verdict):
+            return Authorization(*verdict)
         if not isinstance(verdict, bool):
             self.logs.log("gate_error", {
                 "function": invocation.function,
@@ -544,6 +561,21 @@ class Branch:
             f"Branch(id={self.id[:8]}, name={self.name!r}, model={self.chat_model!r}, "
             f"tools={self.acts.names}, messages={len(self.messages)}, traces={len(self.traces)})"
         )
+
+
+def _is_authorization(value: Any) -> bool:
+    return (isinstance(value, tuple) and len(value) == 2 and value[0] in ("allowed", "denied", "timed_out")
+            and (value[1] is None or isinstance(value[1], str)))
+
+
+def _bounded_authorization(own: Callable[[Any, ToolInvocation], Any]) -> Callable[..., Any]:
+    """``own`` (an ``authorization(branch, invocation)``) asked through :meth:`Branch._ask`."""
+    async def authorization(self: Branch, invocation: ToolInvocation) -> Authorization:
+        return await self._ask(functools.partial(own, self), "authorization", invocation, record=True)
+
+    functools.update_wrapper(authorization, own)
+    authorization._bounded = True  # type: ignore[attr-defined]
+    return authorization
 
 
 def _copy_slots(source: Any, target: Any) -> None:

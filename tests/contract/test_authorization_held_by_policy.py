@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 import pytest
 
 from lionops import Branch
@@ -80,9 +81,48 @@ async def test_a_policy_held_in_slots_is_kept_by_fork(where: str, anyio_backend:
 async def test_an_authorize_bound_to_the_branch_itself_follows_the_fork_s_gates(anyio_backend: str) -> None:
     ran: list[str] = []
     branch = Branch(tools=[_tool(ran)])
-    branch.authorize = branch.authorize
+    branch.authorize = branch.authorize  # type: ignore[method-assign]
     fork = branch.fork()
     fork.gate(lambda invocation: False)
     await _run(fork)
     await _run(fork.fork())
     assert ran == []
+
+
+async def _raises(invocation: Any) -> Any:
+    raise KeyError("owner")
+
+
+async def _hangs(invocation: Any) -> Any:
+    await anyio.sleep_forever()
+
+
+def _odd(invocation: Any) -> Any:
+    return ("allowed", None, "extra")
+
+
+AUTHORIZATIONS = {"raises": _raises, "hangs": _hangs, "answers no Authorization": _odd}
+
+
+@pytest.mark.filterwarnings("ignore:gate authorization returned:UserWarning")
+@pytest.mark.parametrize("how", ["subclass", "set on the branch"])
+@pytest.mark.parametrize("kind", list(AUTHORIZATIONS))
+async def test_an_authorization_of_its_own_fails_closed_within_the_gate_timeout(
+        kind: str, how: str, anyio_backend: str) -> None:
+    ran: list[str] = []
+    check = AUTHORIZATIONS[kind]
+    if how == "subclass":
+        class Own(Branch):
+            async def authorization(self, invocation: Any) -> Any:
+                answer = check(invocation)
+                return await answer if not isinstance(answer, tuple) else answer
+        branch: Branch = Own(tools=[_tool(ran)], gate_timeout=0.2)
+    else:
+        branch = Branch(tools=[_tool(ran)], gate_timeout=0.2)
+        branch.authorization = check  # type: ignore[method-assign]
+    for each in (branch, branch.fork(), branch.fork().fork()):
+        await _run(each)
+    assert ran == []
+    decisions = [e.record.decision for e in branch.logs if e.record is not None]
+    assert decisions and set(decisions) <= {"denied", "timed_out"}
+
