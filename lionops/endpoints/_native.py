@@ -386,8 +386,8 @@ def _error_kind(response: httpx2.Response) -> str | None:
     """The provider's error type of an error body: Anthropic's ``error.type``,
     Google's ``error.status``, OpenAI's ``error.code`` / ``error.type``."""
     try:
-        data = response.json()
-    except ValueError:
+        data = bounded_json(response.text)
+    except ValueError:  # not JSON, or nested past the bound (JSONLimitError)
         return None
     err = data.get("error") if isinstance(data, dict) else None
     if not isinstance(err, dict):
