@@ -8,11 +8,13 @@
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import json
 import logging
 import math
 import os
+import types
 import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -274,7 +276,20 @@ class Branch:
         :class:`~lionops.errors.GateSignatureError`, never a denial of every call."""
         if name == "authorize":
             check_one_argument(value, "authorize", "authorize(invocation) -> bool")
+        if name == "authorization":
+            check_one_argument(value, "authorization", "authorization(invocation) -> Authorization")
+            check = value
+            value = types.MethodType(_bounded_authorization(lambda _branch, invocation: check(invocation)), self)
         object.__setattr__(self, name, value)
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        """A subclass's own ``authorization()`` is asked as ``authorize`` is:
+        within ``gate_timeout``, failing closed (it raises, hangs or answers
+        anything but an :class:`Authorization`: denied)."""
+        super().__init_subclass__(**kw)
+        own = cls.__dict__.get("authorization")
+        if inspect.isfunction(own) and not getattr(own, "_bounded", False):
+            cls.authorization = _bounded_authorization(own)  # type: ignore[method-assign]
 
     async def authorize(self, invocation: ToolInvocation) -> bool:
         """Whether ``invocation`` may run: the one authorization hook
@@ -300,7 +315,7 @@ class Branch:
         own, the gates' reasons (which gate denied, timed out or failed) are
         kept; an overridden one (or one set on the branch) is awaited within
         ``gate_timeout`` and fails closed as a gate does."""
-        if getattr(self.authorize, "__func__", None) is _AUTHORIZE:
+        if self._own("authorize", _AUTHORIZE):
             return await self._ask_gates(invocation)
         return await self._ask(self.authorize, "authorize", invocation)
 
@@ -309,12 +324,20 @@ class Branch:
         registered, or :meth:`authorize` (or :meth:`authorization`) is not
         Branch's own. Without either every invocation is allowed, so ``act()``
         records the request as allowed without building the invocation."""
-        return (bool(self._gates) or getattr(self.authorize, "__func__", None) is not _AUTHORIZE
-                or getattr(self.authorization, "__func__", None) is not _AUTHORIZATION)
+        return (bool(self._gates) or not self._own("authorize", _AUTHORIZE)
+                or not self._own("authorization", _AUTHORIZATION))
+
+    def _own(self, name: str, func: Callable[..., Any]) -> bool:
+        """Whether the hook ``name`` is Branch's own ``func`` bound to this
+        branch: the same method of another branch (a policy branch the hook
+        was set to) is a policy of its own, asked as any other."""
+        hook = getattr(self, name)
+        return getattr(hook, "__func__", None) is func and getattr(hook, "__self__", None) is self
 
     async def _ask(self, check: Callable[[ToolInvocation], Any], name: str,
-                   invocation: ToolInvocation) -> Authorization:
-        """One check asked within ``gate_timeout``, failing closed."""
+                   invocation: ToolInvocation, *, record: bool = False) -> Authorization:
+        """One check asked within ``gate_timeout``, failing closed; with
+        ``record``, an :class:`Authorization` answer is taken as it is."""
         with anyio.move_on_after(_bound(self.gate_timeout)) as scope:
             try:
                 verdict = check(invocation)
@@ -333,12 +356,15 @@ class Branch:
                 "function": invocation.function, "gate": name, "timeout_s": self.gate_timeout,
             })
             return Authorization("timed_out", f"gate {name} did not answer within {self.gate_timeout}s")
-        return self._answer(name, verdict, invocation)
+        return self._answer(name, verdict, invocation, record)
 
-    def _answer(self, name: str, verdict: Any, invocation: ToolInvocation) -> Authorization:
+    def _answer(self, name: str, verdict: Any, invocation: ToolInvocation, record: bool = False) -> Authorization:
         """What a gate's answer decides: ``True``/``False``, :class:`Defer`, or
         :class:`Deny` (its reason, bounded and without secrets, is also told
-        to the model); anything else denies."""
+        to the model); anything else denies. With ``record``, an
+        :class:`Authorization` answer (a policy's own ``authorization()``) is taken as it is."""
+        if record and _is_authorization(verdict):
+            return Authorization(*verdict)
         if isinstance(verdict, Defer):
             return Authorization("deferred", verdict.reason)
         if isinstance(verdict, Deny):
@@ -639,6 +665,11 @@ class Branch:
         """
         new = type(self).__new__(type(self))
         new.__dict__.update(self.__dict__)
+        _copy_slots(self, new)
+        for hook in ("authorize", "authorization"):  # a hook bound to this branch is bound to the fork
+            method = self.__dict__.get(hook)
+            if getattr(method, "__self__", None) is self:
+                object.__setattr__(new, hook, types.MethodType(method.__func__, new))  # type: ignore[union-attr]
         new.id = _new_id()
         if name is not None:
             new.name = name
@@ -719,6 +750,39 @@ class Branch:
             f"Branch(id={self.id[:8]}, name={self.name!r}, model={self.chat_model!r}, "
             f"tools={self.acts.names}, messages={len(self.messages)}, traces={len(self.traces)})"
         )
+
+
+def _is_authorization(value: Any) -> bool:
+    """Whether ``value`` reads as an :class:`Authorization`: a decision, its
+    reason and, optionally, what the model is told."""
+    return (isinstance(value, tuple) and len(value) in (2, 3)
+            and value[0] in ("allowed", "denied", "timed_out", "deferred")
+            and all(part is None or isinstance(part, str) for part in value[1:]))
+
+
+def _bounded_authorization(own: Callable[[Any, ToolInvocation], Any]) -> Callable[..., Any]:
+    """``own`` (an ``authorization(branch, invocation)``) asked through :meth:`Branch._ask`."""
+    async def authorization(self: Branch, invocation: ToolInvocation) -> Authorization:
+        return await self._ask(functools.partial(own, self), "authorization", invocation, record=True)
+
+    functools.update_wrapper(authorization, own)
+    authorization._bounded = True  # type: ignore[attr-defined]
+    return authorization
+
+
+def _copy_slots(source: Any, target: Any) -> None:
+    """The values ``source`` holds in the ``__slots__`` of its classes, set on ``target``."""
+    for cls in type(source).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            if slot in ("__dict__", "__weakref__"):
+                continue
+            name = f"_{cls.__name__.lstrip('_')}{slot}" if slot.startswith("__") and not slot.endswith("__") else slot
+            try:
+                value = object.__getattribute__(source, name)
+            except AttributeError:
+                continue
+            object.__setattr__(target, name, value)
 
 
 _AUTHORIZE = Branch.authorize

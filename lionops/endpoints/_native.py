@@ -365,8 +365,9 @@ class NativeEndpoint(ChatCompletionsEndpoint):
         (``overloaded_error``, ``RESOURCE_EXHAUSTED``) named in the message."""
         err = super()._status_error(response, url, attempt)
         kind = _error_kind(response)
+        kind = self.scrub(kind) if kind else kind  # the provider's text may echo a credential
         if kind and err.args:
-            err.args = (f"{err.args[0]} [{self.scrub(kind)[:80]}]", *err.args[1:])
+            err.args = (f"{err.args[0]} [{kind[:80]}]", *err.args[1:])
         err.code = kind  # type: ignore[attr-defined]
         return err
 
@@ -385,8 +386,8 @@ def _error_kind(response: httpx2.Response) -> str | None:
     """The provider's error type of an error body: Anthropic's ``error.type``,
     Google's ``error.status``, OpenAI's ``error.code`` / ``error.type``."""
     try:
-        data = response.json()
-    except ValueError:
+        data = bounded_json(response.text)
+    except ValueError:  # not JSON, or nested past the bound (JSONLimitError)
         return None
     err = data.get("error") if isinstance(data, dict) else None
     if not isinstance(err, dict):

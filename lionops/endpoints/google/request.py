@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..._json import loads as bounded_json
 from .._native import cc_calls, data_url, json_schema_format, tool_specs
 
 __all__ = ["generate_body", "SYNTHETIC_ID", "contents_of"]
@@ -108,8 +109,8 @@ def contents_of(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[s
         elif role == "tool":
             call_id = str(message.get("tool_call_id") or "")
             try:
-                output = json.loads(content) if isinstance(content, str) else content
-            except ValueError:
+                output = bounded_json(content, what="a tool result") if isinstance(content, str) else content
+            except ValueError:  # not JSON, or nested past the bound (JSONLimitError): sent as text
                 output = content
             response: dict[str, Any] = {"name": names.get(call_id, "tool"), "response": {"result": output}}
             if call_id and not call_id.startswith(SYNTHETIC_ID):

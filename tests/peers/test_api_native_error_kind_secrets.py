@@ -1,0 +1,43 @@
+"""A native provider's error type (``error.type``, ``error.status``,
+``error.code``) that echoes a credential never keeps it, in the message nor
+in the ``code`` of the typed error, on every native protocol, for the API
+key and for a base-URL query value (as written and decoded)."""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+import pytest
+
+from lionops import Branch, iModel
+from lionops.errors import EndpointStatusError
+from tests.native_recordings import PROTOCOLS, SECRET_KEY, ScriptPeer, endpoint_options, error_answer
+
+pytestmark = pytest.mark.anyio
+
+QUERY_ENCODED = "qSeCrEt%2FVal%2B99"
+QUERY_DECODED = "qSeCrEt/Val+99"
+ECHOES = {"api key": SECRET_KEY, "query, encoded": QUERY_ENCODED, "query, decoded": QUERY_DECODED}
+
+
+def _options(protocol: str, peer: ScriptPeer) -> dict[str, Any]:
+    options = endpoint_options(protocol, peer, max_retries=0, backoff_initial=0.0)
+    options["base_url"] += f"?sig={QUERY_ENCODED}"
+    return options
+
+
+@pytest.mark.parametrize("echo", list(ECHOES), ids=list(ECHOES))
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_an_error_type_echoing_a_secret_is_scrubbed_in_message_and_code(
+        protocol: str, echo: str, anyio_backend: str) -> None:
+    secret = ECHOES[echo]
+    with ScriptPeer(error_answer(protocol, 400, f"bad_{secret}", "refused")) as peer:
+        model = iModel(**_options(protocol, peer))
+        with pytest.raises(EndpointStatusError) as caught:
+            await Branch(chat_model=model).operate(instruction="hi")
+        await model.aclose()
+    err = caught.value
+    shown = "".join(traceback.format_exception(err)) + repr(vars(err)) + repr(err.args)
+    for value in (SECRET_KEY, QUERY_ENCODED, QUERY_DECODED):
+        assert value not in shown
