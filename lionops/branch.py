@@ -757,7 +757,8 @@ def _is_authorization(value: Any) -> bool:
     reason and, optionally, what the model is told."""
     return (isinstance(value, tuple) and len(value) in (2, 3)
             and value[0] in ("allowed", "denied", "timed_out", "deferred")
-            and all(part is None or isinstance(part, str) for part in value[1:]))
+            and all(part is None or isinstance(part, str) for part in value[1:])
+            and (len(value) == 2 or value[2] is None or value[0] == "denied"))  # only a denial tells the model
 
 
 def _bounded_authorization(own: Callable[[Any, ToolInvocation], Any]) -> Callable[..., Any]:
