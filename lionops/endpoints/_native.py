@@ -29,22 +29,20 @@ thought parts), which the endpoint sends back unchanged on the next turn.
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import anyio
 import httpx2
 from pydantic import SecretStr
 
 from .._json import loads as bounded_json
-from ..errors import ConfigurationError, EndpointProviderError, EndpointResponseError, EndpointTimeoutError
+from ..errors import ConfigurationError, EndpointProviderError, EndpointResponseError
 from .openai.config import BODY_PREVIEW
 from .openai.response import Answers, ChatCompletion
 from .openai.stream import LINE_BREAK, EventFields
-from .openai.transport import ChatCompletionsEndpoint, _body_bytes, _decoded, _malformed_head
+from .openai.transport import ChatCompletionsEndpoint, _body_bytes, _malformed_head
 
 __all__ = ["NativeEndpoint", "NativeCompletion", "NativeAnswers", "Folder", "usage_record",
            "count", "loads_object", "data_url", "cc_calls", "tool_specs", "json_schema_format"]
@@ -323,41 +321,10 @@ class NativeEndpoint(ChatCompletionsEndpoint):
         the Chat Completions stream is: ``silence_timeout`` between ``data:``
         events (comments do not count) and ``max_response_bytes`` in all."""
         folder = self._folder(response.status_code)
-        fields = EventFields()
-        chunks = _decoded(response).__aiter__()
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        pending, total, ended = "", 0, False
-        last_data = anyio.current_time()
-        try:
-            while not ended:
-                chunk: bytes | None = None
-                with anyio.move_on_after(max(last_data + self.silence_timeout - anyio.current_time(), 0.0)):
-                    try:
-                        chunk = await chunks.__anext__()
-                    except StopAsyncIteration:
-                        ended = True
-                if chunk is None and not ended:
-                    raise EndpointTimeoutError(
-                        f"{self.provider}: the stream from POST {self.url} sent no data event for "
-                        f"{self.silence_timeout:g} s (silence_timeout; keep-alive comments do not count)",
-                        provider=self.provider, url=self.url,
-                    )
-                if chunk:
-                    total += len(chunk)
-                    if total > self.max_response_bytes:
-                        raise self._too_large(response.status_code)
-                pending += decoder.decode(chunk or b"", final=ended)
-                held = "" if ended or not pending.endswith("\r") else "\r"
-                lines = LINE_BREAK.split(pending[: len(pending) - len(held)])
-                pending = "" if ended else lines.pop() + held
-                payloads = fields.feed(lines, end=ended)
-                if payloads:
-                    last_data = anyio.current_time()
+        async with contextlib.aclosing(self._event_batches(response)) as batches:
+            async for payloads in batches:
                 if self._fold(folder, payloads, answers, response.status_code):
                     return folder.result(True)
-        finally:
-            with contextlib.suppress(Exception):
-                await chunks.aclose()  # type: ignore[attr-defined]
         return folder.result(False)
 
     def _status_error(self, response: httpx2.Response, url: str, attempt: int) -> Any:

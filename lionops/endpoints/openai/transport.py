@@ -23,7 +23,7 @@ import ssl
 import time
 import weakref
 import zlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -756,7 +756,23 @@ class ChatCompletionsEndpoint:
         Every wait for the next ``data:`` event is bounded by
         ``silence_timeout`` (comments and blank lines do not reset it); the
         bytes read are bounded by ``max_response_bytes``."""
-        acc, fields = StreamAccumulator(), EventFields()
+        acc = StreamAccumulator()
+        async with contextlib.aclosing(self._event_batches(response)) as batches:
+            async for payloads in batches:
+                if payloads and observe.observers:
+                    _note_chunks(payloads)
+                if fold_events(acc, payloads, response.status_code, self._answers):
+                    return stream_end(acc, True, response.status_code, self._answers)
+        return stream_end(acc, False, response.status_code, self._answers)
+
+    async def _event_batches(self, response: httpx2.Response) -> AsyncGenerator[list[tuple[str | None, str]], None]:
+        """The events (name, ``data``) of a server-sent-event stream, one list per
+        chunk read (the last one flushed at the end), for every protocol's
+        stream: each wait for the next ``data:`` event is bounded by
+        ``silence_timeout`` (comments and blank lines do not reset it), the
+        bytes read by ``max_response_bytes``. Close it (``contextlib.aclosing``)
+        to release the response's byte stream when the reader stops early."""
+        fields = EventFields()
         chunks = _decoded(response).__aiter__()
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         pending, total, ended = "", 0, False
@@ -787,14 +803,10 @@ class ChatCompletionsEndpoint:
                 payloads = fields.feed(lines, end=ended)
                 if payloads:
                     last_data = anyio.current_time()
-                    if observe.observers:
-                        _note_chunks(payloads)
-                if fold_events(acc, payloads, response.status_code, self._answers):
-                    return stream_end(acc, True, response.status_code, self._answers)
+                yield payloads
         finally:
             with contextlib.suppress(Exception):
                 await chunks.aclose()  # type: ignore[attr-defined]
-        return stream_end(acc, False, response.status_code, self._answers)
 
     def _status_error(self, response: httpx2.Response, url: str, attempt: int) -> EndpointStatusError:
         status = response.status_code
