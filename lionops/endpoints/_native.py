@@ -42,7 +42,7 @@ from ..errors import ConfigurationError, EndpointProviderError, EndpointResponse
 from .openai.config import BODY_PREVIEW
 from .openai.response import Answers, ChatCompletion
 from .openai.stream import LINE_BREAK, EventFields
-from .openai.transport import ChatCompletionsEndpoint, _body_bytes, _malformed_head
+from .openai.transport import ChatCompletionsEndpoint
 
 __all__ = ["NativeEndpoint", "NativeCompletion", "NativeAnswers", "Folder", "usage_record",
            "count", "loads_object", "data_url", "cc_calls", "tool_specs", "json_schema_format"]
@@ -242,14 +242,6 @@ class NativeEndpoint(ChatCompletionsEndpoint):
         """The public base URL without a trailing slash."""
         return self.base_url.rstrip("/")
 
-    def _target_for(self, body: dict[str, Any]) -> httpx2.URL | str:
-        """The request URL of ``body`` (the stream flag may change it)."""
-        return self._target if self._target is not None else self._request_url()
-
-    def _wire_body(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The body as sent (a protocol may carry the stream flag in the URL)."""
-        return body
-
     def _folder(self, status: int) -> Folder:
         return self.folder_class(self._answers, status)
 
@@ -258,22 +250,6 @@ class NativeEndpoint(ChatCompletionsEndpoint):
         return NativeAnswers(Answers(self.provider, self.url, self.scrub, self.preview), type(self).normalizer)
 
     # ------------------------------------------------------------ IO
-
-    async def _exchange(self, client: httpx2.AsyncClient, body: dict[str, Any], attempt: int) -> dict[str, Any]:
-        target = self._target_for(body)
-        content = _body_bytes(self._wire_body(body))
-        started: list[int] = []
-        try:
-            return await self._exchange_on(client, target, content, attempt, started)
-        except (httpx2.RemoteProtocolError, httpx2.ReadError) as exc:
-            if not started and not _malformed_head(exc):
-                raise
-            head = f"answered {started[0]}" if started else "answered with a head that cannot be read"
-            raise EndpointResponseError(
-                f"{self.provider}: POST {self.url} {head}, and the answer was malformed or broken off: "
-                f"{type(exc).__name__}: {self.preview(str(exc)) or 'no detail'}",
-                provider=self.provider, url=self.url,
-            ) from None
 
     async def _exchange_on(self, client: httpx2.AsyncClient, target: httpx2.URL | str, content: bytes, attempt: int,
                            started: list[int]) -> dict[str, Any]:

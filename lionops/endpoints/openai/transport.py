@@ -659,6 +659,14 @@ class ChatCompletionsEndpoint:
 
     # ------------------------------------------------------------ answers
 
+    def _target_for(self, body: dict[str, Any]) -> httpx2.URL | str:
+        """The request URL of ``body`` (a native protocol's stream flag may change it)."""
+        return self._target if self._target is not None else self._request_url()
+
+    def _wire_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The body as sent (a native protocol may carry the stream flag in the URL instead)."""
+        return body
+
     async def _exchange(self, client: httpx2.AsyncClient, body: dict[str, Any], attempt: int) -> dict[str, Any]:
         """Send ``body`` and read the answer through httpx2's streaming API, so
         no body is held past ``max_response_bytes`` (counted decompressed).
@@ -666,8 +674,8 @@ class ChatCompletionsEndpoint:
         An event stream is assembled chunk by chunk, also when the request did
         not ask for one; a plain JSON answer is used as is, also when it did
         (a server that ignores ``stream: true``)."""
-        target = self._target if self._target is not None else self._request_url()
-        content = _body_bytes(body)
+        target = self._target_for(body)
+        content = _body_bytes(self._wire_body(body))
         started: list[int] = []
         try:
             return await self._exchange_on(client, target, content, attempt, started)
