@@ -214,6 +214,7 @@ class OpenAIServer:
         )
         self._queue: list[Reply] = [] if callable(replies) else [_as_reply(r) for r in replies]
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._closing = threading.Event()
         self.requests: list[RecordedRequest] = []
         self._httpd: _HTTPServer | None = None
@@ -230,6 +231,18 @@ class OpenAIServer:
     def chat_requests(self) -> list[RecordedRequest]:
         """The requests made to ``.../chat/completions``."""
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def wait_for_requests(self, count: int, *, timeout: float = 5.0) -> list[RecordedRequest]:
+        """Block until at least ``count`` requests have arrived, or ``timeout``
+        seconds pass; return the requests received so far.
+
+        A client that gives up early (a short ``timeout``) has sent its request
+        before the server's handler thread may have read it: wait here before
+        counting what arrived.
+        """
+        with self._arrived:
+            self._arrived.wait_for(lambda: len(self.requests) >= count, timeout=timeout)
+            return list(self.requests)
 
     def _next_reply(self, request: RecordedRequest) -> Reply:
         if self._source is not None:
@@ -370,7 +383,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _record(self, body: Any) -> RecordedRequest:
         headers = {k.lower(): redact_header(v)[0] if is_secret_name(k) else v for k, v in self.headers.items()}
         req = RecordedRequest(self.command, self._route, headers, body, time.time())
-        self.owner.requests.append(req)
+        with self.owner._arrived:
+            self.owner.requests.append(req)
+            self.owner._arrived.notify_all()
         return req
 
     def _send_stream(self, reply: Reply) -> None:
