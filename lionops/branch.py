@@ -15,10 +15,9 @@ import logging
 import math
 import os
 import types
-import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, Unpack
+from typing import TYPE_CHECKING, Any, Never, Self, Unpack
 
 import anyio
 import anyio.to_thread
@@ -31,9 +30,18 @@ from ._defaults import (
     DEFAULT_OBSERVER_TIMEOUT,
 )
 from ._files import atomic_write_text
+from ._names import closest
 from ._secrets import scrubbed_message
+from ._warn import warn_caller
 from .alcall import AlcallParams
-from .errors import ArgumentTypeError, ConfigurationError, ResumeError, SnapshotError
+from .errors import (
+    ArgumentTypeError,
+    ConfigurationError,
+    MisspelledKeywordError,
+    ResumeError,
+    SnapshotError,
+    did_you_mean,
+)
 from .governance import Approve, Defer, Deny, PendingCall
 from .hooks import HookPoint, check_one_argument
 from .limits import UsageLimits, UsageSoFar
@@ -43,7 +51,7 @@ from .params import ActionParam
 from .pipeline.act import act as act_fn
 from .pipeline.context import Authorization, OperationContext
 from .pipeline.loop import DEFAULT_MAX_ROUNDS, RunContext, run_context, run_loop
-from .pipeline.machine import run_operation
+from .pipeline.machine import ENGINES, run_operation
 from .pipeline.prepare import OperateKwargs, check_flags
 from .pipeline.resume import Suspensions, claim, release
 from .run import Ran
@@ -98,6 +106,20 @@ def _message(exc: BaseException) -> str:
     return scrubbed_message(safe_str(exc), os.environ)
 
 
+def _refuse_unknown_keywords(unknown: dict[str, Any]) -> None:
+    """Refuse keywords ``Branch()`` does not take: a near miss names the
+    keyword meant (``MisspelledKeywordError``), anything else lists the
+    keywords there are. The values are never shown (one may be a key)."""
+    known = [p for p in inspect.signature(Branch.__init__).parameters if p not in ("self", "unknown")]
+    for keyword in unknown:
+        near = closest(keyword, known)
+        if near:
+            raise MisspelledKeywordError(keyword, near[0], where="Branch()", rest="Branch() takes no other keywords")
+    raise ArgumentTypeError(
+        f"Branch() got unexpected keywords {sorted(unknown)}; it takes {', '.join(known)} "
+        "(operate() options such as response_format or actions go to operate() or run())")
+
+
 #: Gates already warned about for answering something other than a bool.
 _WARNED_NOT_BOOL: set[str] = set()
 
@@ -124,7 +146,7 @@ def _warn_not_bool(name: str, verdict: object) -> None:
             " (or lionops.Defer(reason=...) to have a person decide later)"
             + (" (a missing 'return'?)" if verdict is None else ""))
     logger.warning("%s", text)
-    warnings.warn(text, UserWarning, stacklevel=2)
+    warn_caller(text)
 
 
 def _check_limit(name: str, value: Any, *, integer: bool = False) -> Any:
@@ -201,7 +223,14 @@ class Branch:
         max_messages: int | None = None,
         max_traces: int | None = None,
         limits: UsageLimits | None = None,
+        **unknown: Never,
     ) -> None:
+        if unknown:
+            _refuse_unknown_keywords(unknown)
+        if isinstance(engine, str) and engine not in ENGINES:
+            raise ConfigurationError(
+                f"Branch(engine={engine!r}) is not an engine{did_you_mean(engine, ENGINES)}; "
+                f"known: {sorted(ENGINES)}, or an engine object")
         self.gate_timeout = _check_limit("gate_timeout", gate_timeout)
         self.observer_timeout = _check_limit("observer_timeout", observer_timeout)
         self.max_requests = _check_limit("max_requests", max_requests, integer=True)

@@ -221,13 +221,11 @@ class MisspelledKeywordError(TypeError, LionopsError):
     suggestion, never the value (which may be a key).
     """
 
-    def __init__(self, keyword: str, suggestion: str, where: str = "operate()") -> None:
+    def __init__(self, keyword: str, suggestion: str, where: str = "operate()",
+                 rest: str = "other unknown keywords are sent to the model as request options") -> None:
         self.keyword = keyword
         self.suggestion = suggestion
-        super().__init__(
-            f"{where} got an unexpected keyword {keyword!r}; did you mean {suggestion!r}? "
-            "(other unknown keywords are sent to the model as request options)"
-        )
+        super().__init__(f"{where} got an unexpected keyword {keyword!r}; did you mean {suggestion!r}? ({rest})")
 
 
 class MismatchError(ValueError, LionopsError):

@@ -6,12 +6,12 @@ Each is named by a transition's ``outcome`` in ``states/operate.toml``.
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 from pydantic import BaseModel
 
+from .._warn import warn_caller
 from ..errors import MismatchError, RefusalError, TruncatedOutputError
 from ..formats import caller_value
 from .context import OperationContext
@@ -63,7 +63,7 @@ def return_unrun_requests(ctx: OperationContext) -> Any:
         text = (f"the model requested {count} tool call(s) but actions are off for this call, so none ran; "
                 "pass actions=True to operate() to run requested tools (each through the gate)")
         logger.warning("%s", text)
-        warnings.warn(text, UserWarning, stacklevel=2)
+        warn_caller(text)
     return caller_value(ctx.result)
 
 

@@ -174,7 +174,7 @@ async def test_a_gate_answering_a_non_bool_denies_and_warns_once_what_to_return(
     branch.gate(forgetful_gate)
     with pytest.warns(UserWarning, match="must return True to allow the call or False to deny it") as caught:
         first = await branch.act({"function": "refund", "arguments": {"order_id": "1"}})
-    assert len(caught) == 1
+    assert len(caught) == 1 and caught[0].filename == __file__  # the caller's line, not lionops'
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a second answer does not warn again
         second = await branch.act({"function": "refund", "arguments": {"order_id": "2"}})

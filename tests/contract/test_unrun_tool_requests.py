@@ -148,3 +148,13 @@ async def test_an_answer_that_only_mentions_requests_is_not_noted(answer, anyio_
         finally:
             await model.aclose()
     assert "unrun_action_requests" not in branch.traces[-1].meta
+
+
+async def test_the_warning_names_the_callers_line_not_lionops(anyio_backend):
+    """The warning is attributed to the line that awaited ``operate()``, a line
+    the caller can change, never to a file inside lionops."""
+    answer = {"text": "done", "action_requests": [{"function": "refund", "arguments": {"order_id": "7"}}]}
+    branch = _branch([])
+    with pytest.warns(UserWarning, match=r"requested 1 tool call\(s\)") as caught:
+        await branch.operate(instruction="Refund 7", middle=ScriptedMiddle(answer))
+    assert [w.filename for w in caught] == [__file__]
