@@ -148,14 +148,14 @@ mcp-servers:
 
 # Benchmarks (bench/README.md). The profiler, the openai SDK (a floor of the
 # end-to-end scenarios) and the peers are not lionops dependencies:
-# pyinstrument and openai go into .venv, each peer into its own venv.
+# pyinstrument goes into .venv (the openai SDK is a dev dependency already), each peer into its own venv.
 BENCH_STAMP := $(VENV)/.bench-installed
 PEERS_DIR := .cache/bench-peers
 PEER_lionagi := lionagi==0.36.0
 PEER_pydantic-ai := pydantic-ai-slim[openai]==2.68.0
 
 $(BENCH_STAMP): $(STAMP)
-	$(PY) -m pip install -q --disable-pip-version-check pyinstrument openai==3.57.0
+	$(PY) -m pip install -q --disable-pip-version-check pyinstrument
 	touch $@
 
 bench: setup $(BENCH_STAMP)
