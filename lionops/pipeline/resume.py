@@ -25,7 +25,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import observe
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS
 from ..errors import (
     ArgumentTypeError,
@@ -39,6 +38,7 @@ from ..errors import (
 from ..governance import Approve, DecisionRecord, Deny, PendingCall, call_digest, jsonable_arguments, now_iso
 from ..messages import to_jsonable
 from ..models import ActionRecord
+from ..observability import observe
 from ..params import ActionParam
 from ..text import safe_str
 from ..tools import Tool, ToolArgumentsError

@@ -35,9 +35,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from .._files import atomic_write_text
 from .._json import loads as bounded_json
+from .._redact import MAX_PATTERNS, REPLACEMENT, Redactor, pattern_problem
 from ..errors import CassetteError, CassetteNotFoundError, JSONLimitError
 from ..trace import Trace
-from .redact import MAX_PATTERNS, REPLACEMENT, Redactor, pattern_problem
 
 __all__ = [
     "CASSETTE_FORMAT", "CASSETTE_VERSION", "Cassette", "Operation", "CallRecord", "HttpExchange",
@@ -208,7 +208,7 @@ class RedactionRecord(_Record):
     @classmethod
     def _bounded_patterns(cls, value: list[str], info: ValidationInfo) -> list[str]:
         """Patterns read from a file (:meth:`Cassette.loads`) must pass
-        :func:`~lionops.replay.redact.pattern_problem`, unless the caller
+        :func:`~lionops.replay.pattern_problem`, unless the caller
         vouches for them in code (``trusted_patterns``)."""
         context = info.context
         if context is None:  # built in code: the caller's own patterns
@@ -253,7 +253,7 @@ class Cassette(_Record):
         """Parse and validate cassette JSON.
 
         Redaction patterns in it are untrusted: each must pass
-        :func:`~lionops.replay.redact.pattern_problem`, except those in
+        :func:`~lionops.replay.pattern_problem`, except those in
         ``trusted_patterns`` (the caller's own, given in code).
 
         Raises:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from .._redact import Redactor
 from ..clock import RecordingClock
 from ..endpoints.cli import CLITimeoutError, argv_secrets
 from ..errors import EndpointConnectionError, EndpointStatusError
@@ -40,7 +41,6 @@ from .cassette import (
 )
 from .cli import CliRecorder, CliReplay
 from .divergence import ReplayDivergence, compare_traces, first_difference, same_json
-from .redact import Redactor
 from .transport import RecordedExchanges, RecordingTransport, ReplayTransport
 
 if TYPE_CHECKING:

@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack, get_args
 
+from .._redact import Redactor
 from .._version import __version__
 from ..errors import ArgumentTypeError, ConfigurationError, did_you_mean
 from ..pipeline.loop import DEFAULT_MAX_ROUNDS, run_context
@@ -41,7 +42,6 @@ from ..trace import Traced
 from .cassette import Cassette, CassetteError, CassetteNotFoundError, Operation, RedactionRecord
 from .divergence import ReplayDivergence
 from .rebuild import rebuild
-from .redact import Redactor
 from .run import failed_to_reach, record_operation, replay_operation
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class CassetteSession:
             recorded outputs.
 
     Patterns stored in the file are checked as untrusted
-    (:func:`~lionops.replay.redact.pattern_problem`), except those also
+    (:func:`~lionops.replay.pattern_problem`), except those also
     given here in ``patterns``.
 
     Attributes:
@@ -243,7 +243,7 @@ async def replay(source: str | Path | Cassette, branch: Branch | None = None, /,
 
     ``patterns``: the caller's own redaction patterns (trusted; a pattern
     stored in the file is accepted only when it passes
-    :func:`~lionops.replay.redact.pattern_problem` or is one of these).
+    :func:`~lionops.replay.pattern_problem` or is one of these).
 
     Returns the replay's ``Traced``.
 

@@ -30,13 +30,13 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
-from .. import observe
 from ..branch import Branch, OperateKwargs
 from ..clock import Clock
 from ..errors import ConfigurationError, EndpointAuthError, EndpointStatusError, RemovedKeywordError
 from ..hooks import HookPoint, check_one_argument, safe_str
 from ..messages import EventLog, LogEntry, MessageLog, to_jsonable
 from ..models import ActionRecord
+from ..observability import observe
 from ..pipeline.adapter import select_middle
 from ..pipeline.context import OperationContext
 from ..pipeline.loop import DEFAULT_MAX_ROUNDS, run_context, run_loop
@@ -188,7 +188,7 @@ def _in_workflow() -> bool:
 
 
 def _quiet(exc: BaseException | None) -> bool:
-    """Whether observers are told nothing now (``lionops.observe.quiet``):
+    """Whether observers are told nothing now (``lionops.observability.observe.quiet``):
     while the workflow replays its history (what ran was reported when it
     ran), and for the end of a seam that an eviction of the workflow from
     the worker's cache cancelled (the run goes on elsewhere; it did not fail)."""

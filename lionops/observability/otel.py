@@ -35,7 +35,7 @@ else as :data:`UNKNOWN_TOOL`; span names have a fixed form. Every string
 attribute is bounded (:data:`MAX_ATTRIBUTE_CHARS`, content
 :data:`MAX_CONTENT_CHARS`).
 Secrets never are: every text that reaches a span goes through the cassette
-:class:`~lionops.replay.redact.Redactor` and the endpoints' own ``scrub``.
+:class:`~lionops.replay.Redactor` and the endpoints' own ``scrub``.
 """
 
 from __future__ import annotations
@@ -55,12 +55,12 @@ from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from ._version import __version__
-from .endpoints.registry import provider_spec
-from .errors import ConfigurationError
-from .messages import to_jsonable
-from .replay.redact import Redactor
-from .usage import Usage
+from .._redact import Redactor
+from .._version import __version__
+from ..endpoints.registry import provider_spec
+from ..errors import ConfigurationError
+from ..messages import to_jsonable
+from ..usage import Usage
 
 __all__ = ["OpenTelemetryObserver", "logged_decision", "tool_decision", "provider_name", "capture_from_env",
            "DECISIONS", "SCHEMA_URL", "CAPTURE_CONTENT_ENV", "AGENT_NAME", "UNKNOWN_TOOL",
@@ -592,7 +592,7 @@ class OpenTelemetryObserver:
             _CHUNKS.reset(chunk_token)
         except ValueError:  # ended in another context
             pass
-        from .trace import current_meta
+        from ..trace import current_meta
 
         meta = current_meta()
         if meta is None:

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._json import loads as bounded_json
-from .errors import JSONLimitError, LionopsError
+from .._json import loads as bounded_json
+from ..errors import JSONLimitError, LionopsError
 
 __all__ = ["main", "UsageError"]
 
@@ -48,8 +48,8 @@ def _read_json(path: str) -> Any:
 def _traces_of(path: str, data: Any) -> list[Any]:
     """The traces of a trace file, a run trace (the loop, then each round), a branch
     snapshot (``traces``) or a cassette (``operations``)."""
-    from .replay import Cassette, CassetteError
-    from .trace import Trace
+    from ..replay import Cassette, CassetteError
+    from ..trace import Trace
 
     if isinstance(data, dict) and "operations" in data:
         try:
@@ -57,7 +57,7 @@ def _traces_of(path: str, data: Any) -> list[Any]:
         except CassetteError as exc:
             raise UsageError(str(exc)) from None
     if isinstance(data, dict) and str(data.get("format", "")).startswith("lionops.run_trace/"):
-        from .run import RunTrace
+        from ..run import RunTrace
 
         try:
             run = RunTrace.from_dict(data)
@@ -96,8 +96,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     """
     import anyio
 
-    from .messages import to_jsonable
-    from .replay import Cassette, CassetteError, ReplayDivergence, replay
+    from ..messages import to_jsonable
+    from ..replay import Cassette, CassetteError, ReplayDivergence, replay
 
     try:
         cassette = Cassette.load(args.cassette)
