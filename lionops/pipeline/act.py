@@ -46,7 +46,7 @@ import logging
 import operator
 import time
 from collections.abc import Awaitable, Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import anyio
 import pydantic_core
@@ -380,31 +380,14 @@ def _interrupted(batch: _Batch, req: _Request, raw: Any, exc: BaseException, wha
 
 
 async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> ActionRecord:
-    branch = batch.branch
-    raw: Any
-    index, function, raw, invalid, call_id = req
-    if index in batch.held:  # held back by the runtime (replay): nothing may see it
-        raise batch.held[index]
-    # 1. content of the request: never invoke what cannot be invoked.
-    try:
-        if invalid:
-            raise InvalidActionRequest(invalid)
-        if not isinstance(function, str) or not function:
-            raise InvalidActionRequest(f"function must be a non-empty string, got {function!r}")
-        if type(raw) is not dict:  # JSON text, None...: decoded (a dict is used as it is)
-            raw = decode_arguments(raw)
-    except ValueError as exc:
-        err = exc if isinstance(exc, InvalidActionRequest) else InvalidActionRequest(str(exc))
-        return _failed(batch, req, raw, "invalid", err)
-    # 2. the offered tools are the allowed tools.
-    tool = branch.acts.get(function)
-    if tool is None:
-        return _failed(batch, req, raw, "rejected", UnknownToolError(function, batch.offered))
-    if function not in batch.offered:
-        return _failed(batch, req, raw, "not_offered", ToolNotOfferedError(function, batch.offered))
-    if batch.tools[function] is not tool:  # replaced since it was offered: never shown to the model
-        return _failed(batch, req, raw, "not_offered", ToolNotOfferedError(function, batch.offered, replaced=True))
-    gated = branch.needs_authorization()
+    if req.index in batch.held:  # held back by the runtime (replay): nothing may see it
+        raise batch.held[req.index]
+    raw, tool = _admitted(batch, req)
+    if type(tool) is ActionRecord:
+        return tool
+    tool = cast(Tool, tool)
+    function: str = req.function
+    gated = batch.branch.needs_authorization()
     try:
         kwargs = tool.validate_arguments(raw)
         # Nested values (lists, dicts, models) may be shared with ``raw`` and are
@@ -416,22 +399,57 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
             given = _tool_copy(function, kwargs, raw)
     except ValueError as exc:
         return _failed(batch, req, raw, "rejected", exc)
-
-    # 3. governance, on exactly what the tool will receive: fail closed. With
-    # nothing to ask (no gate, Branch's own authorize) every invocation is allowed.
-    verdict: str = "allowed"
-    told: str | None = None
-    if gated:
-        invocation = ToolInvocation(function, shown, tool, branch.id, index, batch.offered, shown_raw, call_id)
-        try:
-            answer = await branch.authorization(invocation)
-            verdict, reason, told = answer[0], answer[1], getattr(answer, "told", None)
-        except BaseException as exc:
-            _interrupted(batch, req, raw, exc, "gate", arguments=kwargs, started=None, invoked=False)
-            raise
-    if verdict != "allowed":
-        return _not_allowed(batch, req, raw, kwargs, verdict, reason, told)
+    if gated:  # 3. governance, on exactly what the tool will receive: fail closed
+        verdict, reason, told = await _authorized(batch, req, raw, tool, kwargs, shown, shown_raw)
+        if verdict != "allowed":
+            return _not_allowed(batch, req, raw, kwargs, verdict, reason, told)
+    # With nothing to ask (no gate, Branch's own authorize) every invocation is allowed.
     return await invoke(batch, req, tool, raw, kwargs, given, timeout)
+
+
+def _admitted(batch: _Batch, req: _Request) -> tuple[Any, Tool | ActionRecord]:
+    """Steps 1 and 2 of a request: its decoded arguments and its tool, or
+    (with the arguments as far as they were decoded) the record of why it
+    is never invoked."""
+    raw: Any
+    _, function, raw, invalid, _ = req
+    # 1. content of the request: never invoke what cannot be invoked.
+    try:
+        if invalid:
+            raise InvalidActionRequest(invalid)
+        if not isinstance(function, str) or not function:
+            raise InvalidActionRequest(f"function must be a non-empty string, got {function!r}")
+        if type(raw) is not dict:  # JSON text, None...: decoded (a dict is used as it is)
+            raw = decode_arguments(raw)
+    except ValueError as exc:
+        err = exc if isinstance(exc, InvalidActionRequest) else InvalidActionRequest(str(exc))
+        return raw, _failed(batch, req, raw, "invalid", err)
+    # 2. the offered tools are the allowed tools.
+    tool = batch.branch.acts.get(function)
+    if tool is None:
+        return raw, _failed(batch, req, raw, "rejected", UnknownToolError(function, batch.offered))
+    if function not in batch.offered:
+        return raw, _failed(batch, req, raw, "not_offered", ToolNotOfferedError(function, batch.offered))
+    if batch.tools[function] is not tool:  # replaced since it was offered: never shown to the model
+        return raw, _failed(batch, req, raw, "not_offered",
+                            ToolNotOfferedError(function, batch.offered, replaced=True))
+    return raw, tool
+
+
+async def _authorized(batch: _Batch, req: _Request, raw: Any, tool: Tool, kwargs: dict[str, Any],
+                      shown: FrozenArguments, shown_raw: Any) -> tuple[str, str | None, str | None]:
+    """Step 3: the branch's decision on a request, asked with the gate's own
+    copies of the arguments: ``(verdict, reason, told)``. A gate cut short
+    (cancelled, or raising a BaseException) is recorded and re-raised."""
+    branch = batch.branch
+    invocation = ToolInvocation(req.function, shown, tool, branch.id, req.index, batch.offered, shown_raw,
+                                req.call_id)
+    try:
+        answer = await branch.authorization(invocation)
+        return answer[0], answer[1], getattr(answer, "told", None)
+    except BaseException as exc:
+        _interrupted(batch, req, raw, exc, "gate", arguments=kwargs, started=None, invoked=False)
+        raise
 
 
 def _not_allowed(batch: _Batch, req: _Request, raw: Any, kwargs: dict[str, Any], verdict: str,

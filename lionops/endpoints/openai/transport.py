@@ -163,6 +163,37 @@ def _reading_cookies_when_set(client: httpx2.AsyncClient) -> httpx2.AsyncClient:
     return client
 
 
+def _bound_groups(retry: RetryPolicy | None, limits: Limits | None,
+                  options: dict[str, Any]) -> tuple[RetryPolicy, Limits]:
+    """The two groups of an endpoint's bounds: ``retry`` and ``limits`` (their
+    defaults when ``None``), refined by the documented one-by-one keywords
+    (``timeout=``, ``max_retries=``, ...), which are taken out of ``options``."""
+    retry_kw = {k: options.pop(k) for k in RETRY_KEYWORDS if k in options}
+    limit_kw = {k: options.pop(k) for k in LIMIT_KEYWORDS if k in options}
+    for name, group, cls in (("retry", retry, RetryPolicy), ("limits", limits, Limits)):
+        if group is not None and not isinstance(group, cls):
+            raise ConfigurationError(f"{name} must be a {cls.__name__}, got {type(group).__name__}")
+    return dataclasses.replace(retry or RetryPolicy(), **retry_kw), dataclasses.replace(limits or Limits(), **limit_kw)
+
+
+def _check_settings(provider: str, verify: bool | str | ssl.SSLContext, structured_output: str,
+                    options: dict[str, Any]) -> None:
+    """Refuse, at construction, settings that would otherwise fail at the first
+    call or be sent in every request body."""
+    if isinstance(verify, str) and not os.path.exists(verify):  # else a FileNotFoundError at the first call
+        raise ConfigurationError(f"{provider}: verify names no CA bundle file or directory: {verify!r}")
+    if structured_output not in ("json_schema", "json_object", "prompt"):
+        raise ConfigurationError(
+            f"structured_output must be json_schema, json_object or prompt, got {structured_output!r}")
+    reserved = RESERVED & set(options)
+    if reserved:
+        raise ConfigurationError(f"{sorted(reserved)} cannot be default options")
+    for name in options:  # ``timout=``, ``api_kye=`` would be sent in every request body
+        suggestion = near_miss(name, ENDPOINT_KEYWORDS)
+        if suggestion is not None:
+            raise MisspelledKeywordError(name, suggestion, where=f"iModel(provider={provider!r})")
+
+
 @functools.cache
 def _default_ssl_context() -> ssl.SSLContext:
     """One verifying SSL context per process (building one costs tens of ms)."""
@@ -242,7 +273,7 @@ class ChatCompletionsEndpoint:
 
     is_cli = False
 
-    def __init__(  # noqa: C901 - its keywords group into policy objects with the provider contract, not here
+    def __init__(
         self,
         provider: str = "openai",
         model: str | None = None,
@@ -261,48 +292,15 @@ class ChatCompletionsEndpoint:
         defaults: ProviderSpec = provider_spec(provider)
         if defaults.is_cli or defaults.base_url is None:
             raise ConfigurationError(f"provider {provider!r} is not a Chat Completions provider")
-        # The documented one-by-one keywords (``timeout=``, ``max_retries=``, ...) refine the two groups.
-        retry_kw = {k: default_options.pop(k) for k in RETRY_KEYWORDS if k in default_options}
-        limit_kw = {k: default_options.pop(k) for k in LIMIT_KEYWORDS if k in default_options}
-        for name, group, cls in (("retry", retry, RetryPolicy), ("limits", limits, Limits)):
-            if group is not None and not isinstance(group, cls):
-                raise ConfigurationError(f"{name} must be a {cls.__name__}, got {type(group).__name__}")
-        self.retry: RetryPolicy = dataclasses.replace(retry or RetryPolicy(), **retry_kw)
-        self.limits: Limits = dataclasses.replace(limits or Limits(), **limit_kw)
-        if isinstance(verify, str) and not os.path.exists(verify):  # else a FileNotFoundError at the first call
-            raise ConfigurationError(f"{provider}: verify names no CA bundle file or directory: {verify!r}")
-        if structured_output not in ("json_schema", "json_object", "prompt"):
-            raise ConfigurationError(
-                f"structured_output must be json_schema, json_object or prompt, got {structured_output!r}")
-        reserved = RESERVED & set(default_options)
-        if reserved:
-            raise ConfigurationError(f"{sorted(reserved)} cannot be default options")
-        for name in default_options:  # ``timout=``, ``api_kye=`` would be sent in every request body
-            suggestion = near_miss(name, ENDPOINT_KEYWORDS)
-            if suggestion is not None:
-                raise MisspelledKeywordError(name, suggestion, where=f"iModel(provider={provider!r})")
+        self.retry, self.limits = _bound_groups(retry, limits, default_options)
+        _check_settings(provider, verify, structured_output, default_options)
         if api_key is None and defaults.key_env:
             api_key = os.environ.get(defaults.key_env) or None
         if base_url is None and defaults.base_url_env:
             base_url = os.environ.get(defaults.base_url_env) or None
         self.provider = provider
         self.model = model
-        full_url = (base_url or defaults.base_url).rstrip("/")
-        check_base_url(provider, full_url)  # whole, here: not as a connection error at the first call
-        try:
-            httpx2.URL(full_url)
-        except httpx2.InvalidURL as exc:  # its text may quote the URL, query included: only its kind is shown
-            raise BaseURLError(f"{provider}: base_url is refused by the HTTP client ({type(exc).__name__})",
-                               fault="unreadable") from None
-        # The query may carry credentials (``?api-key=``): only the public form is shown.
-        self._base_url = SecretStr(full_url)
-        self.base_url = scrub_url(full_url)
-        if self.base_url != full_url:
-            _SHOWN_URLS[str(httpx2.URL(self._request_url()))] = self.url
-        # httpx2 parses a URL given as text on every request: a URL without
-        # credentials is parsed once here; one with a query secret is built
-        # per request, so no attribute of the endpoint holds it.
-        self._target: httpx2.URL | None = httpx2.URL(self._request_url()) if self.base_url == full_url else None
+        self._set_base_url((base_url or defaults.base_url).rstrip("/"))
         if isinstance(api_key, str):  # a key read from a file often ends in a newline
             api_key = SecretStr(api_key.strip())
         self._api_key = api_key
@@ -320,6 +318,26 @@ class ChatCompletionsEndpoint:
         self._client: httpx2.AsyncClient | None = None
         self._client_token: Any = None
         _LIVE.add(self)
+
+    def _set_base_url(self, full_url: str) -> None:
+        """Check the whole base URL now (not as a connection error at the first
+        call) and keep it secret: only its public form is shown."""
+        provider = self.provider
+        check_base_url(provider, full_url)
+        try:
+            httpx2.URL(full_url)
+        except httpx2.InvalidURL as exc:  # its text may quote the URL, query included: only its kind is shown
+            raise BaseURLError(f"{provider}: base_url is refused by the HTTP client ({type(exc).__name__})",
+                               fault="unreadable") from None
+        # The query may carry credentials (``?api-key=``): only the public form is shown.
+        self._base_url = SecretStr(full_url)
+        self.base_url = scrub_url(full_url)
+        if self.base_url != full_url:
+            _SHOWN_URLS[str(httpx2.URL(self._request_url()))] = self.url
+        # httpx2 parses a URL given as text on every request: a URL without
+        # credentials is parsed once here; one with a query secret is built
+        # per request, so no attribute of the endpoint holds it.
+        self._target: httpx2.URL | None = httpx2.URL(self._request_url()) if self.base_url == full_url else None
 
     # ------------------------------------------------------------ bounds (read from the two groups)
 
