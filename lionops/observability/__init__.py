@@ -3,7 +3,7 @@
 - :mod:`lionops.observability.observe`: the :class:`Observer` protocol and the
   process-wide list of observers the engine, the pipeline and the endpoints
   tell about each operation, adapter call, tool call, step and note;
-- :mod:`lionops.observability.instrumentation`: ``instrument()`` and
+- :mod:`lionops.observability._instrumentation`: ``instrument()`` and
   ``uninstrument()``, which add and remove the OpenTelemetry observer;
 - :mod:`lionops.observability.otel`: that observer (it needs the optional
   ``opentelemetry-api``, so only ``instrument()`` imports it).
@@ -13,9 +13,10 @@ modules (runtime, errors, records, secrets), so every other layer may report
 through it.
 """
 
-from .instrumentation import InstrumentationError, instrument, uninstrument
-from .observe import Observer, add_observer, remove_observer
+from ._instrumentation import InstrumentationError, instrument, uninstrument
+from .observe import Observer, ToolRequest, add_observer, remove_observer
 
 # ``observers`` is not re-exported: it is rebound on every add and remove, so
 # read it where it lives, ``lionops.observability.observe.observers``.
-__all__ = ["Observer", "add_observer", "remove_observer", "instrument", "uninstrument", "InstrumentationError"]
+__all__ = ["Observer", "ToolRequest", "add_observer", "remove_observer", "instrument", "uninstrument",
+           "InstrumentationError"]

@@ -27,10 +27,15 @@ import contextvars
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:  # the types an observer is handed; the seam itself imports none of them
+    from ..engine.engines import Engine
+    from ..pipeline.context import BranchLike, OperationContext
+    from ..trace import Trace
 
 __all__ = [
-    "Observer", "observers", "add_observer", "remove_observer",
+    "Observer", "ToolRequest", "observers", "add_observer", "remove_observer",
     "observe_operation", "observe_adapter", "observe_tool", "tool_call", "observe_step", "note", "quiet",
 ]
 
@@ -52,29 +57,70 @@ quiet: contextvars.ContextVar[Callable[[BaseException | None], bool] | None] = c
     "lionops_observe_quiet", default=None)
 
 
+class ToolRequest(Protocol):
+    """What an observer may read of one tool request ``act()`` handles (the
+    request as the model sent it, before any check)."""
+
+    @property
+    def index(self) -> int:
+        """Its position in the model's answer."""
+
+    @property
+    def function(self) -> Any:
+        """The tool name asked for (not necessarily a string, nor a tool of the branch)."""
+
+    @property
+    def arguments(self) -> Any:
+        """The arguments as sent (JSON text, a dict, or anything else)."""
+
+    @property
+    def call_id(self) -> str | None:
+        """The provider's id of the call, when it gave one."""
+
+
 class Observer(Protocol):
-    """What an observer implements. Each ``*_start`` returns a handle (any
-    value, kept by the seam); the matching ``*_end`` receives it with the
-    awaited result (``None`` when it raised) and the exception (``None``
-    when it returned)."""
+    """What an observer implements.
 
-    def operation_start(self, ctx: Any, engine: Any, trace: Any) -> Any: ...
+    Each ``*_start`` returns a handle (any value; the seam keeps it and
+    hands it back); the matching ``*_end`` receives it with the awaited
+    result (``None`` when it raised) and the exception (``None`` when it
+    returned). Ends run in reverse order of the starts, in the task that ran
+    them, also on cancellation. What a method raises is logged on the
+    ``lionops.observe`` logger and ignored; what it returns or mutates never
+    changes an operation's outcome, trace or exception.
+    """
 
-    def operation_end(self, handle: Any, result: Any, error: BaseException | None) -> None: ...
+    def operation_start(self, ctx: OperationContext, engine: Engine, trace: Trace) -> Any:
+        """One ``operate()`` call begins: its context (branch, parameters,
+        the state of the call), the engine that runs it and its trace, which
+        the driver fills in place."""
 
-    def adapter_start(self, ctx: Any) -> Any: ...
+    def operation_end(self, handle: Any, result: Any, error: BaseException | None) -> None:
+        """The operation ended with ``result`` (the outcome value) or ``error``."""
 
-    def adapter_end(self, handle: Any, result: Any, error: BaseException | None) -> None: ...
+    def adapter_start(self, ctx: OperationContext) -> Any:
+        """The ``adapter`` phase awaits the Middle (one model call, with its retries)."""
 
-    def tool_start(self, branch: Any, request: Any) -> Any: ...
+    def adapter_end(self, handle: Any, result: Any, error: BaseException | None) -> None:
+        """The Middle returned ``result`` (the model's normalized answer) or raised ``error``."""
 
-    def tool_end(self, handle: Any, result: Any, error: BaseException | None) -> None: ...
+    def tool_start(self, branch: BranchLike, request: ToolRequest) -> Any:
+        """``act()`` takes up one tool request of ``branch``."""
 
-    def step_start(self, name: str, facts: dict[str, Any]) -> Any: ...
+    def tool_end(self, handle: Any, result: Any, error: BaseException | None) -> None:
+        """The request ended with ``result`` (its ``ActionRecord``, whose
+        ``decision`` says what happened) or ``error`` (a tool error not
+        suppressed, or a cancellation)."""
 
-    def step_end(self, handle: Any, result: Any, error: BaseException | None) -> None: ...
+    def step_start(self, name: str, facts: dict[str, Any]) -> Any:
+        """A named step begins (``writeback``; ``run``, a whole ``Branch.run()``),
+        with facts about it (plain values)."""
 
-    def note(self, name: str, facts: dict[str, Any]) -> None: ...
+    def step_end(self, handle: Any, result: Any, error: BaseException | None) -> None:
+        """The step ended with ``result`` or ``error``."""
+
+    def note(self, name: str, facts: dict[str, Any]) -> None:
+        """``name`` happened now (``hook``, ``cli_tool``, ``stream_chunk``, ``run_end``), with facts."""
 
 
 def add_observer(observer: Observer) -> None:
@@ -138,18 +184,18 @@ async def observe_operation(ctx: Any, engine: Any, trace: Any,
     return await _around("operation", run(ctx, engine, trace), ctx, engine, trace)
 
 
-async def observe_adapter(ctx: Any, call: Awaitable[T]) -> T:
+async def observe_adapter(ctx: OperationContext, call: Awaitable[T]) -> T:
     """``await call`` (the Middle of ``ctx``) as one observed adapter call."""
     return await _around("adapter", call, ctx)
 
 
-async def observe_tool(branch: Any, request: Any, call: Awaitable[T]) -> T:
+async def observe_tool(branch: BranchLike, request: ToolRequest, call: Awaitable[T]) -> T:
     """``await call`` (``act()`` on one request) as one observed tool call; the
     observer reads the decision from the response or the exception."""
     return await _around("tool", call, branch, request)
 
 
-def tool_call(branch: Any, request: Any, call: Awaitable[T]) -> Awaitable[T]:
+def tool_call(branch: BranchLike, request: ToolRequest, call: Awaitable[T]) -> Awaitable[T]:
     """``call`` itself when nothing observes, else :func:`observe_tool` over it
     (the one seam ``act()`` has per request)."""
     return observe_tool(branch, request, call) if observers else call
