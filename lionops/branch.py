@@ -16,7 +16,7 @@ import math
 import os
 import types
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, Unpack
 
@@ -575,14 +575,19 @@ class Branch:
         ``Ran(result, run_trace)`` of the continued run (``start`` →
         ``resumed`` → ``round`` ...); its rounds count from there
         (``max_rounds``: default the run's own)."""
+        return await self._run(self._resumed_run(decisions, max_rounds))
+
+    def _resumed_run(self, decisions: dict[str, Approve | Deny], max_rounds: int | None) -> RunContext:
+        """The context of ``resume_run(decisions, max_rounds=)``: the suspended run's keywords."""
+        if not isinstance(decisions, Mapping):
+            raise ArgumentTypeError("decisions must be a non-empty mapping {call_id: Approve(...) | Deny(...)}")
         runs = {id(self._suspended_runs[c]): self._suspended_runs[c] for c in decisions if c in self._suspended_runs}
         if len(runs) != 1:
             raise ResumeError("the decisions name no call of a suspended run, or calls of several runs: "
                               "give the decisions for one run (branch.pending_calls())")
         (old,) = runs.values()
-        ctx = RunContext(self, old.operate_kw, old.max_rounds if max_rounds is None else max_rounds, old.engine,
-                         resume=dict(decisions))
-        return await self._run(ctx)
+        return RunContext(self, old.operate_kw, old.max_rounds if max_rounds is None else max_rounds, old.engine,
+                          resume=dict(decisions))
 
     async def _run(self, ctx: RunContext) -> Ran:
         try:

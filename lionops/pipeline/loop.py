@@ -66,6 +66,9 @@ class RunContext:
     #: how a round runs ``operate_traced(**kw)`` (a cassette session records or
     #: replays it); ``None``: the round drives the operate machine itself
     operate: Callable[[dict[str, Any]], Awaitable[Any]] | None = None
+    #: how a resumed run's first round runs ``resume_traced(decisions)`` (a
+    #: cassette session records or replays it); ``None``: the round drives it itself
+    resume_with: Callable[[dict[str, Any]], Awaitable[Any]] | None = None
 
     @property
     def last(self) -> Trace | None:
@@ -82,7 +85,7 @@ async def start_phase(ctx: RunContext) -> None:
         raise ArgumentTypeError(f"max_rounds must be an int, got {type(n).__name__}")
     if n < 1:
         raise ConfigurationError(f"max_rounds must be >= 1, got {n!r}")
-    if ctx.resume is not None:
+    if ctx.resume is not None and ctx.resume_with is None:
         branch = ctx.branch
         ctx.work = claim(branch.suspensions, branch.acts, ctx.resume)
 
@@ -129,9 +132,13 @@ async def round_phase(ctx: RunContext) -> None:
     """One operate() (or, in a resumed run's first round, one resume()); its
     trace joins the run's before it starts, so a round that raises is in it."""
     branch = ctx.branch
-    work, ctx.work, ctx.resume = ctx.work, None, None
+    work, decisions, ctx.work, ctx.resume = ctx.work, ctx.resume, None, None
     if work is not None:
         op = OperationContext(branch=branch, resume=work)
+    elif decisions is not None and ctx.resume_with is not None:
+        resume_with = ctx.resume_with
+        await _round_through(ctx, lambda _kw: resume_with(decisions))
+        return
     elif ctx.operate is not None:
         await _round_through(ctx, ctx.operate)
         return
