@@ -21,8 +21,17 @@ from ..engine import engines
 from ..engine.definition import MachineDefinition, run_definition
 from ..engine.driver import drive
 from ..engine.engines import Engine
-from ..errors import ArgumentTypeError, ConfigurationError, MaxRoundsError, UsageLimitExceeded
+from ..errors import (
+    ArgumentTypeError,
+    ConfigurationError,
+    MaxRoundsError,
+    ResumeError,
+    SnapshotError,
+    UsageLimitExceeded,
+)
+from ..messages import to_jsonable
 from ..run import Ran, RunTrace
+from ..text import safe_str
 from ..trace import Trace, started_trace
 from .context import OperationContext
 from .machine import begin_operation
@@ -30,7 +39,8 @@ from .resume import claim, release
 
 __all__ = [
     "RunContext", "RUN_PHASES", "RUN_GUARDS", "RUN_OUTCOMES", "RUN_FAILURE_GUARD", "DEFAULT_MAX_ROUNDS",
-    "NEXT_ROUND_INSTRUCTION", "run_engine", "run_loop", "run_context", "round_keywords",
+    "NEXT_ROUND_INSTRUCTION", "run_engine", "run_loop", "run_context", "round_keywords", "run_to_dict",
+    "run_from_dict", "resumed_keywords", "OBJECT_KEYWORDS",
 ]
 
 #: The rounds a run may take unless ``max_rounds=`` says otherwise.
@@ -69,6 +79,9 @@ class RunContext:
     #: how a resumed run's first round runs ``resume_traced(decisions)`` (a
     #: cassette session records or replays it); ``None``: the round drives it itself
     resume_with: Callable[[dict[str, Any]], Awaitable[Any]] | None = None
+    #: a run read from a snapshot: the object keywords ``resume_run`` must be given again
+    #: (name -> the JSON schema a response model must have, else ``None``)
+    needs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def last(self) -> Trace | None:
@@ -245,6 +258,77 @@ def run_context(branch: Any, instruction: Any, response_format: Any, tools: Any,
         kw["tools"] = tools
     engine = kw.pop("engine", None)
     return RunContext(branch, kw, max_rounds, engine)
+
+
+#: Run keywords that hold objects (models, classes, functions): a snapshot
+#: names them, and ``resume_run`` after a restore must be given them again.
+OBJECT_KEYWORDS = frozenset({"chat_model", "parse_model", "middle", "response_format", "operative", "field_models",
+                             "call_params", "engine", "instruct"})
+
+
+def _schema_of(value: Any) -> dict[str, Any] | None:
+    schema = getattr(value, "model_json_schema", None)
+    return schema() if callable(schema) and isinstance(value, type) else None
+
+
+def run_to_dict(ctx: RunContext, calls: list[str]) -> dict[str, Any]:
+    """The JSON form of a suspended run kept in a branch snapshot (data only):
+    the deferred calls it waits on, ``max_rounds``, the plain keywords, and
+    the object keywords by name (a response model with its JSON schema)."""
+    kw = ctx.operate_kw
+    needs: dict[str, Any] = dict(ctx.needs)
+    plain: dict[str, Any] = {}
+    for key, value in kw.items():
+        if key == "response_format" and isinstance(value, dict):
+            plain[key] = to_jsonable(value)
+        elif key in OBJECT_KEYWORDS:
+            needs[key] = _schema_of(value)
+        elif key == "tools":
+            items = value if isinstance(value, (list, tuple)) else [value]
+            plain[key] = [v if isinstance(v, str) else getattr(v, "name", None) or getattr(v, "__name__", repr(v))
+                          for v in items]
+        else:
+            plain[key] = to_jsonable(value)
+    engine = ctx.engine if ctx.engine is None or isinstance(ctx.engine, str) else getattr(ctx.engine, "name", None)
+    return {"calls": list(calls), "max_rounds": ctx.max_rounds, "engine": engine, "keywords": plain,
+            "needs": needs}
+
+
+def run_from_dict(branch: Any, d: Any) -> tuple[RunContext, list[str]]:
+    """Rebuild a suspended run from :func:`run_to_dict` on ``branch``; returns it and its calls.
+
+    Raises:
+        SnapshotError: not a suspended run's data.
+    """
+    try:
+        calls = [str(c) for c in d["calls"]]
+        keywords, needs = dict(d["keywords"]), dict(d.get("needs") or {})
+        max_rounds, engine = d["max_rounds"], d.get("engine")
+        if not isinstance(max_rounds, int) or isinstance(max_rounds, bool) or not (
+                engine is None or isinstance(engine, str)):
+            raise ValueError("max_rounds must be an int and engine a name")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SnapshotError(f"malformed suspended run: {type(exc).__name__}: {safe_str(exc)}") from None
+    return RunContext(branch, keywords, max_rounds, engine, needs=needs), calls
+
+
+def resumed_keywords(ctx: RunContext, given: dict[str, Any]) -> dict[str, Any]:
+    """The keywords a resumed run's rounds use: the run's, overlaid with
+    ``given``; a run read from a snapshot must be given its object keywords
+    again, a response model with the JSON schema it had.
+
+    Raises:
+        ResumeError: an object keyword of the run missing, or a response
+            model whose schema differs from the run's.
+    """
+    missing = sorted(k for k in ctx.needs if k not in given)
+    if missing:
+        raise ResumeError(f"this run was read from a snapshot: give its keywords {missing} to resume_run() "
+                          "again (objects are never read from a file)")
+    for key, schema in ctx.needs.items():
+        if schema is not None and _schema_of(given[key]) != schema:
+            raise ResumeError(f"{key}= is not the model the run was suspended with: its JSON schema differs")
+    return {**ctx.operate_kw, **given}
 
 
 def _tables(definition: MachineDefinition | None) -> dict[str, Any]:

@@ -210,11 +210,11 @@ class CassetteSession:
         return (await self.run_traced(branch, instruction, **kw)).result
 
     async def resume_run(self, branch: Branch, decisions: dict[str, Approve | Deny], *,
-                         max_rounds: int | None = None) -> Ran:
-        """``branch.resume_run(decisions)`` with its first round recorded or
-        replayed as :meth:`resume_traced`, the next ones as :meth:`run_traced`'s,
-        and the continued run as one run of the cassette."""
-        return await self._run(branch, branch._resumed_run(decisions, max_rounds))
+                         max_rounds: int | None = None, **operate_kw: Any) -> Ran:
+        """``branch.resume_run(decisions, max_rounds=, **operate_kw)`` with its
+        first round recorded or replayed as :meth:`resume_traced`, the next
+        ones as :meth:`run_traced`'s, and the continued run as one run of the cassette."""
+        return await self._run(branch, branch._resumed_run(decisions, max_rounds, operate_kw))
 
     async def _run(self, branch: Branch, ctx: RunContext) -> Ran:
         first = self._next
