@@ -11,6 +11,7 @@ engine classes.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -40,7 +41,7 @@ from .resume import claim, release
 __all__ = [
     "RunContext", "RUN_PHASES", "RUN_GUARDS", "RUN_OUTCOMES", "RUN_FAILURE_GUARD", "DEFAULT_MAX_ROUNDS",
     "NEXT_ROUND_INSTRUCTION", "run_engine", "run_loop", "run_context", "round_keywords", "run_to_dict",
-    "run_from_dict", "resumed_keywords", "OBJECT_KEYWORDS",
+    "run_from_dict", "resumed_keywords", "OBJECT_KEYWORDS", "cli_next_instruction", "CLI_NEXT_ROUND_PREFIX",
 ]
 
 #: The rounds a run may take unless ``max_rounds=`` says otherwise.
@@ -52,6 +53,10 @@ NEXT_ROUND_INSTRUCTION = (
     "The results of the tool calls you requested are in the messages above. "
     "Answer the original instruction now, or request further tool calls if you need them."
 )
+
+#: How a later round's instruction to a CLI agent starts (see :func:`cli_next_instruction`).
+CLI_NEXT_ROUND_PREFIX = ("You requested tool calls while working on the task below; the runtime ran them. "
+                         "Their results follow, oldest first.")
 
 #: The guard of the wildcard transition an exception leaving a phase fires.
 RUN_FAILURE_GUARD = "run_phase_raised"
@@ -105,12 +110,32 @@ async def start_phase(ctx: RunContext) -> None:
 
 def round_keywords(ctx: RunContext) -> dict[str, Any]:
     """The operate() keywords of the next round: the run's, with
-    :data:`NEXT_ROUND_INSTRUCTION` after the first round."""
+    :data:`NEXT_ROUND_INSTRUCTION` after the first round (for a CLI agent,
+    which starts a new session each turn and so sees no history:
+    :func:`cli_next_instruction`)."""
     kw = dict(ctx.operate_kw)
     if ctx.rounds:
-        kw["instruction"] = NEXT_ROUND_INSTRUCTION
+        kw["instruction"] = cli_next_instruction(ctx) if _cli_round(ctx, kw) else NEXT_ROUND_INSTRUCTION
     kw.setdefault("action_strategy", "concurrent")
     return kw
+
+
+def _cli_round(ctx: RunContext, kw: dict[str, Any]) -> bool:
+    model = kw.get("chat_model") or kw.get("imodel") or getattr(ctx.branch, "chat_model", None)
+    return getattr(getattr(model, "endpoint", model), "is_cli", False) is True
+
+
+def cli_next_instruction(ctx: RunContext) -> str:
+    """The instruction of a later round for a CLI agent: the run's task and
+    every tool call of the run so far with the payload the model reads (the
+    tool's output, or the denial or error payload), oldest first, as JSON,
+    then :data:`NEXT_ROUND_INSTRUCTION`'s request to answer or ask again."""
+    calls = [{"function": to_jsonable(a.function), "arguments": to_jsonable(a.raw_arguments),
+              "output": to_jsonable(a.output)} for r in ctx.rounds for a in r.actions if a.decision != "deferred"]
+    task = ctx.operate_kw.get("instruction")
+    return (f"{CLI_NEXT_ROUND_PREFIX}\n\nTask:\n{task if isinstance(task, str) else json.dumps(to_jsonable(task))}"
+            f"\n\nTool calls and their results:\n{json.dumps(calls, ensure_ascii=False)}\n\n"
+            "Answer the task now, or request further tool calls if you need them.")
 
 
 async def _round_through(ctx: RunContext, operate: Callable[[dict[str, Any]], Awaitable[Any]]) -> None:
