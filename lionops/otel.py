@@ -585,7 +585,8 @@ class OpenTelemetryObserver:
         """The ``invoke_agent {agent}`` span of one ``Branch.run()`` (the step ``run``)."""
         branch, run_trace = facts.get("branch"), facts.get("run_trace")
         start_ns = time.time_ns()
-        endpoint = getattr(getattr(branch, "chat_model", None), "endpoint", None)
+        model = facts.get("chat_model")
+        endpoint = getattr(model, "endpoint", model)
         attributes = _agent_attributes(branch, endpoint, getattr(endpoint, "model", None))
         metric_attributes = dict(attributes)
         attributes.update({
@@ -597,7 +598,7 @@ class OpenTelemetryObserver:
         _set(attributes, "lionops.max_rounds", facts.get("max_rounds"))
         span = self.tracer.start_span(f"invoke_agent {attributes['gen_ai.agent.name']}", kind=SpanKind.INTERNAL,
                                       start_time=start_ns, attributes=attributes)
-        scrub = self._scrub_for(getattr(branch, "chat_model", None), getattr(branch, "parse_model", None))
+        scrub = self._scrub_for(model, getattr(branch, "chat_model", None), getattr(branch, "parse_model", None))
         run = _Run(span, start_ns, time.perf_counter(), branch, run_trace, scrub, metric_attributes)
         run.token = (self._enter(span), _RUN.set(run))
         return run

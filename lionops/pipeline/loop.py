@@ -393,7 +393,8 @@ async def run_loop(ctx: RunContext) -> Ran:
     run_trace = ctx.run_trace = RunTrace(trace, ctx.rounds)
     if observe.observers:  # one observed step for the whole run; each round is an observed operation
         facts: Mapping[str, Any] = {"branch.id": str(ctx.branch.id), "max_rounds": ctx.max_rounds,
-                                    "branch": ctx.branch, "run_trace": run_trace}
+                                    "branch": ctx.branch, "run_trace": run_trace,
+                                    "chat_model": ctx.operate_kw.get("chat_model") or ctx.branch.chat_model}
         result = await observe.observe_step("run", _noted(ctx, chosen, trace), **facts)
     else:
         result = await drive(ctx, chosen, trace, clock=clock, _observed=True)

@@ -359,6 +359,19 @@ async def test_the_run_is_one_invoke_agent_span_with_one_span_per_round(anyio_ba
     assert point.attributes["gen_ai.agent.name"] == "forecaster"
 
 
+async def test_the_run_span_never_holds_the_key_even_with_content_capture(anyio_backend, otel_content):
+    weather = Weather()
+    with OpenAIServer([
+        completion(tool_calls=[tool_call("get_weather", {"city": "sk-test-loop-0001"}, "c1")]),
+        completion("the key is sk-test-loop-0001"),
+    ]) as server:
+        branch = Branch(tools=[weather.get_weather], chat_model=_model(server))
+        assert await branch.run("x") == "the key is sk-test-loop-0001"
+    (run,) = otel_content.roots()
+    assert "lionops.result" in run.attributes
+    assert "sk-test-loop-0001" not in otel_content.dump()
+
+
 async def test_a_failing_run_span_records_the_error(anyio_backend, otel):
     weather = Weather()
     with pytest.raises(MaxRoundsError):
