@@ -329,11 +329,10 @@ def run_from_dict(branch: Any, d: Any) -> tuple[RunContext, list[str]]:
         calls = [str(c) for c in d["calls"]]
         keywords, needs = dict(d["keywords"]), dict(d.get("needs") or {})
         max_rounds, engine = d["max_rounds"], d.get("engine")
-        if not isinstance(max_rounds, int) or isinstance(max_rounds, bool) or not (
-                engine is None or isinstance(engine, str)):
-            raise ValueError("max_rounds must be an int and engine a name")
     except (KeyError, TypeError, ValueError) as exc:
         raise SnapshotError(f"malformed suspended run: {type(exc).__name__}: {safe_str(exc)}") from None
+    if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or not isinstance(engine, (str, type(None))):
+        raise SnapshotError("malformed suspended run: max_rounds must be an int and engine a name or null")
     return RunContext(branch, keywords, max_rounds, engine, needs=needs), calls
 
 
