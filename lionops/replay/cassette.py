@@ -381,7 +381,8 @@ class Cassette(_Record):
         """The cassette as indented JSON, passed once more through ``redactor``
         (default: a :class:`Redactor` with this cassette's patterns)."""
         redactor = redactor or Redactor(patterns=tuple(self.redaction.patterns))
-        data = redactor.value(self.model_dump(mode="json"))
+        # a cassette without runs keeps the shape it had before runs were recorded
+        data = redactor.value(self.model_dump(mode="json", exclude={"runs"} if not self.runs else None))
         return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
     def save(self, path: str | Path, redactor: Redactor | None = None) -> Path:

@@ -284,3 +284,10 @@ async def test_the_replay_command_replays_a_recorded_run_as_one(anyio_backend, t
     assert "same path, tool calls and result as recorded" in out
     # a round on its own still replays by its number
     assert await anyio.to_thread.run_sync(main, ["replay", str(path), "--operation", "1"]) == 0
+
+
+async def test_a_cassette_without_runs_keeps_its_shape(anyio_backend, tmp_path):
+    path = tmp_path / "one.json"
+    with OpenAIServer([completion("hello")]) as server:
+        await CassetteSession(path, "once").operate(Branch(chat_model=_model(server.base_url)), instruction="hi")
+    assert "runs" not in json.loads(path.read_text())
