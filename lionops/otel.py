@@ -486,6 +486,15 @@ class OpenTelemetryObserver:
         if token is not None:
             otel_context.detach(token)
 
+    def _release(self, var: contextvars.ContextVar[Any], tokens: tuple[Any, Any]) -> None:
+        """Undo what a start set: ``var`` back, the span no longer current."""
+        context_token, var_token = tokens
+        try:
+            var.reset(var_token)
+        except ValueError:  # ended in another context: nothing of ours is current there
+            pass
+        self._leave(context_token)
+
     # ------------------------------------------------------------ operation
 
     def operation_start(self, ctx: Any, engine: Any, trace: Any) -> _Operation:
@@ -520,12 +529,7 @@ class OpenTelemetryObserver:
 
     def operation_end(self, op: _Operation, result: Any, error: BaseException | None) -> None:
         if op.tokens is not None:
-            context_token, op_token = op.tokens
-            try:
-                _OPERATION.reset(op_token)
-            except ValueError:  # ended in another context: nothing of ours is current there
-                pass
-            self._leave(context_token)
+            self._release(_OPERATION, op.tokens)
         span, ctx, trace, scrub = op.span, op.ctx, op.trace, op.scrub
         self._transition_events(span, trace, scrub, op.start_ns)
         self._approval_events(span, ctx, trace, scrub)
@@ -604,12 +608,7 @@ class OpenTelemetryObserver:
         return run
 
     def _run_end(self, run: _Run, result: Any, error: BaseException | None) -> None:
-        context_token, run_token = run.token
-        try:
-            _RUN.reset(run_token)
-        except ValueError:  # ended in another context: nothing of ours is current there
-            pass
-        self._leave(context_token)
+        self._release(_RUN, run.token)
         span, scrub = run.span, run.scrub
         trace = getattr(run.trace, "trace", None)
         attributes: dict[str, Any] = {"lionops.rounds": run.rounds}

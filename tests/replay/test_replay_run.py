@@ -19,22 +19,11 @@ from lionops.replay import Cassette, CassetteError, CassetteSession, ReplayDiver
 from lionops.run import Ran
 from lionops.testing import OpenAIServer
 from lionops.testing.openai_server import completion, tool_call
+from tests.contract.test_run_loop import Weather
 
 pytestmark = pytest.mark.anyio
 
 KEY = "sk-test-replay-run-0001"
-
-
-class Weather:
-    """A real tool that records every call."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def get_weather(self, city: str) -> dict[str, Any]:
-        """Weather for a city."""
-        self.calls.append(city)
-        return {"city": city, "temp_c": 21}
 
 
 THREE_ROUNDS = [
