@@ -15,7 +15,7 @@ import logging
 import math
 import os
 import types
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Never, Self, Unpack
 
@@ -50,7 +50,15 @@ from .observability import observe
 from .params import ActionParam
 from .pipeline.act import act as act_fn
 from .pipeline.context import Authorization, OperationContext
-from .pipeline.loop import DEFAULT_MAX_ROUNDS, RunContext, run_context, run_loop
+from .pipeline.loop import (
+    DEFAULT_MAX_ROUNDS,
+    RunContext,
+    resumed_keywords,
+    run_context,
+    run_from_dict,
+    run_loop,
+    run_to_dict,
+)
 from .pipeline.machine import ENGINES, run_operation
 from .pipeline.prepare import OperateKwargs, check_flags
 from .pipeline.resume import Suspensions, claim, release
@@ -597,21 +605,44 @@ class Branch:
         return (await self.run_traced(instruction, response_format=response_format, tools=tools,
                                       max_rounds=max_rounds, **operate_kw)).result
 
-    async def resume_run(self, decisions: dict[str, Approve | Deny], *, max_rounds: int | None = None) -> Ran:
+    async def resume_run(self, decisions: dict[str, Approve | Deny], *, max_rounds: int | None = None,
+                         **operate_kw: Any) -> Ran:
         """Continue a run that ended at ``deferred``: its first round resumes
         the suspended operation with ``decisions`` (see :meth:`resume`), the
         next rounds ask the model again with the run's keywords. Returns
         ``Ran(result, run_trace)`` of the continued run (``start`` →
         ``resumed`` → ``round`` ...); its rounds count from there
-        (``max_rounds``: default the run's own)."""
+        (``max_rounds``: default the run's own).
+
+        A suspended run is in :meth:`snapshot`; after :meth:`restore` its
+        plain keywords come from the file, and its object keywords
+        (``response_format=`` model, ``middle=``, ...) must be given here
+        again (``operate_kw`` overlays the run's keywords).
+
+        Raises:
+            ResumeError: the decisions name no call of one suspended run; a
+                restored run's object keyword missing, or a response model
+                with another JSON schema than the run's.
+            Exception: what :meth:`run` and :meth:`resume` raise.
+        """
+        return await self._run(self._resumed_run(decisions, max_rounds, operate_kw))
+
+    def _resumed_run(self, decisions: dict[str, Approve | Deny], max_rounds: int | None,
+                     operate_kw: dict[str, Any] | None = None) -> RunContext:
+        """The context of ``resume_run(decisions, max_rounds=, **operate_kw)``: the suspended run's keywords."""
+        if not isinstance(decisions, Mapping):
+            raise ArgumentTypeError("decisions must be a non-empty mapping {call_id: Approve(...) | Deny(...)}")
         runs = {id(self._suspended_runs[c]): self._suspended_runs[c] for c in decisions if c in self._suspended_runs}
         if len(runs) != 1:
             raise ResumeError("the decisions name no call of a suspended run, or calls of several runs: "
                               "give the decisions for one run (branch.pending_calls())")
         (old,) = runs.values()
-        ctx = RunContext(self, old.operate_kw, old.max_rounds if max_rounds is None else max_rounds, old.engine,
-                         resume=dict(decisions))
-        return await self._run(ctx)
+        if "actions" in (operate_kw or {}):
+            raise ConfigurationError("resume_run() takes no actions=: the run's rounds keep their tools")
+        kw = resumed_keywords(old, dict(operate_kw or {}))
+        engine = kw.pop("engine", old.engine)
+        return RunContext(self, kw, old.max_rounds if max_rounds is None else max_rounds, engine,
+                          resume=dict(decisions))
 
     async def _run(self, ctx: RunContext) -> Ran:
         try:
@@ -722,9 +753,20 @@ class Branch:
         """Write the event log as JSON to ``path`` atomically."""
         return self.logs.dump(path)
 
+    def _runs_to_list(self) -> list[dict[str, Any]]:
+        """The suspended runs (``resume_run``) as data, each with the calls it waits on."""
+        calls: dict[int, list[str]] = {}
+        runs: dict[int, RunContext] = {}
+        for call_id, run in self._suspended_runs.items():
+            calls.setdefault(id(run), []).append(call_id)
+            runs[id(run)] = run
+        return [run_to_dict(run, calls[key]) for key, run in runs.items()]
+
     def snapshot(self, path: str | Path) -> Path:
-        """Write messages, logs, traces, the usage so far and the suspended
-        operations (their pending calls) as one JSON document, atomically."""
+        """Write messages, logs, traces, the usage so far, the suspended
+        operations (their pending calls) and the suspended runs (their
+        keywords, objects by name: see :meth:`resume_run`) as one JSON
+        document, atomically."""
         doc = {
             "branch": self.id,
             "name": self.name,
@@ -733,6 +775,7 @@ class Branch:
             # trace meta holds adapter facts that may not be JSON
             "traces": [to_jsonable(t.to_dict()) for t in self.traces],
             "suspended": self.suspensions.to_dict(),
+            "runs": self._runs_to_list(),
             "usage": self.usage.as_dict(),
         }
         return atomic_write_text(path, json.dumps(doc, indent=2))
@@ -767,6 +810,9 @@ class Branch:
                 branch.logs.log(str(e["kind"]), dict(e["content"]))
             branch.traces = [Trace.from_dict(t) for t in doc["traces"]]
             branch.suspensions = Suspensions.from_dict(doc.get("suspended", {}))
+            for d in doc.get("runs", []):
+                run, calls = run_from_dict(branch, d)
+                branch._suspended_runs.update(dict.fromkeys(calls, run))
             branch.usage = UsageSoFar(**doc.get("usage", {}))
         except SnapshotError:
             raise

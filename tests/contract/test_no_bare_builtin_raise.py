@@ -45,6 +45,7 @@ DELIBERATE: dict[tuple[str, str], str] = {
     ("models.py", "decode_arguments"): _PYDANTIC,
     ("pipeline/act.py", "_retried"): "unreachable (tenacity re-raises the last attempt's error)",
     ("replay/cassette.py", "_one_record_per_request"): _PYDANTIC,
+    ("replay/cassette.py", "_runs_add_up"): _PYDANTIC,
     ("replay/cassette.py", "_says_what_it_is"): _PYDANTIC,
     ("replay/cassette.py", "_known_version"): _PYDANTIC,
     ("replay/cassette.py", "_bounded_patterns"): _PYDANTIC,
