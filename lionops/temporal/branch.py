@@ -26,14 +26,16 @@ from typing import Any, Unpack
 import pydantic_core
 from pydantic import BaseModel
 from temporalio import activity, workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 from .. import observe
+from .._frozen import thaw
 from ..branch import Branch, OperateKwargs
 from ..clock import Clock
-from ..errors import ConfigurationError, EndpointAuthError, EndpointStatusError, RemovedKeywordError
+from ..errors import ConfigurationError, EndpointAuthError, EndpointStatusError, LionopsError, RemovedKeywordError
+from ..governance import Approve, Deny, PendingCall, call_digest, jsonable_arguments
 from ..hooks import HookPoint, check_one_argument, safe_str
 from ..messages import EventLog, LogEntry, MessageLog, to_jsonable
 from ..models import ActionRecord
@@ -59,9 +61,11 @@ from .approval import (
     DECIDE_UPDATE,
     PENDING_QUERY,
     ApprovalRecord,
-    Decision,
     HumanApproval,
-    check_decision,
+    check_decisions,
+    read_decisions,
+    rejection,
+    take_decisions,
 )
 from .errors import DurableArgumentError, DurableError, NotInWorkflowError, remote_error
 
@@ -172,15 +176,13 @@ class _RunState:
     def __init__(self) -> None:
         self.branches: dict[str, Branch] = {}
         self.operations: dict[str, int] = {}
-        self.pending: dict[str, dict[str, Any]] = {}
-        self.decisions: dict[str, Decision] = {}
+        self.pending: dict[str, PendingCall] = {}
+        self.decisions: dict[str, Approve | Deny] = {}
+        #: call id -> who decided what (or that it timed out): nothing is decided twice
+        self.decided: dict[str, str] = {}
         self.records: list[ApprovalRecord] = []
         #: tool activities started per (branch, operate() number): the idempotency keys
         self.tool_runs: dict[tuple[str, int], int] = {}
-
-    def decide(self, decision: Decision) -> None:
-        check_decision(self, decision)
-        self.decisions[decision.call_id] = decision
 
 
 def _in_workflow() -> bool:
@@ -218,20 +220,29 @@ def _run_state() -> _RunState:
 
 
 def _install_handlers(state: _RunState) -> None:
-    def validate(decision: Decision) -> None:
-        check_decision(state, decision)
-
-    def on_update(decision: Decision) -> None:
-        state.decide(decision)
-
-    def on_signal(decision: Decision) -> None:
+    # The payload arrives raw: its size and depth are checked before it is
+    # decoded (approval.read_decisions). The validator runs only when an
+    # update is first delivered; the handler also on replay, deterministically.
+    def validate(raw: RawValue) -> None:
         try:
-            state.decide(decision)
-        except DurableError as exc:  # a signal cannot be rejected: log and ignore
-            workflow.logger.warning("ignored decision: %s", safe_str(exc))
+            check_decisions(state, read_decisions(raw))
+        except LionopsError as exc:
+            raise rejection(exc) from None
 
-    def on_query() -> list[dict[str, Any]]:
-        return list(state.pending.values())
+    def on_update(raw: RawValue) -> None:
+        try:
+            take_decisions(state, read_decisions(raw))
+        except LionopsError as exc:
+            raise rejection(exc) from None
+
+    def on_signal(raw: RawValue) -> None:
+        try:
+            take_decisions(state, read_decisions(raw))
+        except LionopsError as exc:  # a signal cannot be rejected: log and ignore
+            workflow.logger.warning("ignored decisions: %s", safe_str(exc))
+
+    def on_query() -> list[PendingCall]:
+        return sorted(state.pending.values(), key=lambda p: (p.operation, p.index, p.gate or 0))
 
     workflow.set_update_handler(DECIDE_UPDATE, on_update, validator=validate)
     workflow.set_signal_handler(DECIDE_SIGNAL, on_signal)
@@ -379,6 +390,7 @@ class DurableBranch:
         if tools is not None:
             manager.register(tools)
         self.tools: list[Tool] = [manager.get(n) for n in manager.names]  # type: ignore[misc]
+        self._by_name = {t.name: t for t in self.tools}
         for t in self.tools:
             _check_crossing(t)
         self.response_models = tuple(response_models)
@@ -441,9 +453,20 @@ class DurableBranch:
     def _approval_check(self, state: _RunState, approval: HumanApproval,
                         position: int) -> Callable[[ToolInvocation], Any]:
         """The check of one approval gate: its decisions are keyed by tool call and gate."""
-        async def check(invocation: ToolInvocation) -> bool:
-            call_id = f"{self.name}-{_OPERATION.get()}-{invocation.index}-{position}"
-            return await approval.wait(state, call_id, invocation, position)
+        async def check(invocation: ToolInvocation) -> bool | Deny:
+            if not approval.covers(invocation.function):
+                return True
+            op = _OPERATION.get()
+            arguments = thaw(invocation.arguments)
+            tool = invocation.tool or self._by_name[invocation.function]
+            call = PendingCall(
+                call_id=f"{self.name}-{op}-{invocation.index}-{position}", function=invocation.function,
+                arguments=arguments, reason=f"waiting for approval (gate {position}, {approval.timeout_s:g}s)",
+                digest=call_digest(invocation.function, tool.offered_schema.json, jsonable_arguments(arguments)),
+                index=invocation.index or 0, operation=f"{workflow.info().workflow_id}/{self.name}/{op}",
+                deferred_at=workflow.now().isoformat(), gate=position,
+            )
+            return await approval.wait(state, call)
         check.__qualname__ = f"HumanApproval#{position}"
         return check
 
@@ -675,7 +698,7 @@ def _mark_approvals(branch: Branch, first: int, records: list[ApprovalRecord]) -
         for rec in group:
             branch.logs.log("approval_unmatched", rec.model_dump())
     for rec in records:
-        branch.logs.log("approval", rec.model_dump())
+        branch.logs.log("approval", {**rec.model_dump(), "branch": branch.id})
 
 
 _JSON_SCALARS: tuple[Any, ...] = (str, int, float, bool, type(None), None)
