@@ -536,3 +536,32 @@ def test_decisions_are_the_in_process_types_checked_whole_and_bounded(env):
     assert decided == {"lookup": ("approved", "ann", "routine"), "charge": ("denied", "bob", "no"),
                        "ship": ("approved", "bob", None)}
     assert Counter(e["kind"] for e in env.ran(wid)) == {"lookup": 1, "ship": 1}
+
+
+def test_the_documented_approval_screen_decides_for_a_durable_branch(env):
+    """docs/governance.md's ``screen`` and ``screen_durable``, run as written
+    against a waiting workflow: the charge of 500 is within the rule."""
+    import re
+
+    from tests.temporal_support import REPO
+    from tests.temporal_workflows import BranchWorkflow
+
+    page = (REPO / "docs" / "governance.md").read_text()
+    files = dict(re.findall(r"<!-- file: (\S+) -->\n```python\n(.*?)```", page, flags=re.S))
+    namespace: dict[str, Any] = {}
+    screen_code = files["screen.py"].split("# in process:")[0]  # the handler, without the in-process call
+    exec(compile(screen_code + files["durable_screen.py"], "docs/governance.md", "exec"), namespace)  # noqa: S102
+    wid = f"{env.queue}-screen"
+
+    async def main() -> dict[str, Any]:
+        client = await env.client()
+        h = await client.start_workflow(BranchWorkflow.run, args=["patient", "approve_three"], id=wid,
+                                        task_queue=env.queue)
+        await until(h, lambda p: len(p) == 3)
+        await namespace["screen_durable"](h, "ann@example.com")
+        return await h.result()
+
+    record = asyncio.run(main())
+    decided = {(a["function"], a["decision"], a["by"], a["reason"]) for a in record["trace"]["meta"]["approvals"]}
+    assert decided == {(f, "approved", "ann@example.com", "within policy") for f in ("lookup", "charge", "ship")}
+    assert Counter(e["kind"] for e in env.ran(wid)) == {"lookup": 1, "charge_start": 1, "charge": 1, "ship": 1}
