@@ -143,10 +143,10 @@ async def _parse_model_retry(
 def _facts(endpoint: Any, completion: Any) -> dict[str, Any]:
     """What a parse-model request used, named as the model request's trace facts."""
     usage = getattr(completion, "usage", None)
-    tokens = getattr(completion, "tokens", None)
+    as_dict = getattr(getattr(completion, "tokens", None), "as_dict", None)
     return {
         "provider": getattr(endpoint, "provider", None),
         "model": getattr(completion, "model", None),
         "usage": dict(usage) if isinstance(usage, Mapping) else {},
-        "tokens": tokens.as_dict() if hasattr(tokens, "as_dict") else {},
+        "tokens": as_dict() if callable(as_dict) else {},
     }
