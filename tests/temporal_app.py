@@ -21,7 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from lionops import Branch, iModel
+from lionops import Branch, UsageLimits, iModel
 from lionops.messages import to_jsonable
 from lionops.temporal import ActivityConfig, DurableBranch, DurableError, HumanApproval, LionopsPlugin, idempotency_key
 from lionops.testing import Reply, completion, error_body, tool_call
@@ -210,7 +210,14 @@ gated = {
                         model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
     for name, fns in GATE_LISTS.items()
 }
-PLUGIN = LionopsPlugin(shop, approvals, bulk, observed, twice, patient, mixed, stalled, payments, *gated.values())
+#: Usage limits, per workflow run: two model requests and two tool calls; a tiny cost.
+limited = DurableBranch("limited", chat_model=chat_model, tools=TOOLS, system=SYSTEM,
+                        limits=UsageLimits(requests=2, tool_calls=2),
+                        model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
+costly = DurableBranch("costly", chat_model=chat_model, tools=TOOLS, system=SYSTEM,
+                       limits=UsageLimits(cost=0.00001), model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
+PLUGIN = LionopsPlugin(shop, approvals, bulk, observed, twice, patient, mixed, stalled, payments, limited, costly,
+                       *gated.values())
 
 # ------------------------------------------------------------ exit-trigger cases
 

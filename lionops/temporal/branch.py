@@ -34,9 +34,17 @@ from .. import observe
 from .._frozen import thaw
 from ..branch import Branch, OperateKwargs
 from ..clock import Clock
-from ..errors import ConfigurationError, EndpointAuthError, EndpointStatusError, LionopsError, RemovedKeywordError
+from ..errors import (
+    ConfigurationError,
+    EndpointAuthError,
+    EndpointStatusError,
+    LionopsError,
+    RemovedKeywordError,
+    UsageLimitExceeded,
+)
 from ..governance import Approve, Deny, PendingCall, call_digest, jsonable_arguments
 from ..hooks import HookPoint, check_one_argument, safe_str
+from ..limits import UsageLimits, UsageSoFar, price_requests
 from ..messages import EventLog, LogEntry, MessageLog, to_jsonable
 from ..models import ActionRecord
 from ..pipeline.adapter import select_middle
@@ -260,6 +268,17 @@ def _from_activity(exc: ActivityError) -> BaseException:
     return exc
 
 
+def _limit_error(cause: Any, details: list[Any]) -> UsageLimitExceeded | None:
+    """The UsageLimitExceeded a model activity failed with, rebuilt (else ``None``)."""
+    if not (isinstance(cause, ApplicationError) and cause.type == "UsageLimitExceeded" and len(details) > 1):
+        return None
+    facts = details[1]
+    try:
+        return UsageLimitExceeded(str(facts["limit"]), facts["value"], dict(facts["usage"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _final(exc: BaseException) -> bool:
     """Errors a retry cannot change: configuration, authentication, 4xx (not 408/429)."""
     if isinstance(exc, (ConfigurationError, RemovedKeywordError, DurableArgumentError, EndpointAuthError, TypeError)):
@@ -315,7 +334,8 @@ class _ActivityMiddle:
     async def __call__(self, branch: Branch, instruction: Any, chat_param: Any, parse_param: Any = None,
                        clear_messages: bool = False, skip_validation: bool = False) -> Any:
         durable = self._durable
-        payload = {"kwargs": self._kwargs, "messages": branch.messages.to_list(), "branch_id": branch.id}
+        payload = {"kwargs": self._kwargs, "messages": branch.messages.to_list(), "branch_id": branch.id,
+                   "usage": branch.usage.as_dict()}
         try:
             out = await workflow.execute_activity(
                 durable.model_activity_name, payload, summary="model call", **durable.model_activity.options()
@@ -327,6 +347,9 @@ class _ActivityMiddle:
             details = list(cause.details) if isinstance(cause, ApplicationError) else []
             if details and isinstance(details[0], dict):
                 _apply_turn(branch, details[0], clear_messages)
+            over = _limit_error(cause, details)
+            if over is not None:  # a parse-model re-ask in the activity would pass a limit
+                raise over from None
             raise _from_activity(exc) from None
         _apply_turn(branch, out, clear_messages)
         candidates = (getattr(parse_param, "response_format", None), getattr(chat_param, "response_format", None))
@@ -358,6 +381,11 @@ class DurableBranch:
         middle: a Middle the model activity awaits instead of selecting one from
             ``chat_model`` (``communicate`` or ``run_and_collect``).
         model_activity / tool_activity: Temporal options of the activities.
+        limits: :class:`~lionops.UsageLimits` of the branch in each workflow
+            run, checked in workflow code before each model activity and
+            each tool activity is scheduled (fail before effect), and in the
+            model activity before each parse-model re-ask; going over ends
+            the operation at ``over_limit`` (``UsageLimitExceeded``), as in process.
     """
 
     def __init__(
@@ -375,12 +403,16 @@ class DurableBranch:
         tool_activity: ActivityConfig = TOOL_ACTIVITY,
         response_models: Iterable[type[BaseModel]] = (),
         gate_timeout: float | None = None,
+        limits: UsageLimits | None = None,
     ) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise ConfigurationError(f"a durable branch name is letters, digits, '_', '.', '-', got {name!r}")
         if chat_model is None and middle is None:
             raise ConfigurationError(f"DurableBranch {name!r} needs chat_model= or middle=")
+        if limits is not None and not isinstance(limits, UsageLimits):
+            raise DurableArgumentError(f"limits= takes a lionops.UsageLimits, got {type(limits).__name__}")
         self.name = name
+        self.limits = limits
         self.chat_model = chat_model
         self.middle = middle
         self.system = system
@@ -434,7 +466,7 @@ class DurableBranch:
         # deadline: a gate waits only as long as gate_timeout says (a
         # HumanApproval as long as its own timeout), hooks and context
         # providers are not given timers of their own.
-        branch = Branch(tools=list(self.tools), name=self.name,
+        branch = Branch(tools=list(self.tools), name=self.name, limits=self.limits,
                         gate_timeout=self.gate_timeout, observer_timeout=None)
         branch.id = workflow.uuid4().hex
         branch.messages = _WorkflowMessages()
@@ -519,8 +551,8 @@ class DurableBranch:
         call and each tool call an activity), so a worker that dies mid-run
         resumes the loop where it was. Returns ``Ran(result, run_trace)``;
         raises what ``Branch.run`` raises. A durable branch waits for a person
-        inside the workflow (``HumanApproval``) and holds no usage limits, so
-        its runs never end at ``deferred`` or ``over_limit``."""
+        inside the workflow (``HumanApproval``), so its runs never end at
+        ``deferred``; with ``limits=`` a run ends at ``over_limit`` as in process."""
         ctx = run_context(self.branch(), instruction, response_format, tools, max_rounds, operate_kw)
 
         async def one_round(kw: dict[str, Any]) -> Traced:
@@ -584,7 +616,9 @@ class DurableBranch:
     async def _call_model(self, payload: dict[str, Any]) -> dict[str, Any]:
         """The model activity: rebuild the branch, prepare and schema (pure), await the Middle once."""
         try:
-            branch = Branch(chat_model=self._chat_model(), tools=list(self.tools), name=self.name)
+            branch = Branch(chat_model=self._chat_model(), tools=list(self.tools), name=self.name,
+                            limits=self.limits)
+            branch.usage = UsageSoFar(**payload.get("usage") or {})  # parse-model re-asks are checked here
             branch.id = payload["branch_id"]
             restore_messages(branch.messages, payload["messages"])
             ctx = await _prepared(branch, decode_kwargs(payload["kwargs"]))
@@ -607,6 +641,13 @@ class DurableBranch:
             with use_runtime(trace_meta=meta):
                 result = await middle(branch, ctx.instruction, ctx.chat_param, ctx.parse_param,
                                       ctx.clear_messages, skip_validation=ctx.skip_validation)
+            # Priced here, where the requests were made: the workflow counts
+            # the cost without looking a price up (a price table is not workflow code).
+            price_requests(self.limits, meta)
+        except UsageLimitExceeded as exc:
+            facts = {"limit": exc.limit, "value": exc.value, "usage": exc.usage}
+            raise ApplicationError(safe_str(exc), turn(), facts, type="UsageLimitExceeded",
+                                   non_retryable=True) from None
         except Exception as exc:
             raise ApplicationError(
                 safe_str(exc), turn(), type=type(exc).__name__, non_retryable=_final(exc)
