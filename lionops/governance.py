@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
 __all__ = [
-    "Defer", "Approve", "Deny", "Decision", "PendingCall", "DecisionRecord", "call_digest", "jsonable_arguments",
+    "Defer", "Approve", "Deny", "TaggedDecision", "PendingCall", "DecisionRecord", "call_digest", "jsonable_arguments",
     "now_iso",
 ]
 
@@ -61,7 +61,7 @@ class Deny(BaseModel):
 
 
 #: One decision as data: ``{"kind": "approve" | "deny", "by": ..., "reason": ...}``.
-Decision = Annotated[Approve | Deny, Field(discriminator="kind")]
+TaggedDecision = Annotated[Approve | Deny, Field(discriminator="kind")]
 
 
 class PendingCall(BaseModel):

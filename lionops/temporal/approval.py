@@ -44,7 +44,7 @@ from ..errors import (
     LionopsError,
     UnknownCallError,
 )
-from ..governance import Approve, Decision, DecisionRecord, Deny, PendingCall
+from ..governance import Approve, DecisionRecord, Deny, PendingCall, TaggedDecision
 from ..text import safe_str
 from ..trace import current_meta
 from .errors import ApprovalError
@@ -67,7 +67,7 @@ MAX_DECISIONS_BYTES = 64 * 1024
 #: The deepest nesting a decisions payload may have (``{call_id: {"by": ...}}`` is 2).
 MAX_DECISIONS_DEPTH = 4
 
-_DECISIONS: TypeAdapter[dict[str, Approve | Deny]] = TypeAdapter(dict[str, Decision])
+_DECISIONS: TypeAdapter[dict[str, Approve | Deny]] = TypeAdapter(dict[str, TaggedDecision])
 
 
 class ApprovalRecord(DecisionRecord):
