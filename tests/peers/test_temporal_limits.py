@@ -1,8 +1,9 @@
 """Usage limits of a durable branch, on the real dev server.
 
-A worker process with no workflow cache (``--max-cached 0``: every
-workflow task replays the history on a process that never ran it) serves
-the ``limited`` and ``costly`` branches of tests/temporal_app.py. The limits
+The worker process of tests/peers/test_temporal_durable.py (its ``env``
+fixture), with no workflow cache (``--max-cached 0``: every workflow task
+replays the history on a process that never ran it), serves the
+``limited`` and ``costly`` branches of tests/temporal_app.py. The limits
 are checked in workflow code before a model or tool activity is scheduled,
 and in the model activity before a parse-model re-ask; going over ends the
 operation at ``over_limit`` as in process. Each history replays again in
@@ -18,42 +19,22 @@ from typing import Any
 
 import pytest
 
-from lionops.testing import OpenAIServer
-
 pytest.importorskip("temporalio", reason="temporalio is not installed: pip install 'lionops[temporal]'")
 
-from tests import temporal_app as app  # noqa: E402
-from tests.peers.test_temporal_durable import replays, replays_in_a_fresh_process  # noqa: E402
-from tests.temporal_support import WorkerProcess, dev_server_address, effects, requires_temporal  # noqa: E402
+from tests.peers.test_temporal_durable import env, replays, replays_in_a_fresh_process  # noqa: E402, F401 - fixture
+from tests.temporal_support import requires_temporal  # noqa: E402
 
 pytestmark = requires_temporal
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    address = dev_server_address()
-    queue = f"limits-{uuid.uuid4().hex[:8]}"
-    log = tmp_path_factory.mktemp("limits") / "effects.jsonl"
-    with OpenAIServer(app.reply_for) as server:
-        worker = WorkerProcess(address, queue, {"LIONOPS_TEST_BASE_URL": server.base_url,
-                                                "LIONOPS_TEST_EFFECTS": str(log)}, max_cached=0)
-        try:
-            worker.wait_ready()
-            yield {"address": address, "queue": queue, "server": server, "log": log}
-        finally:
-            worker.stop()
-
-
-def run(env: dict[str, Any], branch: str, cases: list[str]) -> tuple[list[dict[str, Any]], Any]:
+def run(env: Any, branch: str, cases: list[str]) -> tuple[list[dict[str, Any]], Any]:
     """Run the cases as operate() calls of one workflow; its records and history."""
-    from temporalio.client import Client
-
     from tests.temporal_workflows import OperationsWorkflow
 
     async def main() -> tuple[list[dict[str, Any]], Any]:
-        client = await Client.connect(env["address"], plugins=[app.PLUGIN])
+        client = await env.client()
         h = await client.start_workflow(OperationsWorkflow.run, args=[branch, cases],
-                                        id=f"{env['queue']}-{branch}-{uuid.uuid4().hex[:6]}", task_queue=env["queue"])
+                                        id=f"{env.queue}-{branch}-{uuid.uuid4().hex[:6]}", task_queue=env.queue)
         return await h.result(), await h.fetch_history()
 
     return asyncio.run(main())
@@ -67,8 +48,8 @@ def scheduled(history: Any) -> Counter[str]:
                    if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
 
 
-def ran(env: dict[str, Any], history: Any) -> list[str]:
-    return [e["kind"] for e in effects(env["log"]) if str(e.get("key") or "").startswith(history.workflow_id)]
+def ran(env: Any, history: Any) -> list[str]:
+    return [e["kind"] for e in env.ran(history.workflow_id)]
 
 
 def test_a_model_or_tool_activity_past_a_limit_is_never_scheduled(env, tmp_path):
@@ -91,9 +72,9 @@ def test_a_parse_model_request_past_a_limit_is_never_made_in_the_activity(env, t
     """Prose under a response model: the model activity asks the parse model
     once (the second request), then stops before a third; the activity is not
     retried, and the operation ends at over_limit in the workflow."""
-    before = len(env["server"].chat_requests)
+    before = len(env.server.chat_requests)
     [record], history = run(env, "limited", ["prose"])
-    assert len(env["server"].chat_requests) - before == 2
+    assert len(env.server.chat_requests) - before == 2
     assert record["error"].startswith("UsageLimitExceeded: usage limit requests=2")
     assert record["trace"]["exit"] == "over_limit"
     assert len(record["trace"]["meta"]["parse_requests"]) == 1
