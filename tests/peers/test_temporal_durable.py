@@ -517,6 +517,8 @@ def test_decisions_are_the_in_process_types_checked_whole_and_bounded(env):
         with pytest.raises(UnknownCallError):  # one unknown id: none of the decisions is taken
             await decide(h, {calls["lookup"].call_id: Approve(by="ann"), "patient-1-7-0": Deny(by="ann")})
         await decide(h, {calls["lookup"].call_id: Approve(by="ann", reason="routine")})  # one of three
+        # a signal cannot be refused: the workflow logs and ignores what it would refuse
+        await decide(h, {calls["lookup"].call_id: Deny(by="eve"), "patient-1-9-0": Deny(by="eve")}, signal=True)
         rest = await until(h, lambda p: len(p) == 2)
         with pytest.raises(CallAlreadyDecidedError):
             await decide(h, {calls["lookup"].call_id: Deny(by="bob")})
