@@ -214,10 +214,13 @@ gated = {
 limited = DurableBranch("limited", chat_model=chat_model, tools=TOOLS, system=SYSTEM,
                         limits=UsageLimits(requests=2, tool_calls=2),
                         model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
+#: No model request at all: the first is past the limit.
+stingy = DurableBranch("stingy", chat_model=chat_model, tools=TOOLS, system=SYSTEM, limits=UsageLimits(requests=0),
+                       model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
 costly = DurableBranch("costly", chat_model=chat_model, tools=TOOLS, system=SYSTEM,
                        limits=UsageLimits(cost=0.00001), model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
-PLUGIN = LionopsPlugin(shop, approvals, bulk, observed, twice, patient, mixed, stalled, payments, limited, costly,
-                       *gated.values())
+PLUGIN = LionopsPlugin(shop, approvals, bulk, observed, twice, patient, mixed, stalled, payments, limited, stingy,
+                       costly, *gated.values())
 
 # ------------------------------------------------------------ exit-trigger cases
 
@@ -249,6 +252,15 @@ CASES: dict[str, tuple[dict[str, Any], Any]] = {
     ),
     "failed": ({"response_format": Answer}, Reply(body=error_body("bad request"), status=400)),
     "failed_in_prepare": ({"handle_validation": "sometimes"}, completion("unused")),
+    # usage limits (the branch's, CASE_LIMITS): before the model request; before a parse-model re-ask
+    "over_limit": ({"response_format": Answer}, completion(_ANSWER)),
+    "over_limit_in_parse": ({"response_format": Answer}, completion("plain prose")),
+}
+
+#: The usage limits of the branch a case runs on (durable: the branch of that name).
+CASE_LIMITS: dict[str, tuple[str, UsageLimits]] = {
+    "over_limit": ("stingy", UsageLimits(requests=0)),
+    "over_limit_in_parse": ("limited", UsageLimits(requests=2, tool_calls=2)),
 }
 
 

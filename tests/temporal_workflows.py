@@ -9,6 +9,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from .temporal_app import (
+        CASE_LIMITS,
         CASES,
         CONVERSATION,
         PLUGIN,
@@ -33,6 +34,8 @@ class CaseWorkflow:
             "action_strategy": "sequential",
         }
         durable = approvals if case.startswith("approve") else shop
+        if case in CASE_LIMITS:
+            durable = {b.name: b for b in PLUGIN.durable_branches}[CASE_LIMITS[case][0]]
         if case.startswith("approve"):
             kwargs["action_strategy"] = "concurrent"
         try:
