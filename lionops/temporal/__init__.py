@@ -5,7 +5,16 @@ on asyncio only: workflows, workers and the client helpers here need an
 asyncio event loop (the rest of lionops also runs on trio).
 """
 
-from .approval import ApprovalRecord, HumanApproval, approve, decide, deny, pending_approvals
+from .approval import (
+    MAX_DECISIONS_BYTES,
+    MAX_DECISIONS_DEPTH,
+    ApprovalRecord,
+    HumanApproval,
+    approve,
+    decide,
+    deny,
+    pending_approvals,
+)
 from .branch import ActivityConfig, DurableBranch, WorkflowClock, idempotency_key
 from .client import run_operations
 from .errors import (
@@ -23,5 +32,5 @@ __all__ = [
     "decide", "approve", "deny", "pending_approvals", "run_operations", "idempotency_key", "WorkflowClock",
     "OperateWorkflow", "LionopsPayloadConverter", "data_converter",
     "DurableError", "DurableArgumentError", "NotInWorkflowError", "RemoteError", "DurableOperationError",
-    "ApprovalError",
+    "ApprovalError", "MAX_DECISIONS_BYTES", "MAX_DECISIONS_DEPTH",
 ]
