@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Never, Self, Unpack
 
 import anyio
 import anyio.to_thread
+from pydantic import BaseModel
 
 from ._defaults import (
     DEFAULT_ACTION_CALL_PARAMS,
@@ -61,7 +62,7 @@ from .pipeline.loop import (
 )
 from .pipeline.machine import ENGINES, run_operation
 from .pipeline.prepare import OperateKwargs, check_flags
-from .pipeline.resume import Suspensions, claim, release
+from .pipeline.resume import Suspensions, as_response_model, claim, release
 from .run import Ran
 from .text import safe_str
 from .tools import ActionManager, Tool, ToolInvocation
@@ -540,15 +541,19 @@ class Branch:
         each operation's in request order (see :meth:`resume`)."""
         return self.suspensions.pending_calls()
 
-    async def resume_traced(self, decisions: dict[str, Approve | Deny]) -> Traced:
+    async def resume_traced(self, decisions: dict[str, Approve | Deny], *,
+                            response_format: type[BaseModel] | None = None) -> Traced:
         """:meth:`resume` returning ``Traced(result, trace)``."""
         work = claim(self.suspensions, self.acts, decisions)
         try:
+            if response_format is not None:
+                as_response_model(work.op, response_format)
             return await run_operation(OperationContext(branch=self, resume=work))
         finally:
             release(self.suspensions, work)
 
-    async def resume(self, decisions: dict[str, Approve | Deny]) -> Any:
+    async def resume(self, decisions: dict[str, Approve | Deny], *,
+                     response_format: type[BaseModel] | None = None) -> Any:
         """Continue a suspended operation with decisions ``{call_id: Approve(by=...) | Deny(by=...)}``.
 
         Every decision is checked before anything runs. Approved calls run
@@ -561,15 +566,21 @@ class Branch:
         is in ``trace.meta["approvals"]``, the event log (``approval``) and
         the messages (``metadata["approval"]``).
 
+        ``response_format``: the model the operation was asked for. After
+        :meth:`restore` the suspended result is its JSON data (a dict); given
+        the model, it comes back as that model (the call's response type,
+        with ``action_responses`` attached), as in the process that deferred.
+
         Raises:
             UnknownCallError: a call id no suspended operation holds.
             CallAlreadyDecidedError: a call decided before.
             ToolChangedError: an approved call's tool is gone or its
                 definition (or the stored arguments) changed.
-            ResumeError: decisions for calls of several operations.
+            ResumeError: decisions for calls of several operations, or a
+                stored result that is not ``response_format`` data.
             TypeError: a decision that is not ``Approve`` or ``Deny``.
         """
-        return (await self.resume_traced(decisions)).result
+        return (await self.resume_traced(decisions, response_format=response_format)).result
 
     async def run_traced(self, instruction: Any = None, *, response_format: Any = None, tools: Any = True,
                          max_rounds: int = DEFAULT_MAX_ROUNDS, **operate_kw: Any) -> Ran:
@@ -790,7 +801,8 @@ class Branch:
         the tools registered here can run a resumed call).
 
         A suspended result that was a model instance comes back as its JSON
-        data (a dict), and ``enrich`` attaches ``action_responses`` to it.
+        data (a dict), and ``enrich`` attaches ``action_responses`` to it;
+        ``resume(..., response_format=Model)`` gives it back as the model.
 
         Raises:
             SnapshotError: the file is not a branch snapshot.
