@@ -24,11 +24,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import (
     EmbeddedResource,
     ImageContent,
-    ToolListChangedNotification,
     SamplingMessage,
     TextContent,
     TextResourceContents,
     ToolAnnotations,
+    ToolListChangedNotification,
 )
 from pydantic import BaseModel
 

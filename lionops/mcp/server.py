@@ -148,6 +148,11 @@ class MCPServer:
         return os.path.basename(self.command[0]) if self.command else str(self.url)
 
     @property
+    def running(self) -> bool:
+        """Whether the connection is open (entered and not yet left)."""
+        return self._group is not None
+
+    @property
     def transport(self) -> str:
         return "stdio" if self.command is not None else "streamable-http"
 
