@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 import os
 import re
 import tempfile
@@ -454,24 +455,27 @@ class MCPServer:
         if listed is None or listed.get(tool.remote_name) != tool.definition_hash:
             await self._check_definition(tool)
         what = f"tools/call {tool.remote_name!r}"
-        scope = anyio.CancelScope()
+        # one scope: the call's deadline, and what a failing transport or the server's close cancels
+        timeout = self.call_timeout
+        scope = anyio.CancelScope(deadline=anyio.current_time() + timeout if timeout is not None else math.inf)
         self._calls.add(scope)
         result: mt.CallToolResult | None = None
         try:
             with scope:
                 if self._fault is not None:
                     raise self._failure(self._fault, what)
-                with anyio.fail_after(self.call_timeout):
-                    result = await session.call_tool(tool.remote_name, arguments)
+                result = await session.call_tool(tool.remote_name, arguments)
         except Exception as exc:  # noqa: BLE001 - every failure of the server is its typed error
             raise self._failure(exc, what) from None
         finally:
             self._calls.discard(scope)
-        if result is None:  # cancelled by a fault of the transport, or by the server's close
+        if result is None:  # cut by the deadline, a fault of the transport, or the server's close
             failed = self._fault or self._broken
             if failed is not None:
                 raise self._failure(failed, what)
-            raise self._error(f"{what}: the server was stopped during the call")
+            if self._group is None:
+                raise self._error(f"{what}: the server was stopped during the call")
+            raise self._error(f"{what} did not return within {timeout}s", MCPTimeoutError)
         return self._output(tool, result)
 
     def _output(self, tool: MCPTool, result: mt.CallToolResult) -> Any:
