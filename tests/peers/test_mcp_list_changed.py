@@ -43,8 +43,10 @@ async def _rug_pull(server: MCPServer, log: Path) -> None:
     with pytest.raises(MCPDefinitionChangedError) as caught:  # the listing refuses it too, until accepted
         await server.tools()
     assert caught.value.tools == ["watch"] and caught.value.server == server.name
-    accepted = {t.name: t for t in await server.tools(accept=["watch"])}
-    assert await accepted["watch"]._call({"text": "d"}) == {"result": "watched d"}
+    branch.register_tools(await server.tools(accept=["watch"]), update=True)
+    (again,) = await branch.act([request("watch", text="d")])
+    assert again.record.decision == "allowed" and again.output == {"result": "watched d"}
+    assert calls(log)[-1] == "watch"
 
 
 async def test_a_changed_tool_is_refused_after_the_notification_over_stdio(tmp_path):
