@@ -131,3 +131,32 @@ def test_a_worker_built_against_changed_pins_refuses_to_start(env, tmp_path):
     finally:
         worker.stop()
     assert '"not built": "MCPDefinitionChangedError"' in first and "'echo'" in first
+
+
+def test_the_history_replays_with_no_server_started(env, monkeypatch):
+    """temporalio's Replayer runs the recorded workflow again (validation and the
+    gate in workflow code) from its history: the same decisions, and no MCP
+    server started or called."""
+    from temporalio.client import Client
+    from temporalio.worker import Replayer
+
+    from lionops.temporal import LionopsPlugin
+
+    monkeypatch.setenv("LIONOPS_TEST_PINS", str(env.pins))
+    monkeypatch.setenv("MCP_APP_LOG", str(env.log))
+    monkeypatch.setenv("LIONOPS_TEST_BASE_URL", "http://127.0.0.1:9")
+    env.run("governed")  # started here, or attached to when the first test ran it
+
+    async def main() -> Any:
+        durable = await app.build()  # lists the tools once (no call), as a worker does
+        client = await Client.connect(env.address, plugins=[LionopsPlugin()])
+        history = await client.get_workflow_handle(f"{env.queue}-governed-0").fetch_history()
+        before = env.calls()
+        replayer = Replayer(workflows=[], plugins=[LionopsPlugin(durable)])
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        servers = {id(t.connection): t.connection for t in durable.tools}
+        return result, before, [s.running for s in servers.values()]
+
+    result, before, running = asyncio.run(main())
+    assert result.replay_failure is None, result.replay_failure
+    assert env.calls() == before and running == [False]
