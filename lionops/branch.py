@@ -376,20 +376,23 @@ class Branch:
                    invocation: ToolInvocation, *, record: bool = False) -> Authorization:
         """One check asked within ``gate_timeout``, failing closed; with
         ``record``, an :class:`Authorization` answer is taken as it is."""
-        with anyio.move_on_after(_bound(self.gate_timeout)) as scope:
-            try:
-                verdict = check(invocation)
-                if inspect.isawaitable(verdict):
+        deadline = anyio.current_time() + _bound(self.gate_timeout)
+        cut = False
+        try:
+            verdict = check(invocation)
+            if inspect.isawaitable(verdict):  # only an awaited answer can be interrupted: its own timer
+                with anyio.CancelScope(deadline=deadline) as scope:
                     verdict = await verdict
-            except Exception as exc:  # noqa: BLE001 - fail closed
-                message = _message(exc)
-                self.logs.log("gate_error", {
-                    "function": invocation.function, "error": message, "type": type(exc).__name__,
-                })
-                return Authorization("denied", f"gate {name} raised {type(exc).__name__}: {message}")
+                cut = scope.cancelled_caught
+        except Exception as exc:  # noqa: BLE001 - fail closed
+            message = _message(exc)
+            self.logs.log("gate_error", {
+                "function": invocation.function, "error": message, "type": type(exc).__name__,
+            })
+            return Authorization("denied", f"gate {name} raised {type(exc).__name__}: {message}")
         # A gate that cannot be interrupted (sync code that blocks, an async
         # one that shields itself) still answers late: a late answer denies.
-        if scope.cancelled_caught or anyio.current_time() >= scope.deadline:
+        if cut or anyio.current_time() >= deadline:
             self.logs.log("gate_timeout", {
                 "function": invocation.function, "gate": name, "timeout_s": self.gate_timeout,
             })
