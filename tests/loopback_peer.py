@@ -45,6 +45,8 @@ class LoopbackPeer:
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []
+        #: TCP connections accepted (a client that reuses its connection opens one).
+        self.connections = 0
         peer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -52,6 +54,11 @@ class LoopbackPeer:
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with peer._lock:
+                    peer.connections += 1
 
             def _send(self, answer: Answer) -> None:
                 self.send_response(answer.status)

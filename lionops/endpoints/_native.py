@@ -300,6 +300,7 @@ class NativeEndpoint(ChatCompletionsEndpoint):
         async with contextlib.aclosing(self._event_batches(response)) as batches:
             async for payloads in batches:
                 if self._fold(folder, payloads, answers, response.status_code):
+                    await self._finish_stream(batches)
                     return folder.result(True)
         return folder.result(False)
 

@@ -12,6 +12,7 @@ import json
 import logging
 from typing import Any
 
+import anyio
 import pytest
 from pydantic import BaseModel
 
@@ -332,6 +333,27 @@ async def test_a_stalled_stream_ends_at_the_silence_timeout(protocol):
         with pytest.raises(EndpointTimeoutError, match="silence_timeout"):
             await Branch(chat_model=_model(protocol, peer, True, silence_timeout=0.2, max_retries=0)).operate(
                 instruction="x")
+
+
+@pytest.mark.parametrize(("protocol", "stream"), CASES, ids=IDS)
+async def test_calls_read_their_answer_to_the_end_and_reuse_one_connection(protocol, stream):
+    with ScriptPeer(render(protocol, Turn(text="again"), stream=stream)) as peer:
+        model = _model(protocol, peer, stream)
+        for _ in range(3):
+            assert await Branch(chat_model=model).operate(instruction="x") == "again"
+    assert peer.connections == 1
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_stream_that_goes_on_after_its_last_event_is_answered_and_cut_off(protocol):
+    answer = render(protocol, Turn(text="done"), stream=True)
+    if protocol == "google":  # its stream has no last event: the body's end is the end
+        answer = render("anthropic", Turn(text="done"), stream=True)
+        protocol = "anthropic"
+    lingering = Answer(200, answer.body + b": ping\n\n", "text/event-stream", hold_s=30.0)
+    with ScriptPeer(lingering) as peer:
+        with anyio.fail_after(20):  # a hang guard: the reader stops at stream_end_grace
+            assert await Branch(chat_model=_model(protocol, peer, True)).operate(instruction="x") == "done"
 
 
 def test_the_native_providers_are_registered_with_their_genai_names():
