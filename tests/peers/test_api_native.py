@@ -363,3 +363,21 @@ def test_the_native_providers_are_registered_with_their_genai_names():
     assert names == {"openai_responses": "openai", "anthropic": "anthropic", "google": "gcp.gemini"}
     assert set(PROTOCOLS) <= set(providers())
     assert iModel(provider="gemini").is_cli  # the Gemini CLI keeps its name
+
+
+@pytest.mark.parametrize(("protocol", "stream"), CASES, ids=IDS)
+async def test_a_stream_reports_its_time_to_first_chunk_through_opentelemetry(protocol, stream, otel):
+    from lionops.endpoints.registry import provider_spec
+
+    with ScriptPeer(render(protocol, Turn(text="ok"), stream=stream)) as peer:
+        assert await Branch(chat_model=_model(protocol, peer, stream)).operate(instruction="x") == "ok"
+    (chat,) = otel.named("chat")
+    assert chat.attributes["gen_ai.provider.name"] == provider_spec(protocol).otel_name
+    assert ("gen_ai.response.time_to_first_chunk" in chat.attributes) is stream
+    if stream:
+        assert chat.attributes["gen_ai.response.time_to_first_chunk"] >= 0
+        points = otel.metrics()["gen_ai.client.operation.time_to_first_chunk"].data.data_points
+        assert [p.attributes["gen_ai.provider.name"] for p in points] == [provider_spec(protocol).otel_name]
+        assert sum(p.count for p in points) == 1
+    else:
+        assert "gen_ai.client.operation.time_to_first_chunk" not in otel.metrics()

@@ -770,7 +770,7 @@ class ChatCompletionsEndpoint:
         acc = StreamAccumulator()
         async with contextlib.aclosing(self._event_batches(response)) as batches:
             async for payloads in batches:
-                if payloads and observe.observers:
+                if payloads:
                     _note_chunks(payloads)
                 if fold_events(acc, payloads, response.status_code, self._answers):
                     await self._finish_stream(batches)
@@ -1015,8 +1015,11 @@ def _error_message(response: httpx2.Response) -> str:
     return response.text
 
 
-def _note_chunks(payloads: list[tuple[str | None, str]]) -> None:
-    """Tell the observers that stream chunks arrived (their timing: time to first chunk)."""
-    count = sum(1 for _, payload in payloads if payload != "[DONE]")
+def _note_chunks(payloads: list[tuple[str | None, str]], *, skip: frozenset[str] = frozenset()) -> None:
+    """Tell the observers that stream chunks arrived (their timing: time to
+    first chunk); ``[DONE]`` and events named in ``skip`` are not chunks."""
+    if not observe.observers:
+        return
+    count = sum(1 for event, payload in payloads if payload != "[DONE]" and event not in skip)
     if count:
         observe.note("stream_chunk", count=count)
