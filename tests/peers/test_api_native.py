@@ -381,3 +381,68 @@ async def test_a_stream_reports_its_time_to_first_chunk_through_opentelemetry(pr
         assert sum(p.count for p in points) == 1
     else:
         assert "gen_ai.client.operation.time_to_first_chunk" not in otel.metrics()
+
+
+SEARCH_BLOCKS = [
+    {"type": "server_tool_use", "id": "srvtoolu_01peer", "name": "web_search", "input": {"query": "weather Paris"}},
+    {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01peer",
+     "content": [{"type": "web_search_result", "url": "https://example.org", "title": "Paris",
+                  "encrypted_content": "EqgfCioIARgBIiQ3", "page_age": None}]},
+]
+
+
+def _paused(stream: bool, text: str, container: str | None = None) -> Answer:
+    """An Anthropic answer that pauses its turn after a server tool's search."""
+    if not stream:
+        body = {**anthropic_body_of(Turn(text=text)), "stop_reason": "pause_turn"}
+        body["content"] = [*SEARCH_BLOCKS, *body["content"]]
+        if container:
+            body["container"] = {"id": container, "expires_at": "2030-01-01T00:00:00Z"}
+        return Answer(200, json.dumps(body).encode())
+    events = anthropic_events(Turn(text=text))
+    shift = len(SEARCH_BLOCKS)
+    for _, data in events:
+        if "index" in data:
+            data["index"] += shift
+        if data.get("type") == "message_delta":
+            data["delta"]["stop_reason"] = "pause_turn"
+            if container:
+                data["delta"]["container"] = {"id": container, "expires_at": "2030-01-01T00:00:00Z"}
+    blocks = [e for i, b in enumerate(SEARCH_BLOCKS) for e in (
+        ("content_block_start", {"type": "content_block_start", "index": i, "content_block": b}),
+        ("content_block_stop", {"type": "content_block_stop", "index": i}))]
+    return Answer(200, sse([*events[:2], *blocks, *events[2:]]), "text/event-stream")
+
+
+def anthropic_body_of(turn: Turn) -> dict[str, Any]:
+    from tests.native_recordings import anthropic_body
+
+    return anthropic_body(turn)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_a_paused_anthropic_turn_is_continued_with_its_content_sent_back(stream):
+    final = render("anthropic", Turn(text="sunny."), stream=stream)
+    with ScriptPeer(_paused(stream, "It is ", container="container_011peer"), final) as peer:
+        branch = Branch(chat_model=_model("anthropic", peer, stream))
+        assert await branch.operate(instruction="weather in Paris?") == "It is sunny."
+    first, second = peer.requests
+    sent = second["messages"][-1]
+    assert sent["role"] == "assistant" and second["messages"][:-1] == first["messages"]
+    assert [b["type"] for b in sent["content"]] == ["server_tool_use", "web_search_tool_result", "text"]
+    assert sent["content"][:2] == SEARCH_BLOCKS and sent["content"][2]["text"] == "It is "
+    assert second["container"] == "container_011peer"
+    assert branch.messages[-1].metadata["usage"]["completion_tokens"] == 2 * USAGE["output"]
+    assert branch.messages[-1].metadata["http_attempts"] == 1
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_a_turn_paused_past_the_limit_is_a_cut_answer_never_parsed(stream):
+    with ScriptPeer(_paused(stream, "still searching")) as peer:
+        model = _model("anthropic", peer, stream)
+        model.endpoint.pause_turn_limit = 2
+        result = await Branch(chat_model=model).operate(instruction="x", response_format=Weather)
+    assert isinstance(result, RawOutput)
+    assert len(peer.requests) == 3  # the first request and two continuations
+    last = peer.requests[-1]["messages"][-1]
+    assert [b["type"] for b in last["content"]].count("server_tool_use") == 2
