@@ -446,3 +446,16 @@ async def test_a_turn_paused_past_the_limit_is_a_cut_answer_never_parsed(stream)
     assert len(peer.requests) == 3  # the first request and two continuations
     last = peer.requests[-1]["messages"][-1]
     assert [b["type"] for b in last["content"]].count("server_tool_use") == 2
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_a_gemini_call_with_its_own_model_names_it_in_the_url(stream):
+    with ScriptPeer(render("google", Turn(text="ok"), stream=stream)) as peer:
+        endpoint = _model("google", peer, stream).endpoint
+        await endpoint.chat([{"role": "user", "content": "x"}])
+        await endpoint.chat([{"role": "user", "content": "x"}], model="gemini-other")
+        await endpoint.chat([{"role": "user", "content": "x"}])
+        await endpoint.aclose()
+    method = ":streamGenerateContent?alt=sse" if stream else ":generateContent"
+    assert peer.paths == [f"/v1beta/models/{m}{method}" for m in ("gemini-peer", "gemini-other", "gemini-peer")]
+    assert all("__lionops" not in json.dumps(r) for r in peer.requests)
