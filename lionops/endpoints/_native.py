@@ -252,7 +252,14 @@ class NativeEndpoint(ChatCompletionsEndpoint):
 
     @property
     def _answers(self) -> NativeAnswers:  # type: ignore[override]
-        return NativeAnswers(Answers(self.provider, self.url, self.scrub, self.preview), type(self).normalizer)
+        """How this endpoint's answers are read: made once per URL shown (the
+        stream flag may change it)."""
+        url = self.url
+        made: NativeAnswers | None = self.__dict__.get("_made_answers")
+        if made is None or made.url != url or made.provider != self.provider:
+            made = NativeAnswers(Answers(self.provider, url, self.scrub, self.preview), type(self).normalizer)
+            self.__dict__["_made_answers"] = made
+        return made
 
     # ------------------------------------------------------------ IO
 
