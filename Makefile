@@ -161,6 +161,7 @@ $(BENCH_STAMP): $(STAMP)
 bench: setup $(BENCH_STAMP)
 	$(PY) bench/run.py
 	$(PY) bench/profile.py > /dev/null
+	$(PY) bench/memory.py
 	$(PY) bench/mcp_call.py
 	$(PY) bench/native.py
 	$(PY) bench/native.py --profile openai_responses:H4 --profile anthropic:H4 --profile google:H2 > /dev/null
