@@ -5,7 +5,10 @@
 M1: one Branch with three tools, ``max_messages`` and ``max_traces`` set to
 ``--keep``, runs ``--operations`` S2 calls (three tool calls each, the
 zero-latency Middle of S1-S5). M2: ``--branches`` Branches are made, each
-runs one S2 call and is dropped. Each starts after a warm-up of a tenth of
+runs one S2 call and is dropped. M3: one branch (history bounded as in M1)
+runs ``--branches`` S2 calls, each with a response model made for that call
+(``pydantic.create_model``, as a service building its types at run time
+does; ``reason=True``, so lionops generates its own types from it). Each starts after a warm-up of a tenth of
 its calls (caches filled, the allocator's arenas grown) and reads, after
 ``gc.collect()``, the process RSS (``/proc/self/statm``), the number of
 objects the garbage collector tracks and the branch's kept history (messages,
@@ -88,9 +91,34 @@ async def many_branches(branches: int) -> list[dict[str, Any]]:
     return rows
 
 
+async def fresh_types(calls: int, keep: int) -> list[dict[str, Any]]:
+    """M3: ``calls`` S2 calls on one branch, each with a response model made for it."""
+    from pydantic import create_model
+
+    from lionops import Branch, Tool
+
+    kw = _middle_kw(*SCENARIOS["S2"], 0.0)
+    branch = Branch(tools=[Tool(f) for f in TOOLS], max_messages=keep, max_traces=keep, max_logs=keep)
+
+    async def one() -> None:
+        fmt = create_model("Forecast", city=(str, ...), temp_c=(float, ...), sunny=(bool, ...))
+        await branch.operate(**{**kw, "response_format": fmt, "reason": True})
+
+    for _ in range(calls // 10):  # warm-up
+        await one()
+    rows = [reading("start", branch)]
+    for i in range(1, calls + 1):
+        await one()
+        if i == calls // 2:
+            rows.append(reading("middle", branch))
+    rows.append(reading("end", branch))
+    return rows
+
+
 def render(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> str:
     names = {"M1": f"one branch, {args.operations:,} S2 calls, max_messages = max_traces = max_logs = {args.keep}",
-             "M2": f"{args.branches:,} branches made, run once (S2) and dropped"}
+             "M2": f"{args.branches:,} branches made, run once (S2) and dropped",
+             "M3": f"one branch, {args.branches:,} S2 calls, each with a response model made for it"}
     lines = ["| | what | at | RSS KiB | tracked objects | messages | traces | log entries |",
              "|---|---|---|---|---|---|---|---|"]
     for key, rows in results.items():
@@ -112,7 +140,8 @@ def main() -> int:
     ap.add_argument("--out", default=str(HERE.parent / "out" / "bench"))
     args = ap.parse_args()
     results = {"M1": asyncio.run(long_branch(args.operations, args.keep)),
-               "M2": asyncio.run(many_branches(args.branches))}
+               "M2": asyncio.run(many_branches(args.branches)),
+               "M3": asyncio.run(fresh_types(args.branches, args.keep))}
     text = render(results, args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
