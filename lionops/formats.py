@@ -109,7 +109,7 @@ def model_of_format(fmt: type) -> type[BaseModel]:
         model = cache.get(_MODEL_KEY)
         if model is None:
             model = cache[_MODEL_KEY] = _build(fmt)
-    return model  # type: ignore[no-any-return]
+    return model
 
 
 def _build(fmt: type) -> type[BaseModel]:
@@ -168,14 +168,14 @@ def caller_value(result: Any) -> Any:
         return result
     base: type[BaseModel] | None = None
     fmt: type | None = None
-    for klass in type(result).__mro__:
-        fmt = format_of(klass)
+    for klass in type(result).__mro__:  # format_of of each class, inline: once per call of every operation
+        fmt = klass.__dict__.get(_FORMAT_ATTR)
         if fmt is not None:
             base = klass
             break
     if base is None or fmt is None:
         return result
-    if set(type(result).model_fields) != set(base.model_fields):  # reason, action fields...: kept
+    if set(type(result).__pydantic_fields__) != set(base.__pydantic_fields__):  # reason, action fields...: kept
         return result
     data = {name: getattr(result, name) for name in base.model_fields
             if not is_typeddict(fmt) or name in result.model_fields_set}

@@ -129,6 +129,8 @@ def count_request(limits: UsageLimits | None, used: UsageSoFar, meta: dict[str, 
     """Add one model request and the usage its adapter reported (``meta``:
     the trace facts, ``tokens`` or ``usage``, ``provider``, ``model``, ``cost_usd``)."""
     used.requests += 1
+    if "tokens" not in meta and "usage" not in meta and (limits is None or limits.cost is None):
+        return  # nothing reported and no price to work out: every count stays as it is
     counts = _counts(meta)
     used.input_tokens += counts["input_tokens"]
     used.output_tokens += counts["output_tokens"]

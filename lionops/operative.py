@@ -155,7 +155,7 @@ def _materialize(
     key = ("types", name, tuple(s.key() for s in fields), request_exclude)
     cached = types.get(key)
     if cached is not None:
-        return cached  # type: ignore[no-any-return]
+        return cached
     with _TYPE_LOCK:
         cached = types.get(key)
         if cached is not None:
@@ -432,7 +432,7 @@ def shared_operative(base_type: type[BaseModel] | None, *, reason: bool, actions
         )
         template._shared = True
         templates[key] = template
-    return template  # type: ignore[no-any-return]
+    return template
 
 
 def operative_for(

@@ -383,19 +383,19 @@ def _prepared(
         if snapshot_dir is not None:
             param_kw["snapshot_dir"] = snapshot_dir
         chat_param = RunParam(**param_kw)
-    else:
-        chat_param = ChatParam(**param_kw)
+    else:  # every field named: filled without the frozen __init__'s setattr per field
+        chat_param = ChatParam.of_fields(param_kw)
 
     parse_param = None
     if response_format is not None and not skip_validation:
-        parse_param = ParseParam(
-            response_format=response_format,
-            fuzzy_match_params=_FUZZY_DEFAULT,
-            handle_validation=handle_validation,  # type: ignore[arg-type]
-            alcall_params=DEFAULT_PARSE_CALL_PARAMS,
-            imodel=parse_model,
-            imodel_kw={},
-        )
+        parse_param = ParseParam.of_fields({
+            "response_format": response_format,
+            "fuzzy_match_params": _FUZZY_DEFAULT,
+            "handle_validation": handle_validation,
+            "alcall_params": DEFAULT_PARSE_CALL_PARAMS,
+            "imodel": parse_model,
+            "imodel_kw": {},
+        })
 
     action_param = None
     if with_actions:
