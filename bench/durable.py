@@ -92,10 +92,16 @@ CALLS = (("lookup", {"item": "teapot"}), ("charge", {"amount_cents": 1200}), ("s
 # ------------------------------------------------------------------ lionops
 
 
+_models: list[Any] = []
+
+
 def _model() -> Any:
+    """The worker's one model (its HTTP client reused), as the floor reuses its client."""
     from lionops import iModel
 
-    return iModel(provider="openai", model="bench", base_url=os.environ[_BASE_URL], api_key="sk-bench")
+    if not _models:
+        _models.append(iModel(provider="openai", model="bench", base_url=os.environ[_BASE_URL], api_key="sk-bench"))
+    return _models[0]
 
 
 store = DurableBranch(
