@@ -26,6 +26,7 @@ import gc
 import json
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,21 +53,35 @@ def reading(label: str, branch: Any | None) -> dict[str, Any]:
     return row
 
 
-async def long_branch(operations: int, keep: int) -> list[dict[str, Any]]:
-    """M1: one branch, ``operations`` S2 calls, history bounded by ``keep``."""
-    from lionops import Branch, Tool
-
-    kw = _middle_kw(*SCENARIOS["S2"], 0.0)
-    branch = Branch(tools=[Tool(f) for f in TOOLS], max_messages=keep, max_traces=keep, max_logs=keep)
-    for _ in range(operations // 10):  # warm-up
-        await branch.operate(**kw)
+async def readings(calls: int, one: Callable[[], Awaitable[None]], branch: Any | None) -> list[dict[str, Any]]:
+    """``calls`` awaits of ``one()`` after a warm-up of a tenth of them; the
+    readings at the start, after half of them and at the end."""
+    for _ in range(calls // 10):
+        await one()
     rows = [reading("start", branch)]
-    for i in range(1, operations + 1):
-        await branch.operate(**kw)
-        if i == operations // 2:
+    for i in range(1, calls + 1):
+        await one()
+        if i == calls // 2:
             rows.append(reading("middle", branch))
     rows.append(reading("end", branch))
     return rows
+
+
+def _bounded(keep: int) -> Any:
+    from lionops import Branch, Tool
+
+    return Branch(tools=[Tool(f) for f in TOOLS], max_messages=keep, max_traces=keep, max_logs=keep)
+
+
+async def long_branch(operations: int, keep: int) -> list[dict[str, Any]]:
+    """M1: one branch, ``operations`` S2 calls, history bounded by ``keep``."""
+    kw = _middle_kw(*SCENARIOS["S2"], 0.0)
+    branch = _bounded(keep)
+
+    async def one() -> None:
+        await branch.operate(**kw)
+
+    return await readings(operations, one, branch)
 
 
 async def many_branches(branches: int) -> list[dict[str, Any]]:
@@ -80,39 +95,21 @@ async def many_branches(branches: int) -> list[dict[str, Any]]:
         branch = Branch(tools=list(tools))
         await branch.operate(**kw)
 
-    for _ in range(branches // 10):  # warm-up
-        await one()
-    rows = [reading("start", None)]
-    for i in range(1, branches + 1):
-        await one()
-        if i == branches // 2:
-            rows.append(reading("middle", None))
-    rows.append(reading("end", None))
-    return rows
+    return await readings(branches, one, None)
 
 
 async def fresh_types(calls: int, keep: int) -> list[dict[str, Any]]:
     """M3: ``calls`` S2 calls on one branch, each with a response model made for it."""
     from pydantic import create_model
 
-    from lionops import Branch, Tool
-
     kw = _middle_kw(*SCENARIOS["S2"], 0.0)
-    branch = Branch(tools=[Tool(f) for f in TOOLS], max_messages=keep, max_traces=keep, max_logs=keep)
+    branch = _bounded(keep)
 
     async def one() -> None:
         fmt = create_model("Forecast", city=(str, ...), temp_c=(float, ...), sunny=(bool, ...))
         await branch.operate(**{**kw, "response_format": fmt, "reason": True})
 
-    for _ in range(calls // 10):  # warm-up
-        await one()
-    rows = [reading("start", branch)]
-    for i in range(1, calls + 1):
-        await one()
-        if i == calls // 2:
-            rows.append(reading("middle", branch))
-    rows.append(reading("end", branch))
-    return rows
+    return await readings(calls, one, branch)
 
 
 def render(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> str:
