@@ -176,10 +176,12 @@ $(BENCH_STAMP): $(STAMP)
 bench: setup $(BENCH_STAMP)
 	$(PY) bench/run.py
 	$(PY) bench/profile.py > /dev/null
+	$(PY) bench/memory.py
+	$(PY) bench/durable.py
 	$(PY) bench/mcp_call.py
 	$(PY) bench/native.py
 	$(PY) bench/native.py --profile openai_responses:H4 --profile anthropic:H4 --profile google:H2 > /dev/null
-	@echo "profiles: out/bench/profile-S1.txt out/bench/profile-S2.txt out/bench/profile-H2.txt out/bench/profile-native-*.txt"
+	@echo "profiles: out/bench/profile-S1.txt out/bench/profile-S2.txt out/bench/profile-S3.txt out/bench/profile-S5-1.txt out/bench/profile-H2.txt out/bench/profile-native-*.txt"
 
 # A failed peer install does not stop the run: the table reports it.
 $(PEERS_DIR)/%/.installed:

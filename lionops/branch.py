@@ -197,6 +197,9 @@ class Branch:
             the model. ``None`` (default): keep everything.
         max_traces: keep at most this many traces (the newest). ``None``
             (default): keep every trace.
+        max_logs: keep at most this many event-log entries (the newest;
+            log subscribers still get every entry as it is written).
+            ``None`` (default): keep every entry.
         limits: :class:`~lionops.UsageLimits` on model requests, reported
             tokens, tool calls and cost, checked before each model request
             (exit ``over_limit``, ``UsageLimitExceeded``) and each tool call
@@ -231,6 +234,7 @@ class Branch:
         max_requests: int | None = DEFAULT_MAX_REQUESTS,
         max_messages: int | None = None,
         max_traces: int | None = None,
+        max_logs: int | None = None,
         limits: UsageLimits | None = None,
         **unknown: Never,
     ) -> None:
@@ -245,6 +249,7 @@ class Branch:
         self.max_requests = _check_limit("max_requests", max_requests, integer=True)
         self.max_messages = _check_limit("max_messages", max_messages, integer=True)
         self.max_traces = _check_limit("max_traces", max_traces, integer=True)
+        self.max_logs = _check_limit("max_logs", max_logs, integer=True)
         if limits is not None and not isinstance(limits, UsageLimits):
             raise ArgumentTypeError(f"limits must be a lionops.UsageLimits or None, got {type(limits).__name__}")
         self.limits = limits
@@ -716,12 +721,14 @@ class Branch:
         self.traces.clear()
 
     def trim_history(self) -> None:
-        """Apply ``max_messages`` and ``max_traces`` now (oldest first out);
-        every ``operate()`` and ``act()`` does so when it ends."""
+        """Apply ``max_messages``, ``max_traces`` and ``max_logs`` now (oldest
+        first out); every ``operate()`` and ``act()`` does so when it ends."""
         if self.max_messages is not None:
             self.messages.keep_last(self.max_messages)
         if self.max_traces is not None and len(self.traces) > self.max_traces:
             del self.traces[: len(self.traces) - self.max_traces]
+        if self.max_logs is not None:
+            self.logs.keep_last(self.max_logs)
 
     def fork(self, *, messages: bool = False, name: str | None = None) -> Self:
         """A new branch of this one's class with its models, tools, gates,

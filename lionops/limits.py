@@ -178,6 +178,8 @@ def price_requests(limits: UsageLimits | None, meta: dict[str, Any]) -> None:
 
 def _count_one(limits: UsageLimits | None, used: UsageSoFar, meta: dict[str, Any]) -> None:
     used.requests += 1
+    if "tokens" not in meta and "usage" not in meta and (limits is None or limits.cost is None):
+        return  # nothing reported and no price to work out: every count stays as it is
     counts = _counts(meta)
     used.input_tokens += counts["input_tokens"]
     used.output_tokens += counts["output_tokens"]
