@@ -643,7 +643,8 @@ class OpenTelemetryObserver:
             _set(attributes, "gen_ai.tool.call.id", note.get("call_id"))
             _set(attributes, "lionops.approval.decided_at", note.get("decided_at"))
             if self.capture_content:
-                _set(attributes, "lionops.approval.by", _cut(scrub.text(str(note.get("by")))))
+                if note.get("by") is not None:  # a durable approval that timed out was decided by no one
+                    _set(attributes, "lionops.approval.by", _cut(scrub.text(str(note["by"]))))
                 if note.get("reason") is not None:
                     _set(attributes, "lionops.approval.reason", _cut(scrub.text(str(note["reason"]))))
             span.add_event("lionops.approval", attributes)

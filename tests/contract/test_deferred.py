@@ -380,6 +380,24 @@ async def test_decisions_are_span_events_and_resumed_calls_are_tool_spans(otel_c
     assert [dict(s.attributes)["lionops.tool.decision"] for s in tools] == ["allowed"]
 
 
+async def test_a_decision_made_by_no_one_names_no_approver_in_its_span_event(otel_content):
+    """A durable HumanApproval that timed out is recorded with ``by=None``:
+    its span event has no approver (never the text "None")."""
+    from lionops.trace import annotate
+
+    async def timed_out(branch, instruction, chat_param, parse_param=None, clear_messages=False,
+                        skip_validation=False):
+        annotate(approvals=[{"call_id": "w-1-0-0", "function": "refund", "decision": "timed_out", "by": None,
+                             "reason": "no decision within 5s", "decided_at": "2026-01-01T00:00:00+00:00"}])
+        return "done"
+
+    branch, _ = shop_branch()
+    await branch.operate(instruction="go", middle=timed_out)
+    [event] = [dict(e.attributes) for e in otel_content.root().events if e.name == "lionops.approval"]
+    assert event["lionops.approval.decision"] == "timed_out" and "lionops.approval.by" not in event
+    assert event["lionops.approval.reason"] == "no decision within 5s"
+
+
 async def test_a_deferring_operation_records_and_replays_from_its_cassette(tmp_path):
     from lionops import iModel
     from lionops.replay import record, replay
