@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
 
     from lionops.temporal import ActivityConfig, DurableBranch, LionopsPlugin
 
+from durable_tools import charge, lookup, ship  # noqa: E402 - the bench directory is on sys.path
 
 
 def _here() -> Path:
@@ -56,33 +57,6 @@ def _here() -> Path:
 _BASE_URL = "LIONOPS_BENCH_BASE_URL"
 INSTRUCTION = "Sell one teapot."
 _TIMEOUT = timedelta(seconds=30)
-
-
-def lookup(item: str) -> dict[str, Any]:
-    """Find an item's price.
-
-    Args:
-        item: the item name.
-    """
-    return {"item": item, "price_cents": 1200}
-
-
-def charge(amount_cents: int) -> dict[str, Any]:
-    """Charge the customer.
-
-    Args:
-        amount_cents: the amount.
-    """
-    return {"charged_cents": amount_cents}
-
-
-def ship(item: str) -> str:
-    """Ship an item.
-
-    Args:
-        item: the item name.
-    """
-    return f"{item} shipped"
 
 
 TOOLS = (lookup, charge, ship)

@@ -21,33 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai import Agent
     from pydantic_ai.durable_exec.temporal import AgentPlugin, PydanticAIPlugin, TemporalAgent
 
-
-def lookup(item: str) -> dict[str, Any]:
-    """Find an item's price.
-
-    Args:
-        item: the item name.
-    """
-    return {"item": item, "price_cents": 1200}
-
-
-def charge(amount_cents: int) -> dict[str, Any]:
-    """Charge the customer.
-
-    Args:
-        amount_cents: the amount.
-    """
-    return {"charged_cents": amount_cents}
-
-
-def ship(item: str) -> str:
-    """Ship an item.
-
-    Args:
-        item: the item name.
-    """
-    return f"{item} shipped"
-
+from durable_tools import charge, lookup, ship  # noqa: E402 - the bench directory is on sys.path
 
 agent = Agent("openai-chat:bench", name="bench", tools=[lookup, charge, ship], system_prompt="You run the store.")
 temporal_agent = TemporalAgent(agent)
