@@ -66,11 +66,7 @@ class NativePeer(ScriptPeer):
 
     def __init__(self) -> None:
         super().__init__(Answer(404, b"{}"))
-        self.answers = canned()
-        # One write per answer: the status line and headers buffered with the
-        # body (sent in two writes, a small body waited out the client's
-        # delayed acknowledgement, about 40 ms a call).
-        self._server.RequestHandlerClass.wbufsize = 1 << 16
+        self.answers = canned()  # each sent in one write (the server buffers its head with the body)
 
     def answer(self, path: str, request: dict[str, Any]) -> Answer | None:
         with self._lock:  # keep only the last request of each kind (the smoke test reads them)

@@ -19,6 +19,10 @@ __all__ = ["MAX_JSON_DEPTH", "loads", "check_text", "check_value"]
 #: Deepest nesting of objects and lists accepted in foreign JSON.
 MAX_JSON_DEPTH = 256
 
+#: One decoder of each kind (``json.loads`` given ``strict=`` builds a new one per call).
+_STRICT = json.JSONDecoder()
+_LAX = json.JSONDecoder(strict=False)
+
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
@@ -64,6 +68,8 @@ def loads(text: str | bytes | bytearray, *, max_depth: int = MAX_JSON_DEPTH, max
     """
     check_text(text, max_depth=max_depth, max_chars=max_chars, what=what)
     try:
+        if type(text) is str and not text.startswith("\ufeff"):  # what json.loads refuses is left to it
+            return (_STRICT if strict else _LAX).decode(text)
         return json.loads(text, strict=strict)
     except RecursionError:  # a bound above the interpreter's recursion limit
         raise _too_deep(max_depth + 1, max_depth, what) from None

@@ -34,7 +34,7 @@ def _count(value: Any) -> int | None:
 def _get(raw: Mapping[str, Any], *path: str) -> int | None:
     value: Any = raw
     for key in path:
-        if not isinstance(value, Mapping):
+        if type(value) is not dict and not isinstance(value, Mapping):  # a dict skips the ABC check
             return None
         value = value.get(key)
     return _count(value)

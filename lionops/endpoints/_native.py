@@ -42,10 +42,15 @@ from ..errors import ConfigurationError, EndpointProviderError, EndpointResponse
 from .openai.config import BODY_PREVIEW
 from .openai.response import Answers, ChatCompletion
 from .openai.stream import LINE_BREAK, EventFields
-from .openai.transport import ChatCompletionsEndpoint
+from .openai.transport import ChatCompletionsEndpoint, _note_chunks
 
 __all__ = ["NativeEndpoint", "NativeCompletion", "NativeAnswers", "Folder", "usage_record",
            "count", "loads_object", "data_url", "cc_calls", "tool_specs", "json_schema_format"]
+
+
+#: Named events that carry no part of the answer (Anthropic's keep-alive ``ping``):
+#: not counted as chunks of the answer.
+_NOT_CHUNKS = frozenset({"ping"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +252,14 @@ class NativeEndpoint(ChatCompletionsEndpoint):
 
     @property
     def _answers(self) -> NativeAnswers:  # type: ignore[override]
-        return NativeAnswers(Answers(self.provider, self.url, self.scrub, self.preview), type(self).normalizer)
+        """How this endpoint's answers are read: made once per URL shown (the
+        stream flag may change it)."""
+        url = self.url
+        made: NativeAnswers | None = self.__dict__.get("_made_answers")
+        if made is None or made.url != url or made.provider != self.provider:
+            made = NativeAnswers(Answers(self.provider, url, self.scrub, self.preview), type(self).normalizer)
+            self.__dict__["_made_answers"] = made
+        return made
 
     # ------------------------------------------------------------ IO
 
@@ -299,7 +311,10 @@ class NativeEndpoint(ChatCompletionsEndpoint):
         folder = self._folder(response.status_code)
         async with contextlib.aclosing(self._event_batches(response)) as batches:
             async for payloads in batches:
+                if payloads:  # time to first chunk, time per chunk
+                    _note_chunks(payloads, skip=_NOT_CHUNKS)
                 if self._fold(folder, payloads, answers, response.status_code):
+                    await self._finish_stream(batches)
                     return folder.result(True)
         return folder.result(False)
 

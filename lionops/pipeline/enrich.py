@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .. import observe
+from ..observability import observe
 from .context import OperationContext
 
 __all__ = ["phase", "can_attach_responses"]

@@ -12,6 +12,7 @@ import json
 import logging
 from typing import Any
 
+import anyio
 import pytest
 from pydantic import BaseModel
 
@@ -334,6 +335,27 @@ async def test_a_stalled_stream_ends_at_the_silence_timeout(protocol):
                 instruction="x")
 
 
+@pytest.mark.parametrize(("protocol", "stream"), CASES, ids=IDS)
+async def test_calls_read_their_answer_to_the_end_and_reuse_one_connection(protocol, stream):
+    with ScriptPeer(render(protocol, Turn(text="again"), stream=stream)) as peer:
+        model = _model(protocol, peer, stream)
+        for _ in range(3):
+            assert await Branch(chat_model=model).operate(instruction="x") == "again"
+    assert peer.connections == 1
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_stream_that_goes_on_after_its_last_event_is_answered_and_cut_off(protocol):
+    answer = render(protocol, Turn(text="done"), stream=True)
+    if protocol == "google":  # its stream has no last event: the body's end is the end
+        answer = render("anthropic", Turn(text="done"), stream=True)
+        protocol = "anthropic"
+    lingering = Answer(200, answer.body + b": ping\n\n", "text/event-stream", hold_s=30.0)
+    with ScriptPeer(lingering) as peer:
+        with anyio.fail_after(20):  # a hang guard: the reader stops at stream_end_grace
+            assert await Branch(chat_model=_model(protocol, peer, True)).operate(instruction="x") == "done"
+
+
 def test_the_native_providers_are_registered_with_their_genai_names():
     from lionops.endpoints.registry import provider_spec, providers
 
@@ -341,3 +363,99 @@ def test_the_native_providers_are_registered_with_their_genai_names():
     assert names == {"openai_responses": "openai", "anthropic": "anthropic", "google": "gcp.gemini"}
     assert set(PROTOCOLS) <= set(providers())
     assert iModel(provider="gemini").is_cli  # the Gemini CLI keeps its name
+
+
+@pytest.mark.parametrize(("protocol", "stream"), CASES, ids=IDS)
+async def test_a_stream_reports_its_time_to_first_chunk_through_opentelemetry(protocol, stream, otel):
+    from lionops.endpoints.registry import provider_spec
+
+    with ScriptPeer(render(protocol, Turn(text="ok"), stream=stream)) as peer:
+        assert await Branch(chat_model=_model(protocol, peer, stream)).operate(instruction="x") == "ok"
+    (chat,) = otel.named("chat")
+    assert chat.attributes["gen_ai.provider.name"] == provider_spec(protocol).otel_name
+    assert ("gen_ai.response.time_to_first_chunk" in chat.attributes) is stream
+    if stream:
+        assert chat.attributes["gen_ai.response.time_to_first_chunk"] >= 0
+        points = otel.metrics()["gen_ai.client.operation.time_to_first_chunk"].data.data_points
+        assert [p.attributes["gen_ai.provider.name"] for p in points] == [provider_spec(protocol).otel_name]
+        assert sum(p.count for p in points) == 1
+    else:
+        assert "gen_ai.client.operation.time_to_first_chunk" not in otel.metrics()
+
+
+SEARCH_BLOCKS = [
+    {"type": "server_tool_use", "id": "srvtoolu_01peer", "name": "web_search", "input": {"query": "weather Paris"}},
+    {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01peer",
+     "content": [{"type": "web_search_result", "url": "https://example.org", "title": "Paris",
+                  "encrypted_content": "EqgfCioIARgBIiQ3", "page_age": None}]},
+]
+
+
+def _paused(stream: bool, text: str, container: str | None = None) -> Answer:
+    """An Anthropic answer that pauses its turn after a server tool's search."""
+    if not stream:
+        body = {**anthropic_body_of(Turn(text=text)), "stop_reason": "pause_turn"}
+        body["content"] = [*SEARCH_BLOCKS, *body["content"]]
+        if container:
+            body["container"] = {"id": container, "expires_at": "2030-01-01T00:00:00Z"}
+        return Answer(200, json.dumps(body).encode())
+    events = anthropic_events(Turn(text=text))
+    shift = len(SEARCH_BLOCKS)
+    for _, data in events:
+        if "index" in data:
+            data["index"] += shift
+        if data.get("type") == "message_delta":
+            data["delta"]["stop_reason"] = "pause_turn"
+            if container:
+                data["delta"]["container"] = {"id": container, "expires_at": "2030-01-01T00:00:00Z"}
+    blocks = [e for i, b in enumerate(SEARCH_BLOCKS) for e in (
+        ("content_block_start", {"type": "content_block_start", "index": i, "content_block": b}),
+        ("content_block_stop", {"type": "content_block_stop", "index": i}))]
+    return Answer(200, sse([*events[:2], *blocks, *events[2:]]), "text/event-stream")
+
+
+def anthropic_body_of(turn: Turn) -> dict[str, Any]:
+    from tests.native_recordings import anthropic_body
+
+    return anthropic_body(turn)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_a_paused_anthropic_turn_is_continued_with_its_content_sent_back(stream):
+    final = render("anthropic", Turn(text="sunny."), stream=stream)
+    with ScriptPeer(_paused(stream, "It is ", container="container_011peer"), final) as peer:
+        branch = Branch(chat_model=_model("anthropic", peer, stream))
+        assert await branch.operate(instruction="weather in Paris?") == "It is sunny."
+    first, second = peer.requests
+    sent = second["messages"][-1]
+    assert sent["role"] == "assistant" and second["messages"][:-1] == first["messages"]
+    assert [b["type"] for b in sent["content"]] == ["server_tool_use", "web_search_tool_result", "text"]
+    assert sent["content"][:2] == SEARCH_BLOCKS and sent["content"][2]["text"] == "It is "
+    assert second["container"] == "container_011peer"
+    assert branch.messages[-1].metadata["usage"]["completion_tokens"] == 2 * USAGE["output"]
+    assert branch.messages[-1].metadata["http_attempts"] == 1
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_a_turn_paused_past_the_limit_is_a_cut_answer_never_parsed(stream):
+    with ScriptPeer(_paused(stream, "still searching")) as peer:
+        model = _model("anthropic", peer, stream)
+        model.endpoint.pause_turn_limit = 2
+        result = await Branch(chat_model=model).operate(instruction="x", response_format=Weather)
+    assert isinstance(result, RawOutput)
+    assert len(peer.requests) == 3  # the first request and two continuations
+    last = peer.requests[-1]["messages"][-1]
+    assert [b["type"] for b in last["content"]].count("server_tool_use") == 2
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_a_gemini_call_with_its_own_model_names_it_in_the_url(stream):
+    with ScriptPeer(render("google", Turn(text="ok"), stream=stream)) as peer:
+        endpoint = _model("google", peer, stream).endpoint
+        await endpoint.chat([{"role": "user", "content": "x"}])
+        await endpoint.chat([{"role": "user", "content": "x"}], model="gemini-other")
+        await endpoint.chat([{"role": "user", "content": "x"}])
+        await endpoint.aclose()
+    method = ":streamGenerateContent?alt=sse" if stream else ":generateContent"
+    assert peer.paths == [f"/v1beta/models/{m}{method}" for m in ("gemini-peer", "gemini-other", "gemini-peer")]
+    assert all("__lionops" not in json.dumps(r) for r in peer.requests)

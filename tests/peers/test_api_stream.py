@@ -95,3 +95,30 @@ async def test_a_broken_chunk_is_a_response_error(server, model):
     assert (await model.endpoint.chat([{"role": "user", "content": "x"}], stream=True)).text == "hi"
     with pytest.raises(EndpointResponseError, match="stream chunk"):
         await model.endpoint.chat([{"role": "user", "content": "x"}], stream=True)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_calls_read_the_answer_to_its_end_and_reuse_one_connection(stream):
+    import json
+
+    from lionops import iModel
+    from tests.loopback_peer import Answer as PeerAnswer
+    from tests.loopback_peer import LoopbackPeer
+
+    done = completion("again")
+    if stream:
+        text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunked(done)) + "data: [DONE]\n\n"
+        reply = PeerAnswer(200, text.encode(), "text/event-stream")
+    else:
+        reply = PeerAnswer(200, json.dumps(done).encode())
+
+    class Peer(LoopbackPeer):
+        def answer(self, path: str, request: dict) -> PeerAnswer:
+            return reply
+
+    with Peer() as peer:
+        chat = iModel(provider="openai", model="m", base_url=peer.base_url + "/v1", api_key="k", stream=stream)
+        for _ in range(3):
+            assert await Branch(chat_model=chat).operate(instruction="x") == "again"
+        await chat.aclose()
+    assert peer.connections == 1

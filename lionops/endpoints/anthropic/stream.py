@@ -5,7 +5,8 @@ content, first usage), per block ``content_block_start`` /
 ``content_block_delta`` (``text_delta``, ``input_json_delta`` fragments of
 a tool's input, ``thinking_delta``, ``signature_delta``, ``citations_delta``)
 / ``content_block_stop``, then ``message_delta`` (``stop_reason``, final
-usage) and ``message_stop``. ``ping`` is ignored. An ``error`` event
+usage, and the ``container`` of a code-execution turn) and
+``message_stop``. ``ping`` is ignored. An ``error`` event
 (``overloaded_error`` mid-stream) is a typed error, retried like a 529 when
 the provider says it is passing; a stream that ends before ``message_stop``
 is a typed error, never a partial answer.
@@ -19,6 +20,9 @@ from ..._json import loads as bounded_json
 from .._native import Folder
 
 __all__ = ["MessagesFolder"]
+
+#: The fields of a ``message_delta`` that update the message.
+_MESSAGE_DELTA = ("stop_reason", "stop_sequence", "container")
 
 
 class MessagesFolder(Folder):
@@ -50,7 +54,7 @@ class MessagesFolder(Folder):
         elif kind == "message_delta" and self.message is not None:
             delta: Any = data.get("delta")
             if isinstance(delta, dict):
-                self.message.update({k: v for k, v in delta.items() if k in ("stop_reason", "stop_sequence")})
+                self.message.update({k: v for k, v in delta.items() if k in _MESSAGE_DELTA})
             if isinstance(data.get("usage"), dict):
                 usage = dict(self.message.get("usage") or {})
                 usage.update({k: v for k, v in data["usage"].items() if v is not None})

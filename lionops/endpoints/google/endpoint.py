@@ -26,6 +26,8 @@ __all__ = ["GenerateContentEndpoint"]
 
 #: The flag :meth:`GenerateContentEndpoint._build` leaves for the URL; never sent.
 _STREAM = "__lionops_stream__"
+#: The call's own model, when it is not the endpoint's (never sent in the body).
+_MODEL = "__lionops_model__"
 
 
 class GenerateContentEndpoint(NativeEndpoint):
@@ -53,26 +55,46 @@ class GenerateContentEndpoint(NativeEndpoint):
         if isinstance(model, str):
             model = model.removeprefix("models/")
         super().__init__(provider, model, base_url, api_key, *args, **kw)
-        self._target = None  # the method (and alt=sse) follow the stream flag
+        self._target = None  # the method (and alt=sse) follow the stream flag and the call's model
+        self._public = self.base_url == self._base_url.get_secret_value().rstrip("/")
+        self._targets: dict[bool, httpx2.URL] = {}
         if self.base_url != self._base_url.get_secret_value().rstrip("/"):  # the log shows the public form
             _SHOWN_URLS[str(httpx2.URL(self._request_url(True)))] = f"{self._root}{self._path(True)}"
 
-    def _path(self, stream: bool) -> str:
-        return f"/v1beta/models/{quote(str(self.model or ''), safe='')}:" + (
+    def _path(self, stream: bool, model: str | None = None) -> str:
+        return f"/v1beta/models/{quote(str(model or self.model or ''), safe='')}:" + (
             "streamGenerateContent" if stream else "generateContent")
+
+    def _model_url(self, stream: bool, model: str) -> str:
+        base, query = self._base_and_query()
+        query = "&".join(q for q in (query, self._stream_query(stream)) if q)
+        return f"{base}{self._path(stream, model)}" + (f"?{query}" if query else "")
 
     def _stream_query(self, stream: bool) -> str:
         return "alt=sse" if stream else ""
 
     def _target_for(self, body: dict[str, Any]) -> httpx2.URL | str:
-        return self._request_url(bool(body.get(_STREAM)))
+        """The method's URL: the model (the call's own when it names one) and
+        the stream flag are in it. A URL without credentials is parsed once
+        per flag; one with a query secret is built per request."""
+        stream, model = bool(body.get(_STREAM)), body.get(_MODEL)
+        if model is not None:
+            return self._model_url(stream, str(model))
+        if not self._public:
+            return self._request_url(stream)
+        target = self._targets.get(stream)
+        if target is None:
+            target = self._targets[stream] = httpx2.URL(self._request_url(stream))
+        return target
 
     def _wire_body(self, body: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in body.items() if k != _STREAM}
+        return {k: v for k, v in body.items() if k not in (_STREAM, _MODEL)}
 
     def _build(self, model: str, messages: list[dict[str, Any]], options: dict[str, Any],
                stream: bool) -> dict[str, Any]:
         body = generate_body(messages, options)
         if stream:
             body[_STREAM] = True
+        if model != self.model:  # a call's own model: the URL names it
+            body[_MODEL] = model
         return body

@@ -33,7 +33,7 @@ from pydantic import SecretStr
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
-from ... import clock, observe
+from ... import clock
 from ..._frozen import FrozenDict, FrozenList
 from ..._json import loads as bounded_json
 from ..._names import near_miss
@@ -51,6 +51,7 @@ from ...errors import (
     MissingAPIKeyError,
     MisspelledKeywordError,
 )
+from ...observability import observe
 from ...runtime import current_runtime
 from ...trace import current_meta
 from ..registry import ProviderSpec, provider_spec
@@ -240,6 +241,9 @@ class ChatCompletionsEndpoint:
     """
 
     is_cli = False
+    #: Seconds a stream's reader waits, after the stream's last event, for the
+    #: end of its body, so the connection can be reused (:meth:`_finish_stream`).
+    stream_end_grace: float = 0.05
 
     def __init__(  # noqa: C901 - its keywords group into policy objects with the provider contract, not here
         self,
@@ -767,11 +771,23 @@ class ChatCompletionsEndpoint:
         acc = StreamAccumulator()
         async with contextlib.aclosing(self._event_batches(response)) as batches:
             async for payloads in batches:
-                if payloads and observe.observers:
+                if payloads:
                     _note_chunks(payloads)
                 if fold_events(acc, payloads, response.status_code, self._answers):
+                    await self._finish_stream(batches)
                     return stream_end(acc, True, response.status_code, self._answers)
         return stream_end(acc, False, response.status_code, self._answers)
+
+    async def _finish_stream(self, batches: AsyncIterator[list[tuple[str | None, str]]]) -> None:
+        """Read what is left of a stream whose last event arrived: normally the
+        body's closing chunk, already received with that event. A body read to
+        its end puts the connection back in the pool for the next call; one
+        left unread closes it, and the next call connects again. The wait is
+        bounded by ``stream_end_grace`` (and the stream's own bounds); a server
+        that sends more is cut off there, and what it sends is ignored."""
+        with anyio.move_on_after(self.stream_end_grace), contextlib.suppress(EndpointError, httpx2.HTTPError):
+            async for _ in batches:
+                pass
 
     async def _event_batches(self, response: httpx2.Response) -> AsyncGenerator[list[tuple[str | None, str]], None]:
         """The events (name, ``data``) of a server-sent-event stream, one list per
@@ -1000,8 +1016,11 @@ def _error_message(response: httpx2.Response) -> str:
     return response.text
 
 
-def _note_chunks(payloads: list[tuple[str | None, str]]) -> None:
-    """Tell the observers that stream chunks arrived (their timing: time to first chunk)."""
-    count = sum(1 for _, payload in payloads if payload != "[DONE]")
+def _note_chunks(payloads: list[tuple[str | None, str]], *, skip: frozenset[str] = frozenset()) -> None:
+    """Tell the observers that stream chunks arrived (their timing: time to
+    first chunk); ``[DONE]`` and events named in ``skip`` are not chunks."""
+    if not observe.observers:
+        return
+    count = sum(1 for event, payload in payloads if payload != "[DONE]" and event not in skip)
     if count:
         observe.note("stream_chunk", count=count)
