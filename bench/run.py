@@ -294,13 +294,13 @@ async def paired_bursts(pair: tuple[tuple[Any, Any], tuple[Any, Any]], calls: in
 
 #: the scenarios the goals name, timed by the paired method (``--set p``):
 #: in process against the reference, end to end against the httpx floor.
-PAIRED_S = ("S1", "S2")
+PAIRED_S = ("S1", "S2", "S3", "S5-1")
 PAIRED_H = ("H1", "H2")
 PAIRED_BURST = 200
 
 
 async def paired_worker(mode: str, seconds: float, quick: bool) -> dict[str, Any]:
-    """``paired-s``: S1 and S2, reference and lionops; ``paired-h``: H1 and H2,
+    """``paired-s``: S1, S2, S3 and S5-1, reference and lionops; ``paired-h``: H1 and H2,
     the httpx floor and lionops, then H3 (200 concurrent H2) burst by burst."""
     if mode == "paired-s":
         base, main = build("reference"), build("lionops")

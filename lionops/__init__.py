@@ -46,12 +46,12 @@ from .fields import FieldModel, Spec
 from .governance import Approve, Defer, Deny, PendingCall
 from .hooks import HookPoint
 from .imodel import iModel
-from .instrumentation import InstrumentationError, instrument, uninstrument
 from .limits import UsageLimits
 from .middles import Middle
 from .middles.api import communicate
 from .middles.cli import run_and_collect
 from .models import ActionRecord, ActionRequestModel, ActionResponseModel, Instruct, RawOutput, Reason
+from .observability import InstrumentationError, instrument, uninstrument
 from .operate import operate, prepare_operate_kw
 from .operative import Operative, Step
 from .params import ActionParam, ChatParam, HandleValidation, ParseParam, RunParam

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .commands import main
+from .cli.commands import main
 
 if __name__ == "__main__":
     sys.exit(main(prog="python -m lionops"))

@@ -1,7 +1,7 @@
 """Secrets in text: which names hold them, the marks that replace them, URLs shown without them.
 
 One home for what the endpoints (HTTP and CLI agents), the cassette
-redactor (:mod:`lionops.replay.redact`) and the loopback test server
+redactor (:mod:`lionops._redact`) and the loopback test server
 (:mod:`lionops.testing.openai_server`) agree on:
 
 - a *secret name*: a header, JSON field or query parameter whose name ends

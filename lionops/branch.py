@@ -15,14 +15,14 @@ import logging
 import math
 import os
 import types
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Never, Self, Unpack
 
 import anyio
 import anyio.to_thread
+from pydantic import BaseModel
 
-from . import observe
 from ._defaults import (
     DEFAULT_ACTION_CALL_PARAMS,
     DEFAULT_GATE_TIMEOUT,
@@ -47,13 +47,22 @@ from .hooks import HookPoint, check_one_argument
 from .limits import UsageLimits, UsageSoFar
 from .messages import EventLog, MessageLog, to_jsonable
 from .models import ActionResponseModel
+from .observability import observe
 from .params import ActionParam
 from .pipeline.act import act as act_fn
 from .pipeline.context import Authorization, OperationContext
-from .pipeline.loop import DEFAULT_MAX_ROUNDS, RunContext, run_context, run_loop
+from .pipeline.loop import (
+    DEFAULT_MAX_ROUNDS,
+    RunContext,
+    resumed_keywords,
+    run_context,
+    run_from_dict,
+    run_loop,
+    run_to_dict,
+)
 from .pipeline.machine import ENGINES, run_operation
 from .pipeline.prepare import OperateKwargs, check_flags
-from .pipeline.resume import Suspensions, claim, release
+from .pipeline.resume import Suspensions, as_response_model, claim, release
 from .run import Ran
 from .text import safe_str
 from .tools import ActionManager, Tool, ToolInvocation
@@ -188,6 +197,9 @@ class Branch:
             the model. ``None`` (default): keep everything.
         max_traces: keep at most this many traces (the newest). ``None``
             (default): keep every trace.
+        max_logs: keep at most this many event-log entries (the newest;
+            log subscribers still get every entry as it is written).
+            ``None`` (default): keep every entry.
         limits: :class:`~lionops.UsageLimits` on model requests, reported
             tokens, tool calls and cost, checked before each model request
             (exit ``over_limit``, ``UsageLimitExceeded``) and each tool call
@@ -222,6 +234,7 @@ class Branch:
         max_requests: int | None = DEFAULT_MAX_REQUESTS,
         max_messages: int | None = None,
         max_traces: int | None = None,
+        max_logs: int | None = None,
         limits: UsageLimits | None = None,
         **unknown: Never,
     ) -> None:
@@ -236,6 +249,7 @@ class Branch:
         self.max_requests = _check_limit("max_requests", max_requests, integer=True)
         self.max_messages = _check_limit("max_messages", max_messages, integer=True)
         self.max_traces = _check_limit("max_traces", max_traces, integer=True)
+        self.max_logs = _check_limit("max_logs", max_logs, integer=True)
         if limits is not None and not isinstance(limits, UsageLimits):
             raise ArgumentTypeError(f"limits must be a lionops.UsageLimits or None, got {type(limits).__name__}")
         self.limits = limits
@@ -367,20 +381,23 @@ class Branch:
                    invocation: ToolInvocation, *, record: bool = False) -> Authorization:
         """One check asked within ``gate_timeout``, failing closed; with
         ``record``, an :class:`Authorization` answer is taken as it is."""
-        with anyio.move_on_after(_bound(self.gate_timeout)) as scope:
-            try:
-                verdict = check(invocation)
-                if inspect.isawaitable(verdict):
+        deadline = anyio.current_time() + _bound(self.gate_timeout)
+        cut = False
+        try:
+            verdict = check(invocation)
+            if inspect.isawaitable(verdict):  # only an awaited answer can be interrupted: its own timer
+                with anyio.CancelScope(deadline=deadline) as scope:
                     verdict = await verdict
-            except Exception as exc:  # noqa: BLE001 - fail closed
-                message = _message(exc)
-                self.logs.log("gate_error", {
-                    "function": invocation.function, "error": message, "type": type(exc).__name__,
-                })
-                return Authorization("denied", f"gate {name} raised {type(exc).__name__}: {message}")
+                cut = scope.cancelled_caught
+        except Exception as exc:  # noqa: BLE001 - fail closed
+            message = _message(exc)
+            self.logs.log("gate_error", {
+                "function": invocation.function, "error": message, "type": type(exc).__name__,
+            })
+            return Authorization("denied", f"gate {name} raised {type(exc).__name__}: {message}")
         # A gate that cannot be interrupted (sync code that blocks, an async
         # one that shields itself) still answers late: a late answer denies.
-        if scope.cancelled_caught or anyio.current_time() >= scope.deadline:
+        if cut or anyio.current_time() >= deadline:
             self.logs.log("gate_timeout", {
                 "function": invocation.function, "gate": name, "timeout_s": self.gate_timeout,
             })
@@ -532,15 +549,19 @@ class Branch:
         each operation's in request order (see :meth:`resume`)."""
         return self.suspensions.pending_calls()
 
-    async def resume_traced(self, decisions: dict[str, Approve | Deny]) -> Traced:
+    async def resume_traced(self, decisions: dict[str, Approve | Deny], *,
+                            response_format: type[BaseModel] | None = None) -> Traced:
         """:meth:`resume` returning ``Traced(result, trace)``."""
         work = claim(self.suspensions, self.acts, decisions)
         try:
+            if response_format is not None:
+                as_response_model(work.op, response_format)
             return await run_operation(OperationContext(branch=self, resume=work))
         finally:
             release(self.suspensions, work)
 
-    async def resume(self, decisions: dict[str, Approve | Deny]) -> Any:
+    async def resume(self, decisions: dict[str, Approve | Deny], *,
+                     response_format: type[BaseModel] | None = None) -> Any:
         """Continue a suspended operation with decisions ``{call_id: Approve(by=...) | Deny(by=...)}``.
 
         Every decision is checked before anything runs. Approved calls run
@@ -553,15 +574,21 @@ class Branch:
         is in ``trace.meta["approvals"]``, the event log (``approval``) and
         the messages (``metadata["approval"]``).
 
+        ``response_format``: the model the operation was asked for. After
+        :meth:`restore` the suspended result is its JSON data (a dict); given
+        the model, it comes back as that model (the call's response type,
+        with ``action_responses`` attached), as in the process that deferred.
+
         Raises:
             UnknownCallError: a call id no suspended operation holds.
             CallAlreadyDecidedError: a call decided before.
             ToolChangedError: an approved call's tool is gone or its
                 definition (or the stored arguments) changed.
-            ResumeError: decisions for calls of several operations.
+            ResumeError: decisions for calls of several operations, or a
+                stored result that is not ``response_format`` data.
             TypeError: a decision that is not ``Approve`` or ``Deny``.
         """
-        return (await self.resume_traced(decisions)).result
+        return (await self.resume_traced(decisions, response_format=response_format)).result
 
     async def run_traced(self, instruction: Any = None, *, response_format: Any = None, tools: Any = True,
                          max_rounds: int = DEFAULT_MAX_ROUNDS, **operate_kw: Any) -> Ran:
@@ -597,21 +624,44 @@ class Branch:
         return (await self.run_traced(instruction, response_format=response_format, tools=tools,
                                       max_rounds=max_rounds, **operate_kw)).result
 
-    async def resume_run(self, decisions: dict[str, Approve | Deny], *, max_rounds: int | None = None) -> Ran:
+    async def resume_run(self, decisions: dict[str, Approve | Deny], *, max_rounds: int | None = None,
+                         **operate_kw: Any) -> Ran:
         """Continue a run that ended at ``deferred``: its first round resumes
         the suspended operation with ``decisions`` (see :meth:`resume`), the
         next rounds ask the model again with the run's keywords. Returns
         ``Ran(result, run_trace)`` of the continued run (``start`` →
         ``resumed`` → ``round`` ...); its rounds count from there
-        (``max_rounds``: default the run's own)."""
+        (``max_rounds``: default the run's own).
+
+        A suspended run is in :meth:`snapshot`; after :meth:`restore` its
+        plain keywords come from the file, and its object keywords
+        (``response_format=`` model, ``middle=``, ...) must be given here
+        again (``operate_kw`` overlays the run's keywords).
+
+        Raises:
+            ResumeError: the decisions name no call of one suspended run; a
+                restored run's object keyword missing, or a response model
+                with another JSON schema than the run's.
+            Exception: what :meth:`run` and :meth:`resume` raise.
+        """
+        return await self._run(self._resumed_run(decisions, max_rounds, operate_kw))
+
+    def _resumed_run(self, decisions: dict[str, Approve | Deny], max_rounds: int | None,
+                     operate_kw: dict[str, Any] | None = None) -> RunContext:
+        """The context of ``resume_run(decisions, max_rounds=, **operate_kw)``: the suspended run's keywords."""
+        if not isinstance(decisions, Mapping):
+            raise ArgumentTypeError("decisions must be a non-empty mapping {call_id: Approve(...) | Deny(...)}")
         runs = {id(self._suspended_runs[c]): self._suspended_runs[c] for c in decisions if c in self._suspended_runs}
         if len(runs) != 1:
             raise ResumeError("the decisions name no call of a suspended run, or calls of several runs: "
                               "give the decisions for one run (branch.pending_calls())")
         (old,) = runs.values()
-        ctx = RunContext(self, old.operate_kw, old.max_rounds if max_rounds is None else max_rounds, old.engine,
-                         resume=dict(decisions))
-        return await self._run(ctx)
+        if "actions" in (operate_kw or {}):
+            raise ConfigurationError("resume_run() takes no actions=: the run's rounds keep their tools")
+        kw = resumed_keywords(old, dict(operate_kw or {}))
+        engine = kw.pop("engine", old.engine)
+        return RunContext(self, kw, old.max_rounds if max_rounds is None else max_rounds, engine,
+                          resume=dict(decisions))
 
     async def _run(self, ctx: RunContext) -> Ran:
         try:
@@ -671,12 +721,14 @@ class Branch:
         self.traces.clear()
 
     def trim_history(self) -> None:
-        """Apply ``max_messages`` and ``max_traces`` now (oldest first out);
-        every ``operate()`` and ``act()`` does so when it ends."""
+        """Apply ``max_messages``, ``max_traces`` and ``max_logs`` now (oldest
+        first out); every ``operate()`` and ``act()`` does so when it ends."""
         if self.max_messages is not None:
             self.messages.keep_last(self.max_messages)
         if self.max_traces is not None and len(self.traces) > self.max_traces:
             del self.traces[: len(self.traces) - self.max_traces]
+        if self.max_logs is not None:
+            self.logs.keep_last(self.max_logs)
 
     def fork(self, *, messages: bool = False, name: str | None = None) -> Self:
         """A new branch of this one's class with its models, tools, gates,
@@ -722,9 +774,20 @@ class Branch:
         """Write the event log as JSON to ``path`` atomically."""
         return self.logs.dump(path)
 
+    def _runs_to_list(self) -> list[dict[str, Any]]:
+        """The suspended runs (``resume_run``) as data, each with the calls it waits on."""
+        calls: dict[int, list[str]] = {}
+        runs: dict[int, RunContext] = {}
+        for call_id, run in self._suspended_runs.items():
+            calls.setdefault(id(run), []).append(call_id)
+            runs[id(run)] = run
+        return [run_to_dict(run, calls[key]) for key, run in runs.items()]
+
     def snapshot(self, path: str | Path) -> Path:
-        """Write messages, logs, traces, the usage so far and the suspended
-        operations (their pending calls) as one JSON document, atomically."""
+        """Write messages, logs, traces, the usage so far, the suspended
+        operations (their pending calls) and the suspended runs (their
+        keywords, objects by name: see :meth:`resume_run`) as one JSON
+        document, atomically."""
         doc = {
             "branch": self.id,
             "name": self.name,
@@ -733,6 +796,7 @@ class Branch:
             # trace meta holds adapter facts that may not be JSON
             "traces": [to_jsonable(t.to_dict()) for t in self.traces],
             "suspended": self.suspensions.to_dict(),
+            "runs": self._runs_to_list(),
             "usage": self.usage.as_dict(),
         }
         return atomic_write_text(path, json.dumps(doc, indent=2))
@@ -747,7 +811,8 @@ class Branch:
         the tools registered here can run a resumed call).
 
         A suspended result that was a model instance comes back as its JSON
-        data (a dict), and ``enrich`` attaches ``action_responses`` to it.
+        data (a dict), and ``enrich`` attaches ``action_responses`` to it;
+        ``resume(..., response_format=Model)`` gives it back as the model.
 
         Raises:
             SnapshotError: the file is not a branch snapshot.
@@ -767,6 +832,9 @@ class Branch:
                 branch.logs.log(str(e["kind"]), dict(e["content"]))
             branch.traces = [Trace.from_dict(t) for t in doc["traces"]]
             branch.suspensions = Suspensions.from_dict(doc.get("suspended", {}))
+            for d in doc.get("runs", []):
+                run, calls = run_from_dict(branch, d)
+                branch._suspended_runs.update(dict.fromkeys(calls, run))
             branch.usage = UsageSoFar(**doc.get("usage", {}))
         except SnapshotError:
             raise

@@ -56,7 +56,7 @@ The classes are also importable from the modules that raise them
 (``lionops.tools``, ``lionops.endpoints.cli``, ``lionops.replay``, ...).
 Other packages over the core keep their own branches of the tree
 (``lionops.temporal.errors.DurableError``,
-``lionops.instrumentation.InstrumentationError``). No message, and no
+``lionops.observability.InstrumentationError``). No message, and no
 exception chain, carries a secret.
 """
 

@@ -19,17 +19,16 @@ value is an :class:`~lionops.errors.ArgumentTypeError` before a request.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import threading
 import typing
-import weakref
 from typing import Any
 
 from pydantic import BaseModel, PydanticUserError, TypeAdapter, create_model, model_validator
 from pydantic.fields import FieldInfo
 from typing_extensions import is_typeddict
 
+from ._classcache import class_cache
 from .errors import ArgumentTypeError
 
 __all__ = ["check_response_format", "model_stands_for", "model_of_format", "caller_value", "format_of"]
@@ -43,7 +42,8 @@ _SCHEMA_KEYS = frozenset({
     "items", "json_schema", "schema",
 })
 
-_MODELS: weakref.WeakKeyDictionary[type, type[BaseModel]] = weakref.WeakKeyDictionary()
+#: keys of a format's class cache: its generated model, its TypeAdapter
+_MODEL_KEY, _ADAPTER_KEY = "format_model", "format_adapter"
 _LOCK = threading.Lock()
 
 _HELP = ("response_format takes a pydantic model class (or instance), a dataclass, a TypedDict, "
@@ -103,10 +103,12 @@ def model_of_format(fmt: type) -> type[BaseModel]:
     """The pydantic model of a dataclass or ``TypedDict`` (made once per class):
     the same field names, annotations and defaults, so it validates as
     ``TypeAdapter(fmt)`` does, and names the same JSON schema properties."""
+    # kept on ``fmt`` (the model names it): it goes when ``fmt`` goes
+    cache = class_cache(fmt)
     with _LOCK:
-        model = _MODELS.get(fmt)
+        model = cache.get(_MODEL_KEY)
         if model is None:
-            model = _MODELS[fmt] = _build(fmt)
+            model = cache[_MODEL_KEY] = _build(fmt)
     return model
 
 
@@ -166,14 +168,14 @@ def caller_value(result: Any) -> Any:
         return result
     base: type[BaseModel] | None = None
     fmt: type | None = None
-    for klass in type(result).__mro__:
-        fmt = format_of(klass)
+    for klass in type(result).__mro__:  # format_of of each class, inline: once per call of every operation
+        fmt = klass.__dict__.get(_FORMAT_ATTR)
         if fmt is not None:
             base = klass
             break
     if base is None or fmt is None:
         return result
-    if set(type(result).model_fields) != set(base.model_fields):  # reason, action fields...: kept
+    if set(type(result).__pydantic_fields__) != set(base.__pydantic_fields__):  # reason, action fields...: kept
         return result
     data = {name: getattr(result, name) for name in base.model_fields
             if not is_typeddict(fmt) or name in result.model_fields_set}
@@ -182,9 +184,16 @@ def caller_value(result: Any) -> Any:
     return dict(data) if adapter is None else adapter.validate_python(data)
 
 
-@functools.cache
 def _adapter(fmt: type) -> TypeAdapter[Any] | None:
+    """``TypeAdapter(fmt)``, made once per format and kept on it; ``None`` when pydantic has none."""
+    cache = class_cache(fmt)
     try:
-        return TypeAdapter(fmt)
+        return cache[_ADAPTER_KEY]  # type: ignore[no-any-return]
+    except KeyError:
+        pass
+    try:
+        adapter: TypeAdapter[Any] | None = TypeAdapter(fmt)
     except PydanticUserError:
-        return None
+        adapter = None
+    cache[_ADAPTER_KEY] = adapter
+    return adapter

@@ -16,12 +16,15 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
-__all__ = ["Defer", "Approve", "Deny", "PendingCall", "DecisionRecord", "call_digest", "jsonable_arguments", "now_iso"]
+__all__ = [
+    "Defer", "Approve", "Deny", "TaggedDecision", "PendingCall", "DecisionRecord", "call_digest", "jsonable_arguments",
+    "now_iso",
+]
 
 
 class Defer(BaseModel):
@@ -42,6 +45,8 @@ class Approve(BaseModel):
 
     by: str = Field(min_length=1)
     reason: str | None = None
+    #: tells an approval from a denial in their JSON form (a durable approval's update payload)
+    kind: Literal["approve"] = "approve"
 
 
 class Deny(BaseModel):
@@ -51,6 +56,12 @@ class Deny(BaseModel):
 
     by: str = Field(min_length=1)
     reason: str | None = None
+    #: tells a denial from an approval in their JSON form
+    kind: Literal["deny"] = "deny"
+
+
+#: One decision as data: ``{"kind": "approve" | "deny", "by": ..., "reason": ...}``.
+TaggedDecision = Annotated[Approve | Deny, Field(discriminator="kind")]
 
 
 class PendingCall(BaseModel):
@@ -68,6 +79,8 @@ class PendingCall(BaseModel):
         index: position of the request in its round.
         operation: the id of the suspended operation that holds it.
         deferred_at: when it was deferred (UTC, ISO 8601).
+        gate: the position of the waiting gate in a durable branch's
+            ``gate=`` list (a ``HumanApproval``); ``None`` in process.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -80,19 +93,22 @@ class PendingCall(BaseModel):
     index: int
     operation: str
     deferred_at: str
+    gate: int | None = None
 
 
 class DecisionRecord(BaseModel):
     """One decision on a deferred call: who, when, why (in the trace's
     ``meta["approvals"]``, the event log as ``approval``, and the
-    ``metadata["approval"]`` of the call's messages)."""
+    ``metadata["approval"]`` of the call's messages). ``timed_out``: a
+    durable ``HumanApproval`` got no decision in time (denied, ``by`` is
+    ``None``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     call_id: str
     function: str
-    decision: Literal["approved", "denied"]
-    by: str
+    decision: Literal["approved", "denied", "timed_out"]
+    by: str | None
     reason: str | None
     deferred_at: str
     decided_at: str

@@ -8,6 +8,11 @@ spend over all its operations (``branch.usage`` holds what it spent).
   awaited): a ``requests`` limit the request would pass, or a token or
   ``cost`` limit already reached, ends the operation at ``over_limit`` →
   ``raised`` with :class:`~lionops.errors.UsageLimitExceeded`; no request is made.
+- Before each parse-model request (a re-ask of the parse model when the
+  answer held no JSON): the same check, with the operation's own requests
+  counted; going over ends the operation at ``over_limit`` too, and the
+  re-ask is not made. Each parse-model request counts as a request, with
+  its tokens and cost (the trace keeps its facts in ``meta["parse_requests"]``).
 - Before each tool call (in ``act()``, after every gate allowed it): a
   ``tool_calls`` limit the call would pass makes the call's decision
   ``over_limit``; the tool is not invoked, the model gets an error payload.
@@ -31,7 +36,10 @@ from typing import Any
 
 from .errors import ArgumentTypeError, ConfigurationError, UsageLimitExceeded
 
-__all__ = ["UsageLimits", "UsageSoFar", "check_request", "claim_tool_call", "count_request"]
+__all__ = [
+    "UsageLimits", "UsageSoFar", "check_request", "check_parse_request", "claim_tool_call", "count_request",
+    "note_parse_request", "price_requests",
+]
 
 #: the limits checked before a model request, in the order they are checked
 _REQUEST_LIMITS = ("requests", "input_tokens", "output_tokens", "total_tokens", "cost")
@@ -127,8 +135,51 @@ def _counts(meta: dict[str, Any]) -> dict[str, int]:
 
 def count_request(limits: UsageLimits | None, used: UsageSoFar, meta: dict[str, Any]) -> None:
     """Add one model request and the usage its adapter reported (``meta``:
-    the trace facts, ``tokens`` or ``usage``, ``provider``, ``model``, ``cost_usd``)."""
+    the trace facts, ``tokens`` or ``usage``, ``provider``, ``model``,
+    ``cost_usd``), and each parse-model request the operation made
+    (``meta["parse_requests"]``, the same facts each)."""
+    _count_one(limits, used, meta)
+    for facts in meta.get("parse_requests") or ():
+        if isinstance(facts, dict):
+            _count_one(limits, used, facts)
+
+
+def note_parse_request(meta: dict[str, Any], facts: dict[str, Any]) -> None:
+    """Keep the facts of one parse-model request on the operation's trace
+    (``meta["parse_requests"]``), so :func:`count_request` counts it."""
+    meta.setdefault("parse_requests", []).append(facts)
+
+
+def check_parse_request(limits: UsageLimits | None, used: UsageSoFar,
+                        meta: dict[str, Any]) -> UsageLimitExceeded | None:
+    """The error a parse-model request would meet, else ``None``: the usage
+    so far with the operation's own requests counted (its model request and
+    the parse-model requests before this one, ``meta``), checked as before
+    any model request."""
+    if limits is None:
+        return None
+    trial = UsageSoFar(**used.as_dict())
+    count_request(limits, trial, meta)
+    return check_request(limits, trial)
+
+
+def price_requests(limits: UsageLimits | None, meta: dict[str, Any]) -> None:
+    """Set ``cost_usd`` on the facts of the operation's model request and of
+    each parse-model request, where the request happened (a durable model
+    activity), so counting them later looks no price up. Only under a
+    ``cost`` limit; ConfigurationError when no price is known."""
+    if limits is None or limits.cost is None:
+        return
+    for facts in [meta, *(f for f in meta.get("parse_requests") or () if isinstance(f, dict))]:
+        reported = facts.get("cost_usd")
+        if not (isinstance(reported, (int, float)) and not isinstance(reported, bool)):
+            facts["cost_usd"] = _price(facts.get("provider"), facts.get("model"), _counts(facts))
+
+
+def _count_one(limits: UsageLimits | None, used: UsageSoFar, meta: dict[str, Any]) -> None:
     used.requests += 1
+    if "tokens" not in meta and "usage" not in meta and (limits is None or limits.cost is None):
+        return  # nothing reported and no price to work out: every count stays as it is
     counts = _counts(meta)
     used.input_tokens += counts["input_tokens"]
     used.output_tokens += counts["output_tokens"]

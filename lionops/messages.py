@@ -348,6 +348,15 @@ class EventLog:
         """Remove every entry; subscribers stay subscribed."""
         self._items.clear()
 
+    def keep_last(self, n: int) -> None:
+        """Keep the newest ``n`` entries (``n`` an int >= 0); subscribers stay subscribed."""
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise ArgumentTypeError(f"keep_last takes an int, got {type(n).__name__}")
+        if n < 0:
+            raise ConfigurationError(f"keep_last takes a count >= 0, got {n}")
+        if len(self._items) > n:
+            del self._items[: len(self._items) - n]
+
     def of_kind(self, kind: str) -> list[LogEntry]:
         return [e for e in self._items if e.kind == kind]
 

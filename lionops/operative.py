@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, PydanticUndefinedAnnotation, create_model
 
+from ._classcache import class_cache
 from .errors import ConfigurationError
 from .fields import Spec, default_field, to_fields_dict
 
@@ -36,6 +37,8 @@ GENERATED_FIELDS: dict[str, tuple[str, ...]] = {
     "actions": ("action_required", "action_requests", "action_responses"),
 }
 
+#: the generated types of configurations without a caller model (those of a caller
+#: model are kept on it: :func:`lionops._classcache.class_cache`)
 _TYPE_CACHE: dict[tuple[Any, ...], tuple[type[BaseModel], type[BaseModel]]] = {}
 _TYPE_LOCK = threading.Lock()
 
@@ -147,12 +150,14 @@ def _materialize(
     fields: tuple[Spec, ...],
     request_exclude: frozenset[str],
 ) -> tuple[type[BaseModel], type[BaseModel]]:
-    key = (name, base_type, tuple(s.key() for s in fields), request_exclude)
-    cached = _TYPE_CACHE.get(key)
+    # kept on the caller's model (the generated types subclass it): they go when it goes
+    types = _TYPE_CACHE if base_type is None else class_cache(base_type)
+    key = ("types", name, tuple(s.key() for s in fields), request_exclude)
+    cached = types.get(key)
     if cached is not None:
         return cached
     with _TYPE_LOCK:
-        cached = _TYPE_CACHE.get(key)
+        cached = types.get(key)
         if cached is not None:
             return cached
         req_defs = {s.name: s.field_definition() for s in fields if s.name not in request_exclude}
@@ -171,7 +176,7 @@ def _materialize(
         setattr(response_cls, _REQUEST_TYPE_ATTR, request_cls)
         setattr(response_cls, _REQUEST_EXCLUDE_ATTR, request_exclude)
         setattr(request_cls, _REQUEST_EXCLUDE_ATTR, request_exclude)
-        _TYPE_CACHE[key] = (request_cls, response_cls)
+        types[key] = (request_cls, response_cls)
         return request_cls, response_cls
 
 
@@ -409,6 +414,7 @@ class Step:
         return operative
 
 
+#: the shared Operatives of configurations without a caller model (see _TYPE_CACHE)
 _TEMPLATES: dict[tuple[Any, bool, bool], Operative] = {}
 
 
@@ -416,14 +422,16 @@ def shared_operative(base_type: type[BaseModel] | None, *, reason: bool, actions
     """The one Operative of a configuration without named fields, built once
     per process and shared by every call (ADR-0022 D2): read its types and
     fields; per-call state goes on :meth:`Operative.for_result`'s copy."""
-    key = (base_type, bool(reason), bool(actions))
-    template = _TEMPLATES.get(key)
+    # kept on the caller's model (its types subclass it): it goes when the model goes
+    templates = _TEMPLATES if base_type is None else class_cache(base_type)
+    key = ("operative", bool(reason), bool(actions))
+    template = templates.get(key)
     if template is None:
         template = Step.respond_operative(
             Step.request_operative(base_type=base_type, reason=bool(reason), actions=bool(actions))
         )
         template._shared = True
-        _TEMPLATES[key] = template
+        templates[key] = template
     return template
 
 

@@ -72,6 +72,21 @@ class MorphParam:
         state.update(changes)
         return new
 
+    @classmethod
+    def of_fields(cls, fields: dict[str, Any]) -> Any:
+        """``cls(**fields)`` for a ``fields`` that names every field: the
+        instance's ``__dict__`` filled in one update when no ``__init__`` work
+        is needed (the :meth:`with_updates` conditions), else ``cls(**fields)``."""
+        try:
+            names = _COPY_PLANS[cls]
+        except KeyError:
+            names = _COPY_PLANS[cls] = _copy_plan(cls)
+        if names is None or fields.keys() != names:
+            return cls(**fields)
+        new = object.__new__(cls)
+        new.__dict__.update(fields)
+        return new
+
 
 def _copy_plan(cls: type) -> frozenset[str] | None:
     """The field names of ``cls`` when :meth:`MorphParam.with_updates` may copy

@@ -21,7 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from lionops import Branch, iModel
+from lionops import Branch, UsageLimits, iModel
 from lionops.messages import to_jsonable
 from lionops.temporal import ActivityConfig, DurableBranch, DurableError, HumanApproval, LionopsPlugin, idempotency_key
 from lionops.testing import Reply, completion, error_body, tool_call
@@ -210,7 +210,17 @@ gated = {
                         model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
     for name, fns in GATE_LISTS.items()
 }
-PLUGIN = LionopsPlugin(shop, approvals, bulk, observed, twice, patient, mixed, stalled, payments, *gated.values())
+#: Usage limits, per workflow run: two model requests and two tool calls; a tiny cost.
+limited = DurableBranch("limited", chat_model=chat_model, tools=TOOLS, system=SYSTEM,
+                        limits=UsageLimits(requests=2, tool_calls=2),
+                        model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
+#: No model request at all: the first is past the limit.
+stingy = DurableBranch("stingy", chat_model=chat_model, tools=TOOLS, system=SYSTEM, limits=UsageLimits(requests=0),
+                       model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
+costly = DurableBranch("costly", chat_model=chat_model, tools=TOOLS, system=SYSTEM,
+                       limits=UsageLimits(cost=0.00001), model_activity=FAST_MODEL, tool_activity=FAST_TOOLS)
+PLUGIN = LionopsPlugin(shop, approvals, bulk, observed, twice, patient, mixed, stalled, payments, limited, stingy,
+                       costly, *gated.values())
 
 # ------------------------------------------------------------ exit-trigger cases
 
@@ -242,6 +252,15 @@ CASES: dict[str, tuple[dict[str, Any], Any]] = {
     ),
     "failed": ({"response_format": Answer}, Reply(body=error_body("bad request"), status=400)),
     "failed_in_prepare": ({"handle_validation": "sometimes"}, completion("unused")),
+    # usage limits (the branch's, CASE_LIMITS): before the model request; before a parse-model re-ask
+    "over_limit": ({"response_format": Answer}, completion(_ANSWER)),
+    "over_limit_in_parse": ({"response_format": Answer}, completion("plain prose")),
+}
+
+#: The usage limits of the branch a case runs on (durable: the branch of that name).
+CASE_LIMITS: dict[str, tuple[str, UsageLimits]] = {
+    "over_limit": ("stingy", UsageLimits(requests=0)),
+    "over_limit_in_parse": ("limited", UsageLimits(requests=2, tool_calls=2)),
 }
 
 

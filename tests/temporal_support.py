@@ -69,13 +69,13 @@ def effects(path: Path) -> list[dict[str, Any]]:
 
 
 class WorkerProcess:
-    """``python -m tests.temporal_app worker`` as a separate process."""
+    """``python -m tests.temporal_app worker`` (or ``python -m <module>``) as a separate process."""
 
-    def __init__(self, address: str, task_queue: str, env: dict[str, str], *, max_cached: int | None = None) -> None:
+    def __init__(self, address: str, task_queue: str, env: dict[str, str], *, max_cached: int | None = None,
+                 module: str = "tests.temporal_app worker") -> None:
         extra = [] if max_cached is None else ["--max-cached", str(max_cached)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.temporal_app", "worker", "--address", address, "--task-queue", task_queue,
-             *extra],
+            [sys.executable, "-m", *module.split(), "--address", address, "--task-queue", task_queue, *extra],
             cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE,
             stderr=None if os.environ.get("LIONOPS_TEST_WORKER_STDERR") else subprocess.DEVNULL, text=True,
         )

@@ -9,6 +9,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from .temporal_app import (
+        CASE_LIMITS,
         CASES,
         CONVERSATION,
         PLUGIN,
@@ -33,6 +34,8 @@ class CaseWorkflow:
             "action_strategy": "sequential",
         }
         durable = approvals if case.startswith("approve") else shop
+        if case in CASE_LIMITS:
+            durable = {b.name: b for b in PLUGIN.durable_branches}[CASE_LIMITS[case][0]]
         if case.startswith("approve"):
             kwargs["action_strategy"] = "concurrent"
         try:
@@ -108,3 +111,27 @@ class RunWorkflow:
 
 
 WORKFLOWS.append(RunWorkflow)
+
+
+@workflow.defn
+class OperationsWorkflow:
+    """operate() calls of one durable branch in one run, one per case, until
+    one raises; each call's record (usage limits add up over the run)."""
+
+    @workflow.run
+    async def run(self, branch: str, cases: list[str]) -> list[dict[str, Any]]:
+        durable = {b.name: b for b in PLUGIN.durable_branches}[branch]
+        records = []
+        for case in cases:
+            kwargs: dict[str, Any] = {"instruction": f"case:{case}", "response_format": Answer, "actions": True,
+                                      "action_strategy": "sequential"}
+            try:
+                traced = await durable.operate_traced(**kwargs)
+            except Exception as exc:  # noqa: BLE001 - the record keeps the error
+                records.append({**run_record(exc, durable.branch()), "usage": durable.branch().usage.as_dict()})
+                break
+            records.append({**run_record(traced, durable.branch()), "usage": durable.branch().usage.as_dict()})
+        return records
+
+
+WORKFLOWS.append(OperationsWorkflow)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 import os
 import re
 import tempfile
@@ -131,6 +132,9 @@ class MCPServer:
         self._fault: BaseException | None = None  # a frame the transport could not read
         self._broken: Exception | None = None  # the transport's own failure
         self._calls: set[anyio.CancelScope] = set()
+        #: remote tool name -> hash of the definition this connection listed last;
+        #: None until it lists, and again once the server says its tools changed
+        self._listed: dict[str, str] | None = None
         self.server_info: mt.Implementation | None = None
 
     # ------------------------------------------------------------------ naming
@@ -143,6 +147,11 @@ class MCPServer:
         if self.server_info is not None and self.server_info.name:
             return self.server_info.name
         return os.path.basename(self.command[0]) if self.command else str(self.url)
+
+    @property
+    def running(self) -> bool:
+        """Whether the connection is open (entered and not yet left)."""
+        return self._group is not None
 
     @property
     def transport(self) -> str:
@@ -184,6 +193,7 @@ class MCPServer:
         if self._group is not None:
             raise ConfigurationError(f"MCP server {self.name!r} is already started")
         self._fault = self._broken = None
+        self._listed = None
         self._stop = anyio.Event()
         if self.command is not None:
             self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
@@ -259,7 +269,7 @@ class MCPServer:
         refused = frozenset(kind for kind, callback in zip(("sampling", "elicitation", "roots"), self._callbacks,
                                                            strict=True) if callback is None)
         session = _Session(
-            refused, read, write,
+            refused, self._tools_changed, read, write,
             sampling_callback=sampling or self._refuse("sampling (sampling=...)"),
             elicitation_callback=elicitation or self._refuse("elicitation (elicitation=...)"),
             list_roots_callback=list_roots or self._refuse_roots(),
@@ -307,8 +317,14 @@ class MCPServer:
             return await inner(context, None)  # type: ignore[no-any-return]
         return refuse
 
+    def _tools_changed(self) -> None:
+        """The server said its tools changed: the next call of each tool checks its definition again."""
+        self._listed = None
+
     async def _on_message(self, message: Any) -> None:
-        if isinstance(message, Exception):  # a frame the transport could not read
+        if isinstance(message, mt.ToolListChangedNotification):
+            self._tools_changed()
+        elif isinstance(message, Exception):  # a frame the transport could not read
             self._fault = message
             for scope in list(self._calls):
                 scope.cancel()
@@ -332,7 +348,24 @@ class MCPServer:
                         break
         except Exception as exc:  # noqa: BLE001 - every failure of the server is its typed error
             raise self._failure(exc, "tools/list") from None
+        listed: dict[str, str] = {}
+        for definition in definitions:
+            remote = definition.get("name")
+            if isinstance(remote, str):
+                listed[remote] = definition_hash(definition)
+        self._listed = listed
         return definitions
+
+    async def _check_definition(self, tool: MCPTool) -> None:
+        """Refuse ``tool`` when this connection's listing no longer has its pinned
+        definition: listed anew first if the connection has not listed yet (a worker's
+        own connection) or the server said its tools changed."""
+        listed = self._listed
+        if listed is None:
+            await self.list_definitions()
+            listed = self._listed or {}
+        if listed.get(tool.remote_name) != tool.definition_hash:
+            raise MCPDefinitionChangedError(self.name, [tool.remote_name])
 
     async def tools(self, *, accept: Sequence[str] = ()) -> list[MCPTool]:
         """The server's tools as :class:`MCPTool`s, checked against the pins.
@@ -407,30 +440,42 @@ class MCPServer:
         """Call ``tool`` with already validated and authorized ``arguments``
         (``act()`` does this; a caller never needs to).
 
+        Before the call, the tool's definition is checked against the one it was
+        built with (its pin) whenever this connection has not listed it yet or
+        the server sent ``notifications/tools/list_changed`` since it last did.
+
         Raises:
+            MCPDefinitionChangedError: the server lists a changed definition of
+                the tool, or no longer lists it; the server is not called.
             MCPToolError: the tool answered with ``isError``.
             MCPServerError: the server failed (see the class), or is not running.
         """
         session = self._running()
+        listed = self._listed
+        if listed is None or listed.get(tool.remote_name) != tool.definition_hash:
+            await self._check_definition(tool)
         what = f"tools/call {tool.remote_name!r}"
-        scope = anyio.CancelScope()
+        # one scope: the call's deadline, and what a failing transport or the server's close cancels
+        timeout = self.call_timeout
+        scope = anyio.CancelScope(deadline=anyio.current_time() + timeout if timeout is not None else math.inf)
         self._calls.add(scope)
         result: mt.CallToolResult | None = None
         try:
             with scope:
                 if self._fault is not None:
                     raise self._failure(self._fault, what)
-                with anyio.fail_after(self.call_timeout):
-                    result = await session.call_tool(tool.remote_name, arguments)
+                result = await session.call_tool(tool.remote_name, arguments)
         except Exception as exc:  # noqa: BLE001 - every failure of the server is its typed error
             raise self._failure(exc, what) from None
         finally:
             self._calls.discard(scope)
-        if result is None:  # cancelled by a fault of the transport, or by the server's close
+        if result is None:  # cut by the deadline, a fault of the transport, or the server's close
             failed = self._fault or self._broken
             if failed is not None:
                 raise self._failure(failed, what)
-            raise self._error(f"{what}: the server was stopped during the call")
+            if self._group is None:
+                raise self._error(f"{what}: the server was stopped during the call")
+            raise self._error(f"{what} did not return within {timeout}s", MCPTimeoutError)
         return self._output(tool, result)
 
     def _output(self, tool: MCPTool, result: mt.CallToolResult) -> Any:
@@ -466,11 +511,20 @@ class MCPServer:
 
 class _Session(ClientSession):
     """The SDK's session, advertising none of the capabilities whose requests are
-    refused (a refusing callback would otherwise advertise them)."""
+    refused (a refusing callback would otherwise advertise them), and telling
+    ``tools_changed`` of a ``notifications/tools/list_changed`` in the order it
+    arrives, before the response that follows it resolves a call (the message
+    handler, which also tells it, runs in a task of its own)."""
 
-    def __init__(self, refused: frozenset[str], *args: Any, **kwargs: Any) -> None:
+    def __init__(self, refused: frozenset[str], tools_changed: Any, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._refused = refused
+        self._on_tools_changed = tools_changed
+
+    def _intercept_notification(self, method: str, params: Any) -> bool:
+        if method == "notifications/tools/list_changed":
+            self._on_tools_changed()
+        return bool(super()._intercept_notification(method, params))
 
     def _build_capabilities(self, version: str) -> mt.ClientCapabilities:
         capabilities = super()._build_capabilities(version)

@@ -34,11 +34,11 @@ from typing import Any, cast
 
 import anyio.to_thread
 
-from .. import observe
 from ..endpoints.base import AgentEndpoint
 from ..endpoints.cli.records import CUT_OFF_STOP_REASONS, CLIRun, CLIToolEvent
 from ..errors import CLIError, ConfigurationError
 from ..models import RawOutput
+from ..observability import observe
 from ..params import RunParam
 from ..parse import ends_inside_json, split_reasoning
 from ..trace import annotate

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
 from .._defaults import DEFAULT_PARSE_CALL_PARAMS
 from ..alcall import alcall
+from ..errors import UsageLimitExceeded
+from ..limits import check_parse_request, note_parse_request
 from ..models import ActionRequestModel
 from ..operative import request_type_of
 from ..parse import PARSE_MODEL_MAX_CHARS, _validate, extract_json, local_parse, merge_action_requests, split_reasoning
-from ..trace import annotate
+from ..trace import annotate, current_meta
 from .shaping import structured_options
 
 __all__ = ["parse_response"]
@@ -63,7 +66,7 @@ async def parse_response(
         annotate(parse_model_calls=0, parse_model_skipped=f"answer of {len(text)} characters, "
                                                           f"above {PARSE_MODEL_MAX_CHARS}")
         return value
-    retried = await _parse_model_retry(text, fmt, parse_param, action_requests)
+    retried = await _parse_model_retry(text, fmt, parse_param, action_requests, branch)
     return retried if retried is not None else value
 
 
@@ -80,13 +83,16 @@ def _parse_messages(text: str, fmt: type[BaseModel], schema_in_prompt: bool) -> 
 
 async def _parse_model_retry(
     text: str, fmt: type[BaseModel], parse_param: Any,
-    action_requests: list[ActionRequestModel] | None,
+    action_requests: list[ActionRequestModel] | None, branch: Any = None,
 ) -> BaseModel | None:
     """Ask the parse model to restate ``text`` as ``fmt``; ``None`` when it cannot.
 
     Runs under ``parse_param.alcall_params`` (retries, backoff and throttle,
     every wait through :mod:`lionops.clock`). The parse model's own
-    ``action_requests`` are replaced by the original native ones.
+    ``action_requests`` are replaced by the original native ones. Each
+    request counts against the branch's usage limits and is checked before
+    it is made: one that would pass a limit is not made, and
+    :class:`~lionops.errors.UsageLimitExceeded` ends the operation (``over_limit``).
     """
     imodel = getattr(parse_param, "imodel", None)
     chat = getattr(getattr(imodel, "endpoint", imodel), "chat", None)
@@ -98,10 +104,19 @@ async def _parse_model_retry(
     messages = _parse_messages(text, fmt, schema_in_prompt)
     extra = dict(getattr(parse_param, "imodel_kw", None) or {})
     calls = {"n": 0}
+    limits, used, meta = getattr(branch, "limits", None), getattr(branch, "usage", None), current_meta()
+    over: list[UsageLimitExceeded] = []
 
-    async def attempt(_: str) -> BaseModel:
+    async def attempt(_: str) -> BaseModel | None:
+        if limits is not None and used is not None and meta is not None:
+            stop = check_parse_request(limits, used, meta)
+            if stop is not None:  # checked before the request it limits: not made
+                over.append(stop)
+                return None
         calls["n"] += 1
         completion = await chat(messages, **extra, **options)
+        if meta is not None:
+            note_parse_request(meta, _facts(endpoint, completion))
         if completion.finish_reason == "length" or completion.refusal:
             raise ValueError(f"parse model stopped: {completion.finish_reason or 'refusal'}")
         data = extract_json(split_reasoning(completion.text)[0] or "")
@@ -120,4 +135,18 @@ async def _parse_model_retry(
         logger.info("parse model could not restate the answer after %d calls: %s", calls["n"], exc)
         value = None
     annotate(parse_model_calls=calls["n"], parse_model_ok=value is not None)
+    if over:
+        raise over[0]
     return value
+
+
+def _facts(endpoint: Any, completion: Any) -> dict[str, Any]:
+    """What a parse-model request used, named as the model request's trace facts."""
+    usage = getattr(completion, "usage", None)
+    as_dict = getattr(getattr(completion, "tokens", None), "as_dict", None)
+    return {
+        "provider": getattr(endpoint, "provider", None),
+        "model": getattr(completion, "model", None),
+        "usage": dict(usage) if isinstance(usage, Mapping) else {},
+        "tokens": as_dict() if callable(as_dict) else {},
+    }

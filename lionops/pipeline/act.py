@@ -53,7 +53,6 @@ import pydantic_core
 from pydantic import BaseModel
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
-from .. import observe
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS
 from .._invalid_mark import invalid_reason
 from ..alcall import AlcallParams, _BackoffWait, in_own_context, is_cancellation
@@ -69,6 +68,7 @@ from ..models import (
     decode_arguments,
     normalize_request_keys,
 )
+from ..observability import observe
 from ..params import ACTION_STRATEGIES, ActionParam
 from ..runtime import current_runtime
 from ..text import VERBOSE_ARGS_LIMIT, safe_str, summarize

@@ -8,10 +8,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .. import observe
+from ..errors import UsageLimitExceeded
 from ..limits import check_request, count_request
 from ..middles.api import communicate
 from ..middles.cli import run_and_collect
+from ..observability import observe
 from ..params import RunParam
 from .context import OperationContext
 from .enrich import can_attach_responses
@@ -61,7 +62,14 @@ async def phase(ctx: OperationContext) -> None:
         ctx.clear_messages,
         skip_validation=ctx.skip_validation,
     )
-    result = ctx.result = await (observe.observe_adapter(ctx, call) if observe.observers else call)
+    try:
+        result = ctx.result = await (observe.observe_adapter(ctx, call) if observe.observers else call)
+    except UsageLimitExceeded as over:  # a parse-model re-ask would pass a limit: it was not made
+        ctx.limit_error = over
+        ctx.meta["usage_limit"] = {"limit": over.limit, "value": over.value, "usage": over.usage}
+        if used is not None:
+            count_request(limits, used, ctx.meta)
+        return
     if used is not None:
         count_request(limits, used, ctx.meta)
     # What the result says about itself may run its code (a property, a

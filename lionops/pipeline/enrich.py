@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .. import observe
+from ..observability import observe
 from .context import OperationContext
 
 __all__ = ["phase", "can_attach_responses"]
@@ -33,7 +33,7 @@ def can_attach_responses(result: Any, operative: Any) -> bool:
     cls = type(result)
     return (
         isinstance(rtype, type) and isinstance(result, rtype)
-        and "action_responses" in cls.model_fields
+        and "action_responses" in cls.__pydantic_fields__
         and not cls.model_config.get("frozen", False)
         and getattr(cls, "__setattr__", None) is BaseModel.__setattr__
     )

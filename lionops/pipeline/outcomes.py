@@ -73,7 +73,7 @@ def _proposed(result: Any) -> Any:
     property): with actions off, nothing a result defines is called."""
     if type(result) is dict:
         return result.get("action_requests")
-    if isinstance(result, BaseModel) and "action_requests" in type(result).model_fields:
+    if isinstance(result, BaseModel) and "action_requests" in type(result).__pydantic_fields__:
         return vars(result).get("action_requests")
     return None
 

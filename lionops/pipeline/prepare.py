@@ -229,11 +229,21 @@ def _check_middle(middle: Any) -> None:
             f" got {type(middle).__name__}")
 
 
+def _shared_action_params() -> dict[tuple[str, bool], ActionParam]:
+    return {(strategy, verbose): ActionParam(action_call_params=DEFAULT_ACTION_CALL_PARAMS, tools=None,
+                                             strategy=strategy, suppress_errors=True, verbose_action=verbose)
+            for strategy in ACTION_STRATEGIES for verbose in (False, True)}
+
+
 def _action_param(action_strategy: str | None, instructed: str | None, call_params: AlcallParams | None,
                   tools: Any, verbose_action: bool) -> ActionParam:
     """How the requests run; a strategy ``act()`` does not know is refused
     here, before the model is asked, not after."""
     strategy = action_strategy or instructed or "concurrent"
+    if call_params is None and tools is None and type(strategy) is str:  # the usual call: a shared ActionParam
+        shared = _SHARED_ACTION_PARAMS.get((strategy, verbose_action))
+        if shared is not None:
+            return shared
     if strategy not in ACTION_STRATEGIES:
         raise ConfigurationError(f"action_strategy must be one of {ACTION_STRATEGIES}, got {strategy!r}")
     return ActionParam(
@@ -383,19 +393,19 @@ def _prepared(
         if snapshot_dir is not None:
             param_kw["snapshot_dir"] = snapshot_dir
         chat_param = RunParam(**param_kw)
-    else:
-        chat_param = ChatParam(**param_kw)
+    else:  # every field named: filled without the frozen __init__'s setattr per field
+        chat_param = ChatParam.of_fields(param_kw)
 
     parse_param = None
     if response_format is not None and not skip_validation:
-        parse_param = ParseParam(
-            response_format=response_format,
-            fuzzy_match_params=_FUZZY_DEFAULT,
-            handle_validation=handle_validation,  # type: ignore[arg-type]
-            alcall_params=DEFAULT_PARSE_CALL_PARAMS,
-            imodel=parse_model,
-            imodel_kw={},
-        )
+        parse_param = ParseParam.of_fields({
+            "response_format": response_format,
+            "fuzzy_match_params": _FUZZY_DEFAULT,
+            "handle_validation": handle_validation,
+            "alcall_params": DEFAULT_PARSE_CALL_PARAMS,
+            "imodel": parse_model,
+            "imodel_kw": {},
+        })
 
     action_param = None
     if with_actions:
@@ -404,6 +414,9 @@ def _prepared(
     return Prepared(instruction, chat_param, parse_param, action_param, handle_validation,
                     invoke_actions, skip_validation, clear_messages, None, middle, field_models, instr_reason)
 
+
+#: (strategy, verbose_action) -> the ActionParam of a call without call_params and tools (frozen, shared)
+_SHARED_ACTION_PARAMS = _shared_action_params()
 
 prepare_operate_kw = _as_mapping(_prepared)
 

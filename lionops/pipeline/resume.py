@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import observe
+from pydantic import BaseModel, ValidationError
+
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS
 from ..errors import (
     ArgumentTypeError,
@@ -39,14 +40,19 @@ from ..errors import (
 from ..governance import Approve, DecisionRecord, Deny, PendingCall, call_digest, jsonable_arguments, now_iso
 from ..messages import to_jsonable
 from ..models import ActionRecord
+from ..observability import observe
+from ..operative import shared_operative
 from ..params import ActionParam
 from ..text import safe_str
 from ..tools import Tool, ToolArgumentsError
 from . import act as act_module
 from .act import DENIAL_ERROR, _Batch, _record, _Request, invoke
 from .context import OperationContext
+from .enrich import can_attach_responses
 
-__all__ = ["Suspended", "Suspensions", "ResumeWork", "suspend", "claim", "release", "phase", "act_phase"]
+__all__ = [
+    "Suspended", "Suspensions", "ResumeWork", "suspend", "claim", "release", "phase", "act_phase", "as_response_model",
+]
 
 
 @dataclass(eq=False, slots=True)
@@ -238,6 +244,38 @@ def claim(suspensions: Suspensions, tools: Any, decisions: Any) -> ResumeWork:
         del op.pending[call_id]
     op.running += 1
     return ResumeWork(op, calls)
+
+
+def as_response_model(op: Suspended, response_format: Any) -> None:
+    """Give a restored suspended result (its JSON data, a dict) back the type
+    of ``response_format``, the model the operation was asked for: validated
+    into the call's generated response type (its fields plus the action
+    fields), so ``enrich`` attaches the responses to a model, as in the
+    process that deferred. A result that is a model already must be one.
+
+    Raises:
+        ArgumentTypeError: ``response_format`` is not a pydantic model class.
+        ResumeError: the stored result does not validate into it, or is a
+            model of another class.
+    """
+    if not (isinstance(response_format, type) and issubclass(response_format, BaseModel)):
+        raise ArgumentTypeError(f"response_format must be a pydantic model class, got {response_format!r}")
+    result = op.result
+    if isinstance(result, BaseModel):
+        if not isinstance(result, response_format):
+            raise ResumeError(f"the suspended result is a {type(result).__name__}, not a {response_format.__name__}")
+        return
+    if not isinstance(result, dict):
+        raise ResumeError(f"the suspended result is a {type(result).__name__}, not {response_format.__name__} data")
+    reason = "reason" in result and "reason" not in response_format.model_fields
+    operative = shared_operative(response_format, reason=reason, actions=True).fresh()
+    try:
+        model = operative.response_type.model_validate(result)
+    except ValidationError as exc:
+        raise ResumeError(f"the suspended result is not {response_format.__name__} data: "
+                          f"{safe_str(exc.errors()[0]['msg'])}") from None
+    op.result, op.operative = model, operative
+    op.attachable = op.attachable and can_attach_responses(model, operative)
 
 
 def release(suspensions: Suspensions, work: ResumeWork) -> None:

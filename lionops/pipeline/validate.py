@@ -40,7 +40,7 @@ def schema_published(ctx: OperationContext) -> bool:
 
 
 def adapter_awaited_once(ctx: OperationContext) -> bool:
-    return ctx.adapter_calls == 1
+    return ctx.adapter_calls == 1 and ctx.limit_error is None
 
 
 def request_limit_reached(ctx: OperationContext) -> bool:

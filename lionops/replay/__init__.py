@@ -17,10 +17,10 @@ subprocess, and the tools returning their recorded outputs, and raises
 session per test. See docs/replay.md.
 """
 
+from .._redact import DEFAULT_PATTERNS, Redactor, pattern_problem
 from .cassette import CASSETTE_VERSION, Cassette, CassetteError, CassetteNotFoundError, Operation
 from .cli import CliRecorder, CliReplay
 from .divergence import ReplayDivergence
-from .redact import DEFAULT_PATTERNS, Redactor, pattern_problem
 from .session import RECORD_MODES, CassetteSession, RecordMode, record, replay
 from .transport import RecordingTransport, ReplayTransport
 

@@ -19,7 +19,22 @@ refused); nothing in a cassette is executed or imported. Shape (version 1)::
                       the trace's own ``actions`` (else the file is refused);
         "trace":      the Trace JSON (lionops.trace);
         "outcome":    {"result": JSON, "error": {"type", "message"} | null}
+     }],
+     "runs": [{                          (only when a Branch.run() was recorded)
+        "first":      the operation of its first round,
+        "rounds":     how many operations (one per round) it spans,
+        "max_rounds": the run's max_rounds,
+        "trace":      the run machine's own Trace JSON (states/run.toml),
+        "outcome":    as an operation's
      }]}
+
+An operation whose call has ``resume`` is a ``Branch.resume()`` (or the
+first round of a ``Branch.resume_run()``): the decisions it was given, in
+request order. A run must add up: its rounds within the operations, no two
+runs sharing one, its trace a valid run of as many rounds, and its
+transitions agreeing with the rounds' traces (a round that acted on a tool
+call never ends the run at ``answered``; ``deferred`` only after a deferred
+round); else the file is refused.
 
 See docs/replay.md.
 """
@@ -35,15 +50,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from .._files import atomic_write_text
 from .._json import loads as bounded_json
+from .._redact import MAX_PATTERNS, REPLACEMENT, Redactor, pattern_problem
+from ..engine.definition import run_definition
 from ..errors import CassetteError, CassetteNotFoundError, JSONLimitError
+from ..run import RUN_TRACE_FORMAT, RunTrace
 from ..trace import Trace
-from .redact import MAX_PATTERNS, REPLACEMENT, Redactor, pattern_problem
 
 __all__ = [
     "CASSETTE_FORMAT", "CASSETTE_VERSION", "Cassette", "Operation", "CallRecord", "HttpExchange",
     "CliExchange", "Exchange", "HttpRequestRecord", "HttpResponseRecord", "ToolCallRecord",
     "ErrorRecord", "OutcomeRecord", "RedactionRecord", "CassetteError", "CassetteNotFoundError",
-    "MAX_CASSETTE_DEPTH",
+    "MAX_CASSETTE_DEPTH", "DecisionRecord", "RunRecord",
 ]
 
 CASSETTE_FORMAT: Literal["lionops-cassette"] = "lionops-cassette"
@@ -141,8 +158,20 @@ class ToolCallRecord(_Record):
     error: ErrorRecord | None = None
 
 
+class DecisionRecord(_Record):
+    """One decision a resumed operation was given (``Branch.resume()``)."""
+
+    call_id: str
+    function: str | None = None
+    index: int = Field(ge=-1, lt=_INT64)
+    decision: Literal["approved", "denied"]
+    by: str
+    reason: str | None = None
+
+
 class CallRecord(_Record):
-    """The normalized call: what was asked, of which model, with which schemas."""
+    """The normalized call: what was asked, of which model, with which schemas;
+    for a resumed operation, the decisions it was given (``resume``)."""
 
     middle: str | None = None
     provider: str | None = None
@@ -155,6 +184,7 @@ class CallRecord(_Record):
     registered_tools: list[dict[str, Any]] = []
     keywords: dict[str, Any] = {}
     history: list[dict[str, Any]] = []
+    resume: list[DecisionRecord] | None = None
 
 
 class OutcomeRecord(_Record):
@@ -198,6 +228,34 @@ class Operation(_Record):
                 f"exchanges={len(self.exchanges)}, tool_calls={len(self.tool_calls)})")
 
 
+class RunRecord(_Record):
+    """One recorded ``Branch.run()``: the operations of its rounds and the run machine's trace."""
+
+    first: int = Field(ge=0, lt=_INT64)
+    rounds: int = Field(ge=0, lt=_INT64)
+    max_rounds: int = Field(ge=1, lt=_INT64)
+    trace: dict[str, Any]
+    outcome: OutcomeRecord = OutcomeRecord()
+
+    @field_validator("trace")
+    @classmethod
+    def _trace_is_a_run(cls, value: dict[str, Any]) -> dict[str, Any]:
+        Trace.from_dict(value, run_definition())  # ValueError, reported as a validation error
+        return value
+
+    def trace_obj(self) -> Trace:
+        return Trace.from_dict(self.trace, run_definition())
+
+    def run_trace(self, operations: list[Operation]) -> RunTrace:
+        """The recorded :class:`~lionops.run.RunTrace`: this trace and its rounds' (checked as ``from_dict`` checks)."""
+        rounds = [op.trace for op in operations[self.first:self.first + self.rounds]]
+        return RunTrace.from_dict({"format": RUN_TRACE_FORMAT, "exit": self.trace_obj().exit, "run": self.trace,
+                                   "rounds": rounds})
+
+    def __repr__(self) -> str:
+        return f"RunRecord(first={self.first}, rounds={self.rounds}, exit={self.trace_obj().exit!r})"
+
+
 class RedactionRecord(_Record):
     """The caller's extra secret patterns (applied again on replay) and the mark used."""
 
@@ -208,7 +266,7 @@ class RedactionRecord(_Record):
     @classmethod
     def _bounded_patterns(cls, value: list[str], info: ValidationInfo) -> list[str]:
         """Patterns read from a file (:meth:`Cassette.loads`) must pass
-        :func:`~lionops.replay.redact.pattern_problem`, unless the caller
+        :func:`~lionops.replay.pattern_problem`, unless the caller
         vouches for them in code (``trusted_patterns``)."""
         context = info.context
         if context is None:  # built in code: the caller's own patterns
@@ -229,6 +287,27 @@ class Cassette(_Record):
     lionops: str = ""
     redaction: RedactionRecord = RedactionRecord()
     operations: list[Operation] = []
+    runs: list[RunRecord] = []
+
+    @model_validator(mode="after")
+    def _runs_add_up(self) -> Cassette:
+        taken: set[int] = set()
+        for i, run in enumerate(self.runs):
+            span = range(run.first, run.first + run.rounds)
+            if span.stop > len(self.operations):
+                raise ValueError(f"run {i} spans operations {span.start}..{span.stop - 1}, "
+                                 f"the cassette has {len(self.operations)}")
+            if taken & set(span):
+                raise ValueError(f"run {i} shares an operation with another run")
+            taken |= set(span)
+            problem = _run_contradiction(run, self.operations)
+            if problem is not None:
+                raise ValueError(f"run {i} contradicts its rounds: {problem}")
+        return self
+
+    def run_at(self, operation: int) -> RunRecord | None:
+        """The recorded run whose first round is ``operation``, if any."""
+        return next((r for r in self.runs if r.first == operation), None)
 
     @model_validator(mode="before")
     @classmethod
@@ -253,7 +332,7 @@ class Cassette(_Record):
         """Parse and validate cassette JSON.
 
         Redaction patterns in it are untrusted: each must pass
-        :func:`~lionops.replay.redact.pattern_problem`, except those in
+        :func:`~lionops.replay.pattern_problem`, except those in
         ``trusted_patterns`` (the caller's own, given in code).
 
         Raises:
@@ -302,7 +381,8 @@ class Cassette(_Record):
         """The cassette as indented JSON, passed once more through ``redactor``
         (default: a :class:`Redactor` with this cassette's patterns)."""
         redactor = redactor or Redactor(patterns=tuple(self.redaction.patterns))
-        data = redactor.value(self.model_dump(mode="json"))
+        # a cassette without runs keeps the shape it had before runs were recorded
+        data = redactor.value(self.model_dump(mode="json", exclude={"runs"} if not self.runs else None))
         return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
     def save(self, path: str | Path, redactor: Redactor | None = None) -> Path:
@@ -361,6 +441,32 @@ def _contradiction(op: Operation) -> str | None:
     cut = any(t.source == "act" and t.trigger == "failed" for t in trace.transitions)
     if not cut and len(decided) < len(op.tool_calls):
         return "a request is not_reached, but the trace says act() did not raise"
+    return None
+
+
+def _run_contradiction(run: RunRecord, operations: list[Operation]) -> str | None:
+    """Where a run's trace and its rounds disagree: the number of rounds, and
+    each transition out of ``round`` against the round it followed."""
+    try:
+        run_trace = run.run_trace(operations)
+    except ValueError as exc:
+        return str(exc)
+    rounds = iter(run_trace.rounds)
+    for t in run_trace.trace.transitions:
+        if t.source != "round" or t.trigger == "failed":
+            continue
+        trace = next(rounds, None)
+        if trace is None:
+            return f"{t.trigger} after a round that has no operation"
+        acted = "act" in trace.states and bool(trace.actions)
+        if t.trigger == "answered" and acted:
+            return "answered after a round that acted on tool calls"
+        if t.trigger in ("next_round", "max_rounds") and (not acted or trace.exit == "deferred"):
+            return f"{t.trigger} after a round that acted on no tool call"
+        if (t.trigger == "deferred") != (trace.exit == "deferred"):
+            return f"{t.trigger} after a round that ended at {trace.exit}"
+    if run.trace_obj().exit == "max_rounds" and run.rounds != run.max_rounds:
+        return f"max_rounds after {run.rounds} round(s) of {run.max_rounds}"
     return None
 
 

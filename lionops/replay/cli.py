@@ -18,10 +18,10 @@ from typing import Any
 
 import anyio.lowlevel
 
+from .._redact import Redactor
 from ..endpoints.cli import CLIEndpoint, CLIExit, CLIStdout
 from .cassette import CliExchange, ErrorRecord
 from .divergence import unmatched_exchange
-from .redact import Redactor
 from .transport import RecordedExchanges
 
 __all__ = ["CliRecorder", "CliReplay", "command_of"]

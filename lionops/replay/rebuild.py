@@ -23,7 +23,7 @@ from ..tools import _KEYWORDS, Tool, ToolInvocation, _field_name
 from .cassette import CassetteError, CliExchange, Operation
 from .run import LOCAL_KEYWORDS
 
-__all__ = ["rebuild", "model_from_schema"]
+__all__ = ["rebuild", "rebuild_run", "model_from_schema"]
 
 _SCALARS: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "null": type(None)}
 
@@ -192,14 +192,40 @@ def rebuild(op: Operation, *, operation: int = 0) -> tuple[Branch, dict[str, Any
                             f"{type(exc).__name__}: {summarize(exc, 200)}") from None
 
 
-def _rebuild(op: Operation) -> tuple[Branch, dict[str, Any]]:
+def rebuild_run(ops: list[Operation], *, operation: int = 0) -> tuple[Branch, dict[str, Any]]:
+    """A branch and ``run`` keywords (operate's, with ``actions``) reproducing
+    a recorded run whose rounds are ``ops``: as :func:`rebuild` of its first
+    round, with a gate repeating each round's recorded decisions in its round.
+
+    Raises:
+        CassetteError: as :func:`rebuild`.
+    """
+    gates = [_gate(op) for op in ops]
+
+    def recorded_decision(invocation: ToolInvocation) -> bool:
+        # the round now running: the rounds before it each left one trace on the branch
+        done = len(branch.traces) - base
+        return bool(gates[done](invocation)) if 0 <= done < len(gates) else False
+
+    try:
+        branch, kw = _rebuild(ops[0], gate=recorded_decision)
+    except CassetteError as exc:
+        raise CassetteError(f"the run from operation {operation} cannot be rebuilt from the cassette: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - as rebuild()
+        raise CassetteError(f"the run from operation {operation} cannot be rebuilt from the cassette: "
+                            f"{type(exc).__name__}: {summarize(exc, 200)}") from None
+    base = len(branch.traces)
+    return branch, kw
+
+
+def _rebuild(op: Operation, gate: Any = None) -> tuple[Branch, dict[str, Any]]:
     call = op.call
     if call.middle not in ("communicate", "run_and_collect", None):
         raise CassetteError(f"the operation used a custom middle {call.middle!r}; replay it from code")
     branch = Branch(chat_model=_model(op), tools=[RecordedTool.of(s) for s in call.registered_tools])
     for msg in call.history:
         branch.messages.add(msg["role"], msg["content"], metadata=dict(msg.get("metadata") or {}))
-    branch.gate(_gate(op))
+    branch.gate(gate or _gate(op))
     # Persistence keywords are left out: a rebuilt replay writes no files.
     kw: dict[str, Any] = {**{k: v for k, v in call.keywords.items() if k not in LOCAL_KEYWORDS}, **call.options}
     fmt = _response_format(op)

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from .._redact import Redactor
 from ..clock import RecordingClock
 from ..endpoints.cli import CLITimeoutError, argv_secrets
 from ..errors import EndpointConnectionError, EndpointStatusError
 from ..formats import check_response_format, model_stands_for
+from ..governance import Approve
 from ..messages import to_jsonable
 from ..models import Instruct, decode_arguments
 from ..pipeline.prepare import OperateKwargs
@@ -40,13 +42,13 @@ from .cassette import (
 )
 from .cli import CliRecorder, CliReplay
 from .divergence import ReplayDivergence, compare_traces, first_difference, same_json
-from .redact import Redactor
 from .transport import RecordedExchanges, RecordingTransport, ReplayTransport
 
 if TYPE_CHECKING:
     from ..branch import Branch
 
-__all__ = ["describe_call", "record_operation", "replay_operation", "tool_calls_since", "failed_to_reach"]
+__all__ = ["describe_call", "describe_decisions", "record_operation", "replay_operation", "tool_calls_since",
+           "failed_to_reach"]
 
 #: Keywords that hold objects, described in the call record by their effect
 #: (model, schemas) rather than copied.
@@ -97,7 +99,23 @@ def _actions_requested(kw: dict[str, Any]) -> bool:
     return bool(kw.get("actions") or getattr(instruct, "actions", False)) and kw.get("invoke_actions", True)
 
 
-def describe_call(branch: Branch, kw: dict[str, Any], redactor: Redactor) -> CallRecord:
+def describe_decisions(branch: Branch, decisions: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The decisions of a ``Branch.resume()`` as data, in request order (a
+    call id no suspended operation holds keeps its place at the end, so
+    ``resume`` itself refuses it)."""
+    pending = {p.call_id: p for p in branch.pending_calls()}
+    out = []
+    for call_id, decision in decisions.items():
+        call = pending.get(call_id)
+        out.append({"call_id": str(call_id), "function": call.function if call else None,
+                    "index": call.index if call else -1,
+                    "decision": "approved" if isinstance(decision, Approve) else "denied",
+                    "by": str(getattr(decision, "by", "")), "reason": getattr(decision, "reason", None)})
+    return sorted(out, key=lambda d: (d["index"] < 0, d["index"]))
+
+
+def describe_call(branch: Branch, kw: dict[str, Any], redactor: Redactor,
+                  decisions: Mapping[str, Any] | None = None) -> CallRecord:
     """The normalized call of ``branch.operate(**kw)`` as data, redacted.
 
     ``options`` are the endpoint's default options overlaid with the call's
@@ -144,6 +162,7 @@ def describe_call(branch: Branch, kw: dict[str, Any], redactor: Redactor) -> Cal
         "registered_tools": branch.acts.get_tool_schema()["tools"],
         "keywords": to_jsonable(keywords),
         "history": history,
+        "resume": None if decisions is None else describe_decisions(branch, decisions),
     }))
 
 
@@ -182,10 +201,11 @@ def _outcome(result: Any, error: BaseException | None, redactor: Redactor) -> Ou
     return OutcomeRecord(result=redactor.value(to_jsonable(result)))
 
 
-async def _run(branch: Branch, kw: dict[str, Any]) -> tuple[Traced | None, Exception | None, Trace | None]:
+async def _run(branch: Branch, kw: dict[str, Any], decisions: Mapping[str, Any] | None = None
+               ) -> tuple[Traced | None, Exception | None, Trace | None]:
     before = len(branch.traces)
     try:
-        traced = await branch.operate_traced(**kw)
+        traced = await (branch.operate_traced(**kw) if decisions is None else branch.resume_traced(dict(decisions)))
     except Exception as exc:  # noqa: BLE001 - recorded, then re-raised by the caller
         trace = branch.traces[-1] if len(branch.traces) > before else None
         return None, exc, trace
@@ -194,16 +214,18 @@ async def _run(branch: Branch, kw: dict[str, Any]) -> tuple[Traced | None, Excep
 
 
 
-async def record_operation(branch: Branch, kw: dict[str, Any], redactor: Redactor
+async def record_operation(branch: Branch, kw: dict[str, Any], redactor: Redactor,
+                           decisions: Mapping[str, Any] | None = None
                            ) -> tuple[Operation, Traced | None, Exception | None]:
-    """Run ``branch.operate_traced(**kw)`` for real, recording it.
+    """Run ``branch.operate_traced(**kw)`` (with ``decisions``:
+    ``branch.resume_traced(decisions)``) for real, recording it.
 
     Returns ``(operation, traced, error)``: ``traced`` when the run returned,
     ``error`` when it raised (the operation is recorded either way; a call
     that raised before the machine ran has a trace with no transitions).
     """
     redactor = redactor.with_scrubbers(_scrubbers(branch, kw))
-    call = describe_call(branch, kw, redactor)
+    call = describe_call(branch, kw, redactor, decisions)
     exchanges: list[Any] = []
     transport = RecordingTransport(redactor, exchanges)
     start = len(branch.logs)
@@ -211,7 +233,7 @@ async def record_operation(branch: Branch, kw: dict[str, Any], redactor: Redacto
     try:
         with use_runtime(http_transport=transport, cli_transport=CliRecorder(redactor, exchanges),
                          before_dispatch=requests):
-            traced, error, trace = await _run(branch, kw)
+            traced, error, trace = await _run(branch, kw, decisions)
     finally:
         await transport.aclose()
     if trace is None:  # raised before the machine ran: still an operation, so later ones keep their places
@@ -456,6 +478,9 @@ def compare_call(expected: CallRecord, actual: CallRecord, *, operation: int) ->
     def compared(call: CallRecord) -> dict[str, Any]:
         facts = {k: getattr(call, k) for k in _COMPARED}
         facts["keywords"] = {k: v for k, v in call.keywords.items() if k not in LOCAL_KEYWORDS}
+        # a deferred call's id may be made afresh (no provider id): the decisions compare without it
+        facts["resume"] = None if call.resume is None else [
+            d.model_dump(mode="json", exclude={"call_id"}) for d in call.resume]
         return facts
 
     want, got = compared(expected), compared(actual)
@@ -466,8 +491,10 @@ def compare_call(expected: CallRecord, actual: CallRecord, *, operation: int) ->
 
 
 async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], redactor: Redactor, *,
-                           operation: int = 0, run_tools: bool = False) -> Traced:
-    """Re-run ``branch.operate_traced(**kw)`` against the recording ``op``.
+                           operation: int = 0, run_tools: bool = False,
+                           decisions: Mapping[str, Any] | None = None) -> Traced:
+    """Re-run ``branch.operate_traced(**kw)`` (with ``decisions``:
+    ``branch.resume_traced(decisions)``) against the recording ``op``.
 
     No network and no subprocess: HTTP is served by a :class:`ReplayTransport`,
     CLI runs by a :class:`~lionops.replay.cli.CliReplay`. Tools return
@@ -486,7 +513,7 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
             result JSON).
     """
     redactor = redactor.with_scrubbers(_scrubbers(branch, kw))
-    first = compare_call(op.call, describe_call(branch, kw, redactor), operation=operation)
+    first = compare_call(op.call, describe_call(branch, kw, redactor, decisions), operation=operation)
     if first is not None:
         raise first
     seen: list[ReplayDivergence] = []
@@ -502,7 +529,7 @@ async def replay_operation(branch: Branch, op: Operation, kw: dict[str, Any], re
     if not run_tools:
         seams["tool_runner"] = server
     with use_runtime(**seams):
-        traced, error, trace = await _run(branch, kw)
+        traced, error, trace = await _run(branch, kw, decisions)
     outputs = not run_tools
     def first_seen(kind: str) -> ReplayDivergence | None:
         return next((d for d in seen if d.kind == kind), None)

@@ -32,22 +32,31 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack, get_args
 
+from .._redact import Redactor
 from .._version import __version__
 from ..errors import ArgumentTypeError, ConfigurationError, did_you_mean
-from ..pipeline.loop import DEFAULT_MAX_ROUNDS, run_context
-from ..run import Ran
+from ..governance import Approve, Deny
+from ..pipeline.loop import DEFAULT_MAX_ROUNDS, RunContext, run_context
+from ..run import Ran, RunTrace
 from ..text import summarize
 from ..trace import Traced
-from .cassette import Cassette, CassetteError, CassetteNotFoundError, Operation, RedactionRecord
-from .divergence import ReplayDivergence
-from .rebuild import rebuild
-from .redact import Redactor
-from .run import failed_to_reach, record_operation, replay_operation
+from .cassette import (
+    Cassette,
+    CassetteError,
+    CassetteNotFoundError,
+    Operation,
+    OutcomeRecord,
+    RedactionRecord,
+    RunRecord,
+)
+from .divergence import ReplayDivergence, compare_traces
+from .rebuild import rebuild, rebuild_run
+from .run import _outcome, compare_outcome, failed_to_reach, record_operation, replay_operation
 
 if TYPE_CHECKING:
     from ..branch import Branch, OperateKwargs
 
-__all__ = ["CassetteSession", "RecordMode", "RECORD_MODES", "record", "replay"]
+__all__ = ["CassetteSession", "RecordMode", "RECORD_MODES", "record", "replay", "compare_run"]
 
 logger = logging.getLogger("lionops.replay")
 
@@ -71,7 +80,7 @@ class CassetteSession:
             recorded outputs.
 
     Patterns stored in the file are checked as untrusted
-    (:func:`~lionops.replay.redact.pattern_problem`), except those also
+    (:func:`~lionops.replay.pattern_problem`), except those also
     given here in ``patterns``.
 
     Attributes:
@@ -100,6 +109,7 @@ class CassetteSession:
         self.patterns = [*stored, *(p for p in patterns if p not in stored)]
         self.redactor = Redactor(patterns=tuple(self.patterns), secrets=tuple(secrets), defaults=redact, env=redact)
         self._operations: list[Operation] = list(self._recorded.operations) if self._recorded else []
+        self._runs: list[RunRecord] = list(self._recorded.runs) if self._recorded else []
         self._next = 0
         self.recorded = 0
         self.replayed = 0
@@ -108,7 +118,7 @@ class CassetteSession:
     def cassette(self) -> Cassette:
         """The cassette as it stands (recorded operations included)."""
         return Cassette(lionops=__version__, redaction=RedactionRecord(patterns=self.patterns),
-                        operations=list(self._operations))
+                        operations=list(self._operations), runs=list(self._runs))
 
     @property
     def recording(self) -> bool:
@@ -132,13 +142,28 @@ class CassetteSession:
                 operation is beyond the cassette and the mode does not record.
             CassetteNotFoundError: mode ``"none"`` and no cassette file.
         """
+        return await self._operation(branch, dict(kw), None)
+
+    async def resume_traced(self, branch: Branch, decisions: dict[str, Approve | Deny]) -> Traced:
+        """``branch.resume_traced(decisions)``, recorded or replayed as one
+        operation (the decisions are in its call, ``call.resume``; a replay
+        compares them by call, who and why, not by call id).
+
+        Raises what :meth:`operate_traced` and ``Branch.resume`` raise."""
+        return await self._operation(branch, {}, dict(decisions))
+
+    async def resume(self, branch: Branch, decisions: dict[str, Approve | Deny]) -> Any:
+        """Like :meth:`resume_traced`, returning only the result."""
+        return (await self.resume_traced(branch, decisions)).result
+
+    async def _operation(self, branch: Branch, kw: dict[str, Any], decisions: dict[str, Any] | None) -> Traced:
         index = self._next
         self._next += 1
         recorded = self._recorded.operations if self._recorded else []
         if self.record_mode != "all" and index < len(recorded):
             self.replayed += 1
-            return await replay_operation(branch, recorded[index], dict(kw), self.redactor,
-                                          operation=index, run_tools=self.run_tools)
+            return await replay_operation(branch, recorded[index], kw, self.redactor,
+                                          operation=index, run_tools=self.run_tools, decisions=decisions)
         if not self._may_record():
             if self._recorded is None:
                 raise CassetteNotFoundError(
@@ -148,7 +173,7 @@ class CassetteSession:
                 f" record mode {self.record_mode!r} does not record more",
                 kind="operation", index=index, expected=None, actual=f"operation {index}", operation=index,
             )
-        op, traced, error = await record_operation(branch, dict(kw), self.redactor)
+        op, traced, error = await record_operation(branch, kw, self.redactor, decisions)
         if self.record_mode != "all" and failed_to_reach(op, error):
             self._discard(error or CassetteError(
                 f"operation {index} returned, but its last exchange failed before the model answered"))
@@ -168,22 +193,76 @@ class CassetteSession:
     async def run_traced(self, branch: Branch, instruction: Any = None, **kw: Any) -> Ran:
         """``branch.run_traced(instruction, **kw)`` with every round recorded or
         replayed as one operation of this cassette (by the record mode), in
-        round order: the cassette holds the whole run.
+        round order, and the run itself as one run of the cassette (its
+        machine's trace and outcome): the cassette holds the whole run. A
+        replay compares the run's trace and outcome with the recorded run's
+        once it ends.
 
-        Raises what :meth:`operate_traced` raises, and what ``Branch.run`` raises."""
+        Raises what :meth:`operate_traced` raises, and what ``Branch.run`` raises;
+        ReplayDivergence (kind ``"run"``) when the replayed run leaves the recorded one."""
         args = {k: kw.pop(k) for k in ("response_format", "tools", "max_rounds") if k in kw}
         ctx = run_context(branch, instruction, args.get("response_format"), args.get("tools", True),
                           args.get("max_rounds", DEFAULT_MAX_ROUNDS), kw)
-
-        async def one_round(round_kw: dict[str, Any]) -> Traced:
-            return await self.operate_traced(branch, **round_kw)
-
-        ctx.operate = one_round
-        return await branch._run(ctx)
+        return await self._run(branch, ctx)
 
     async def run(self, branch: Branch, instruction: Any = None, **kw: Any) -> Any:
         """Like :meth:`run_traced`, returning only the result."""
         return (await self.run_traced(branch, instruction, **kw)).result
+
+    async def resume_run(self, branch: Branch, decisions: dict[str, Approve | Deny], *,
+                         max_rounds: int | None = None, **operate_kw: Any) -> Ran:
+        """``branch.resume_run(decisions, max_rounds=, **operate_kw)`` with its
+        first round recorded or replayed as :meth:`resume_traced`, the next
+        ones as :meth:`run_traced`'s, and the continued run as one run of the cassette."""
+        return await self._run(branch, branch._resumed_run(decisions, max_rounds, operate_kw))
+
+    async def _run(self, branch: Branch, ctx: RunContext) -> Ran:
+        first = self._next
+        recorded = self._recorded if self._recorded is not None and self.record_mode != "all" else None
+        expected = recorded.run_at(first) if recorded is not None and first < len(recorded.operations) else None
+        if recorded is not None and first < len(recorded.operations) and expected is None:
+            raise ReplayDivergence(f"the run starts at operation {first}; the recording has no run there",
+                                   kind="run", index=first, expected=None, actual=f"a run from operation {first}",
+                                   operation=first)
+
+        async def one_round(round_kw: dict[str, Any]) -> Traced:
+            return await self._operation(branch, round_kw, None)
+
+        async def resumed_round(decisions: dict[str, Any]) -> Traced:
+            return await self._operation(branch, {}, decisions)
+
+        ctx.operate, ctx.resume_with = one_round, resumed_round
+        saved = len(self._operations)
+        try:
+            ran = await branch._run(ctx)
+        except ReplayDivergence:
+            raise
+        except Exception as exc:
+            self._end_run(ctx, first, saved, expected, None, exc)
+            raise
+        self._end_run(ctx, first, saved, expected, ran.result, None)
+        return ran
+
+    def _end_run(self, ctx: RunContext, first: int, saved: int, expected: RunRecord | None, result: Any,
+                 error: BaseException | None) -> None:
+        """After a run: in replay compare it with the recorded run; when its
+        rounds were recorded, record the run."""
+        run_trace = ctx.run_trace
+        if run_trace is None:  # refused before the loop started
+            return
+        if expected is not None:
+            found = compare_run(expected, run_trace, _outcome(result, error, self.redactor), operation=first,
+                                outputs=not self.run_tools)
+            if found is not None:
+                raise found from error
+            return
+        rounds = len(self._operations) - saved
+        if self.failed is not None or rounds != len(run_trace.rounds) or rounds == 0:
+            return  # a round was not saved: the run is not a recording
+        self._runs.append(RunRecord(first=saved, rounds=rounds, max_rounds=int(ctx.max_rounds),
+                                    trace=self.redactor.value(run_trace.trace.to_dict()),
+                                    outcome=_outcome(result, error, self.redactor)))
+        self.save()
 
     def save(self) -> Path:
         """Write the cassette (redacted, atomically)."""
@@ -232,8 +311,8 @@ async def record(path: str | Path, branch: Branch, /, *, patterns: Iterable[str]
 
 
 async def replay(source: str | Path | Cassette, branch: Branch | None = None, /, *, operation: int = 0,
-                 run_tools: bool = False, patterns: Iterable[str] = (), **kw: Any) -> Traced:
-    """Replay one recorded operation.
+                 run_tools: bool = False, patterns: Iterable[str] = (), **kw: Any) -> Traced | Ran:
+    """Replay one recorded operation, or the recorded run that starts there.
 
     With a ``branch`` (and the keywords of the recorded call) the caller's
     own branch, tools, gates and response model run; without one, all is
@@ -241,27 +320,100 @@ async def replay(source: str | Path | Cassette, branch: Branch | None = None, /,
     stand-in tools serving recorded outputs, a gate repeating the recorded
     decisions, the response model from its JSON schema.
 
+    When ``operation`` is the first round of a recorded ``Branch.run()``
+    (``cassette.runs``), the whole run replays: every round against its
+    operation, then the run's own trace and outcome against the recorded
+    run's; the keywords are ``run()``'s (``instruction``, ``response_format``,
+    ``tools``, ``max_rounds``, operate keywords). Returns the replay's
+    ``Ran(result, run_trace)`` then, else its ``Traced``.
+
     ``patterns``: the caller's own redaction patterns (trusted; a pattern
     stored in the file is accepted only when it passes
-    :func:`~lionops.replay.redact.pattern_problem` or is one of these).
-
-    Returns the replay's ``Traced``.
+    :func:`~lionops.replay.pattern_problem` or is one of these).
 
     Raises:
         ReplayDivergence: the first difference from the recording.
         CassetteError: the cassette is invalid, the operation does not
             exist, or it cannot be rebuilt (a custom middle, a schema that
-            cannot be made into a model).
+            cannot be made into a model, a resumed operation, which replays
+            only after the one it resumes: :class:`CassetteSession`).
     """
     patterns = list(patterns)
     cassette = source if isinstance(source, Cassette) else Cassette.load(source, trusted_patterns=patterns)
     if not 0 <= operation < len(cassette.operations):
         raise CassetteError(f"the cassette has {len(cassette.operations)} operation(s); no operation {operation}")
     op = cassette.operations[operation]
+    if op.call.resume is not None:
+        raise CassetteError(f"operation {operation} resumes a suspended operation; it replays after the "
+                            "operation it resumes, through a CassetteSession on the same branch")
+    stored = list(cassette.redaction.patterns)
+    redactor = Redactor(patterns=(*stored, *(p for p in patterns if p not in stored)))
+    run = cassette.run_at(operation)
+    if run is not None:
+        return await _replay_run(cassette, run, branch, kw, redactor, run_tools)
     if branch is None:
         if kw:
             raise ArgumentTypeError("replay without a branch rebuilds the call from the cassette; pass no keywords")
         branch, kw = rebuild(op, operation=operation)
-    stored = list(cassette.redaction.patterns)
-    redactor = Redactor(patterns=(*stored, *(p for p in patterns if p not in stored)))
     return await replay_operation(branch, op, kw, redactor, operation=operation, run_tools=run_tools)
+
+
+async def _replay_run(cassette: Cassette, run: RunRecord, branch: Branch | None, kw: dict[str, Any],
+                      redactor: Redactor, run_tools: bool) -> Ran:
+    """Replay the recorded run ``run``: each round against its operation, then the run itself."""
+    ops = cassette.operations[run.first:run.first + run.rounds]
+    if branch is None:
+        if kw:
+            raise ArgumentTypeError("replay without a branch rebuilds the run from the cassette; pass no keywords")
+        branch, operate_kw = rebuild_run(ops, operation=run.first)
+        ctx = RunContext(branch, operate_kw, run.max_rounds)
+    else:
+        args = {k: kw.pop(k) for k in ("instruction", "response_format", "tools", "max_rounds") if k in kw}
+        ctx = run_context(branch, args.get("instruction"), args.get("response_format"), args.get("tools", True),
+                          args.get("max_rounds", run.max_rounds), kw)
+    rounds = iter(range(run.first, run.first + run.rounds))
+    replayed = branch
+
+    async def one_round(round_kw: dict[str, Any]) -> Traced:
+        n = next(rounds, None)
+        if n is None:
+            raise ReplayDivergence(f"the run asks for round {run.rounds + 1}; the recording has {run.rounds}",
+                                   kind="run", index=run.rounds, expected=None,
+                                   actual=f"round {run.rounds + 1}", operation=run.first)
+        return await replay_operation(replayed, cassette.operations[n], round_kw, redactor, operation=n,
+                                      run_tools=run_tools)
+
+    ctx.operate = one_round
+    try:
+        ran = await branch._run(ctx)
+    except ReplayDivergence:
+        raise
+    except Exception as exc:
+        found = compare_run(run, ctx.run_trace, _outcome(None, exc, redactor), operation=run.first,
+                            outputs=not run_tools)
+        if found is not None:
+            raise found from exc
+        raise
+    found = compare_run(run, ran.trace, _outcome(ran.result, None, redactor), operation=run.first,
+                        outputs=not run_tools)
+    if found is not None:
+        raise found
+    return ran
+
+
+def compare_run(expected: RunRecord, actual: RunTrace | None, outcome: OutcomeRecord, *, operation: int,
+                outputs: bool = True) -> ReplayDivergence | None:
+    """The first difference of a replayed run from the recorded one: the run
+    machine's transitions (guards included), the number of rounds, then the
+    outcome (kind ``"run"``, or the outcome's ``"result"``/``"error"``)."""
+    if actual is None:
+        return ReplayDivergence("the run did not start; the recording ran", kind="run", operation=operation)
+    found = compare_traces(expected.trace_obj(), actual.trace, operation=operation)
+    if found is not None:
+        return ReplayDivergence(f"the run's {found.args[0].split(': ', 1)[1]}", kind="run", index=found.index,
+                                expected=found.expected, actual=found.actual, operation=operation)
+    if len(actual.rounds) != expected.rounds:
+        return ReplayDivergence(f"the run took {len(actual.rounds)} round(s); the recording {expected.rounds}",
+                                kind="run", index=len(actual.rounds), expected=str(expected.rounds),
+                                actual=str(len(actual.rounds)), operation=operation)
+    return compare_outcome(expected.outcome, outcome, operation=operation, outputs=outputs)

@@ -20,9 +20,9 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx2
 
 from .._json import loads as bounded_json
+from .._redact import Redactor
 from .cassette import ErrorRecord, HttpExchange, HttpRequestRecord, HttpResponseRecord
 from .divergence import ReplayDivergence, same_json, unmatched_exchange
-from .redact import Redactor
 
 __all__ = ["RecordingTransport", "ReplayTransport", "RecordedExchanges", "match_key"]
 

@@ -5,7 +5,16 @@ on asyncio only: workflows, workers and the client helpers here need an
 asyncio event loop (the rest of lionops also runs on trio).
 """
 
-from .approval import ApprovalRecord, Decision, HumanApproval, approve, deny, pending_approvals
+from .approval import (
+    MAX_DECISIONS_BYTES,
+    MAX_DECISIONS_DEPTH,
+    ApprovalRecord,
+    HumanApproval,
+    approve,
+    decide,
+    deny,
+    pending_approvals,
+)
 from .branch import ActivityConfig, DurableBranch, WorkflowClock, idempotency_key
 from .client import run_operations
 from .errors import (
@@ -19,9 +28,9 @@ from .errors import (
 from .plugin import LionopsPayloadConverter, LionopsPlugin, OperateWorkflow, data_converter
 
 __all__ = [
-    "DurableBranch", "LionopsPlugin", "ActivityConfig", "HumanApproval", "Decision", "ApprovalRecord",
-    "approve", "deny", "pending_approvals", "run_operations", "idempotency_key", "WorkflowClock",
+    "DurableBranch", "LionopsPlugin", "ActivityConfig", "HumanApproval", "ApprovalRecord",
+    "decide", "approve", "deny", "pending_approvals", "run_operations", "idempotency_key", "WorkflowClock",
     "OperateWorkflow", "LionopsPayloadConverter", "data_converter",
     "DurableError", "DurableArgumentError", "NotInWorkflowError", "RemoteError", "DurableOperationError",
-    "ApprovalError",
+    "ApprovalError", "MAX_DECISIONS_BYTES", "MAX_DECISIONS_DEPTH",
 ]

@@ -26,17 +26,27 @@ from typing import Any, Unpack
 import pydantic_core
 from pydantic import BaseModel
 from temporalio import activity, workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
-from .. import observe
+from .._frozen import thaw
 from ..branch import Branch, OperateKwargs
 from ..clock import Clock
-from ..errors import ConfigurationError, EndpointAuthError, EndpointStatusError, RemovedKeywordError
+from ..errors import (
+    ConfigurationError,
+    EndpointAuthError,
+    EndpointStatusError,
+    LionopsError,
+    RemovedKeywordError,
+    UsageLimitExceeded,
+)
+from ..governance import Approve, Deny, PendingCall, call_digest, jsonable_arguments
 from ..hooks import HookPoint, check_one_argument, safe_str
+from ..limits import UsageLimits, UsageSoFar, price_requests
 from ..messages import EventLog, LogEntry, MessageLog, to_jsonable
 from ..models import ActionRecord
+from ..observability import observe
 from ..pipeline.adapter import select_middle
 from ..pipeline.context import OperationContext
 from ..pipeline.loop import DEFAULT_MAX_ROUNDS, run_context, run_loop
@@ -59,9 +69,11 @@ from .approval import (
     DECIDE_UPDATE,
     PENDING_QUERY,
     ApprovalRecord,
-    Decision,
     HumanApproval,
-    check_decision,
+    check_decisions,
+    read_decisions,
+    rejection,
+    take_decisions,
 )
 from .errors import DurableArgumentError, DurableError, NotInWorkflowError, remote_error
 
@@ -172,15 +184,13 @@ class _RunState:
     def __init__(self) -> None:
         self.branches: dict[str, Branch] = {}
         self.operations: dict[str, int] = {}
-        self.pending: dict[str, dict[str, Any]] = {}
-        self.decisions: dict[str, Decision] = {}
+        self.pending: dict[str, PendingCall] = {}
+        self.decisions: dict[str, Approve | Deny] = {}
+        #: call id -> who decided what (or that it timed out): nothing is decided twice
+        self.decided: dict[str, str] = {}
         self.records: list[ApprovalRecord] = []
         #: tool activities started per (branch, operate() number): the idempotency keys
         self.tool_runs: dict[tuple[str, int], int] = {}
-
-    def decide(self, decision: Decision) -> None:
-        check_decision(self, decision)
-        self.decisions[decision.call_id] = decision
 
 
 def _in_workflow() -> bool:
@@ -188,7 +198,7 @@ def _in_workflow() -> bool:
 
 
 def _quiet(exc: BaseException | None) -> bool:
-    """Whether observers are told nothing now (``lionops.observe.quiet``):
+    """Whether observers are told nothing now (``lionops.observability.observe.quiet``):
     while the workflow replays its history (what ran was reported when it
     ran), and for the end of a seam that an eviction of the workflow from
     the worker's cache cancelled (the run goes on elsewhere; it did not fail)."""
@@ -218,20 +228,29 @@ def _run_state() -> _RunState:
 
 
 def _install_handlers(state: _RunState) -> None:
-    def validate(decision: Decision) -> None:
-        check_decision(state, decision)
-
-    def on_update(decision: Decision) -> None:
-        state.decide(decision)
-
-    def on_signal(decision: Decision) -> None:
+    # The payload arrives raw: its size and depth are checked before it is
+    # decoded (approval.read_decisions). The validator runs only when an
+    # update is first delivered; the handler also on replay, deterministically.
+    def validate(raw: RawValue) -> None:
         try:
-            state.decide(decision)
-        except DurableError as exc:  # a signal cannot be rejected: log and ignore
-            workflow.logger.warning("ignored decision: %s", safe_str(exc))
+            check_decisions(state, read_decisions(raw))
+        except LionopsError as exc:
+            raise rejection(exc) from None
 
-    def on_query() -> list[dict[str, Any]]:
-        return list(state.pending.values())
+    def on_update(raw: RawValue) -> None:
+        try:
+            take_decisions(state, read_decisions(raw))
+        except LionopsError as exc:
+            raise rejection(exc) from None
+
+    def on_signal(raw: RawValue) -> None:
+        try:
+            take_decisions(state, read_decisions(raw))
+        except LionopsError as exc:  # a signal cannot be rejected: log and ignore
+            workflow.logger.warning("ignored decisions: %s", safe_str(exc))
+
+    def on_query() -> list[PendingCall]:
+        return sorted(state.pending.values(), key=lambda p: (p.operation, p.index, p.gate or 0))
 
     workflow.set_update_handler(DECIDE_UPDATE, on_update, validator=validate)
     workflow.set_signal_handler(DECIDE_SIGNAL, on_signal)
@@ -247,6 +266,17 @@ def _from_activity(exc: ActivityError) -> BaseException:
         kind = cause.type.name if cause.type else "timeout"
         return remote_error("TimeoutError", f"activity {exc.activity_type} timed out ({kind})")
     return exc
+
+
+def _limit_error(cause: Any, details: list[Any]) -> UsageLimitExceeded | None:
+    """The UsageLimitExceeded a model activity failed with, rebuilt (else ``None``)."""
+    if not (isinstance(cause, ApplicationError) and cause.type == "UsageLimitExceeded" and len(details) > 1):
+        return None
+    facts = details[1]
+    try:
+        return UsageLimitExceeded(str(facts["limit"]), facts["value"], dict(facts["usage"]))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _final(exc: BaseException) -> bool:
@@ -304,7 +334,8 @@ class _ActivityMiddle:
     async def __call__(self, branch: Branch, instruction: Any, chat_param: Any, parse_param: Any = None,
                        clear_messages: bool = False, skip_validation: bool = False) -> Any:
         durable = self._durable
-        payload = {"kwargs": self._kwargs, "messages": branch.messages.to_list(), "branch_id": branch.id}
+        payload = {"kwargs": self._kwargs, "messages": branch.messages.to_list(), "branch_id": branch.id,
+                   "usage": branch.usage.as_dict()}
         try:
             out = await workflow.execute_activity(
                 durable.model_activity_name, payload, summary="model call", **durable.model_activity.options()
@@ -316,6 +347,9 @@ class _ActivityMiddle:
             details = list(cause.details) if isinstance(cause, ApplicationError) else []
             if details and isinstance(details[0], dict):
                 _apply_turn(branch, details[0], clear_messages)
+            over = _limit_error(cause, details)
+            if over is not None:  # a parse-model re-ask in the activity would pass a limit
+                raise over from None
             raise _from_activity(exc) from None
         _apply_turn(branch, out, clear_messages)
         candidates = (getattr(parse_param, "response_format", None), getattr(chat_param, "response_format", None))
@@ -347,6 +381,11 @@ class DurableBranch:
         middle: a Middle the model activity awaits instead of selecting one from
             ``chat_model`` (``communicate`` or ``run_and_collect``).
         model_activity / tool_activity: Temporal options of the activities.
+        limits: :class:`~lionops.UsageLimits` of the branch in each workflow
+            run, checked in workflow code before each model activity and
+            each tool activity is scheduled (fail before effect), and in the
+            model activity before each parse-model re-ask; going over ends
+            the operation at ``over_limit`` (``UsageLimitExceeded``), as in process.
     """
 
     def __init__(
@@ -364,12 +403,16 @@ class DurableBranch:
         tool_activity: ActivityConfig = TOOL_ACTIVITY,
         response_models: Iterable[type[BaseModel]] = (),
         gate_timeout: float | None = None,
+        limits: UsageLimits | None = None,
     ) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise ConfigurationError(f"a durable branch name is letters, digits, '_', '.', '-', got {name!r}")
         if chat_model is None and middle is None:
             raise ConfigurationError(f"DurableBranch {name!r} needs chat_model= or middle=")
+        if limits is not None and not isinstance(limits, UsageLimits):
+            raise DurableArgumentError(f"limits= takes a lionops.UsageLimits, got {type(limits).__name__}")
         self.name = name
+        self.limits = limits
         self.chat_model = chat_model
         self.middle = middle
         self.system = system
@@ -379,6 +422,7 @@ class DurableBranch:
         if tools is not None:
             manager.register(tools)
         self.tools: list[Tool] = [manager.get(n) for n in manager.names]  # type: ignore[misc]
+        self._by_name = {t.name: t for t in self.tools}
         for t in self.tools:
             _check_crossing(t)
         self.response_models = tuple(response_models)
@@ -422,7 +466,7 @@ class DurableBranch:
         # deadline: a gate waits only as long as gate_timeout says (a
         # HumanApproval as long as its own timeout), hooks and context
         # providers are not given timers of their own.
-        branch = Branch(tools=list(self.tools), name=self.name,
+        branch = Branch(tools=list(self.tools), name=self.name, limits=self.limits,
                         gate_timeout=self.gate_timeout, observer_timeout=None)
         branch.id = workflow.uuid4().hex
         branch.messages = _WorkflowMessages()
@@ -441,9 +485,20 @@ class DurableBranch:
     def _approval_check(self, state: _RunState, approval: HumanApproval,
                         position: int) -> Callable[[ToolInvocation], Any]:
         """The check of one approval gate: its decisions are keyed by tool call and gate."""
-        async def check(invocation: ToolInvocation) -> bool:
-            call_id = f"{self.name}-{_OPERATION.get()}-{invocation.index}-{position}"
-            return await approval.wait(state, call_id, invocation, position)
+        async def check(invocation: ToolInvocation) -> bool | Deny:
+            if not approval.covers(invocation.function):
+                return True
+            op = _OPERATION.get()
+            arguments = thaw(invocation.arguments)
+            tool = invocation.tool or self._by_name[invocation.function]
+            call = PendingCall(
+                call_id=f"{self.name}-{op}-{invocation.index}-{position}", function=invocation.function,
+                arguments=arguments, reason=f"waiting for approval (gate {position}, {approval.timeout_s:g}s)",
+                digest=call_digest(invocation.function, tool.offered_schema.json, jsonable_arguments(arguments)),
+                index=invocation.index or 0, operation=f"{workflow.info().workflow_id}/{self.name}/{op}",
+                deferred_at=workflow.now().isoformat(), gate=position,
+            )
+            return await approval.wait(state, call)
         check.__qualname__ = f"HumanApproval#{position}"
         return check
 
@@ -496,8 +551,8 @@ class DurableBranch:
         call and each tool call an activity), so a worker that dies mid-run
         resumes the loop where it was. Returns ``Ran(result, run_trace)``;
         raises what ``Branch.run`` raises. A durable branch waits for a person
-        inside the workflow (``HumanApproval``) and holds no usage limits, so
-        its runs never end at ``deferred`` or ``over_limit``."""
+        inside the workflow (``HumanApproval``), so its runs never end at
+        ``deferred``; with ``limits=`` a run ends at ``over_limit`` as in process."""
         ctx = run_context(self.branch(), instruction, response_format, tools, max_rounds, operate_kw)
 
         async def one_round(kw: dict[str, Any]) -> Traced:
@@ -561,7 +616,9 @@ class DurableBranch:
     async def _call_model(self, payload: dict[str, Any]) -> dict[str, Any]:
         """The model activity: rebuild the branch, prepare and schema (pure), await the Middle once."""
         try:
-            branch = Branch(chat_model=self._chat_model(), tools=list(self.tools), name=self.name)
+            branch = Branch(chat_model=self._chat_model(), tools=list(self.tools), name=self.name,
+                            limits=self.limits)
+            branch.usage = UsageSoFar(**payload.get("usage") or {})  # parse-model re-asks are checked here
             branch.id = payload["branch_id"]
             restore_messages(branch.messages, payload["messages"])
             ctx = await _prepared(branch, decode_kwargs(payload["kwargs"]))
@@ -584,6 +641,13 @@ class DurableBranch:
             with use_runtime(trace_meta=meta):
                 result = await middle(branch, ctx.instruction, ctx.chat_param, ctx.parse_param,
                                       ctx.clear_messages, skip_validation=ctx.skip_validation)
+            # Priced here, where the requests were made: the workflow counts
+            # the cost without looking a price up (a price table is not workflow code).
+            price_requests(self.limits, meta)
+        except UsageLimitExceeded as exc:
+            facts = {"limit": exc.limit, "value": exc.value, "usage": exc.usage}
+            raise ApplicationError(safe_str(exc), turn(), facts, type="UsageLimitExceeded",
+                                   non_retryable=True) from None
         except Exception as exc:
             raise ApplicationError(
                 safe_str(exc), turn(), type=type(exc).__name__, non_retryable=_final(exc)
@@ -675,7 +739,7 @@ def _mark_approvals(branch: Branch, first: int, records: list[ApprovalRecord]) -
         for rec in group:
             branch.logs.log("approval_unmatched", rec.model_dump())
     for rec in records:
-        branch.logs.log("approval", rec.model_dump())
+        branch.logs.log("approval", {**rec.model_dump(), "branch": branch.id})
 
 
 _JSON_SCALARS: tuple[Any, ...] = (str, int, float, bool, type(None), None)

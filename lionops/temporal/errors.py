@@ -29,7 +29,10 @@ class NotInWorkflowError(DurableError, RuntimeError):
 
 
 class ApprovalError(DurableError, ValueError):
-    """An approval names no pending tool call, or one already decided."""
+    """A workflow refused decisions for a reason without a typed error of its
+    own (an unknown or already decided call is
+    :class:`~lionops.UnknownCallError` or :class:`~lionops.CallAlreadyDecidedError`,
+    as in process)."""
 
 
 class RemoteError(DurableError):

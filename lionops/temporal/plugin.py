@@ -6,13 +6,18 @@ sandbox (they are imported once, outside it; workflow code only calls
 them), registers the activities of each durable branch and the generic
 ``lionops.operate`` workflow, and makes a :class:`~lionops.errors.LionopsError`
 raised by workflow code fail the workflow instead of retrying its task
-(the same history would raise it again).
+(the same history would raise it again). A worker holds its own connection
+to each MCP server its branches' tools call through (``lionops.mcp``), open
+while the worker runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 # anyio picks its backend module by name at first use (importlib, which the
@@ -26,7 +31,7 @@ from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, DefaultPayloadConverter, EncodingPayloadConverter
 from temporalio.exceptions import ApplicationError
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import WorkflowRunner
+from temporalio.worker import Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from .._json import loads as bounded_json
@@ -42,6 +47,8 @@ __all__ = ["LionopsPlugin", "LionopsPayloadConverter", "data_converter", "Operat
 PASSTHROUGH_MODULES = (
     "lionops", "pydantic", "pydantic_core", "anyio", "sniffio", "httpx2", "httpcore2", "transitions",
     "json_repair", "rapidfuzz", "tenacity",
+    # lionops.mcp: the input-schema validator and the SDK's types (a durable MCP tool validates in the workflow)
+    "jsonschema", "jsonschema_specifications", "referencing", "rpds", "attrs", "mcp", "mcp_types",
 )
 
 _ENCODING = "json/lionops"
@@ -126,10 +133,31 @@ class OperateWorkflow:
             raise ApplicationError(str(exc), *details, type=type(exc).__name__, non_retryable=True) from None
 
 
+def tool_connections(durable_branches: tuple[DurableBranch, ...]) -> list[Any]:
+    """The MCP servers (``lionops.mcp.MCPServer``, a configuration) the branches'
+    tools call through, each once; empty unless ``lionops.mcp`` was imported
+    (an MCP tool exists only then, so the SDK is never imported here)."""
+    mcp = sys.modules.get("lionops.mcp")
+    if mcp is None:
+        return []
+    servers: dict[int, Any] = {}
+    for durable in durable_branches:
+        for tool in durable.tools:
+            if isinstance(tool, mcp.MCPTool) and tool.connection is not None:
+                servers.setdefault(id(tool.connection), tool.connection)
+    return list(servers.values())
+
+
 class LionopsPlugin(SimplePlugin):
     """A temporalio plugin (``Client.connect(..., plugins=[...])``,
     ``Worker(..., plugins=[...])``, ``Replayer(..., plugins=[...])``) for
-    these durable branches. Names must be unique."""
+    these durable branches. Names must be unique.
+
+    A worker running with it starts its own connection to every MCP server
+    the branches' tools name (``MCPTool.connection``, the server's
+    configuration) before it polls, and stops them when it stops; its tool
+    activities call through them. A replayer starts none.
+    """
 
     def __init__(self, *durable_branches: DurableBranch) -> None:
         names = [b.name for b in durable_branches]
@@ -150,6 +178,13 @@ class LionopsPlugin(SimplePlugin):
             workflow_runner=_runner,
             workflow_failure_exception_types=[LionopsError],
         )
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            for server in tool_connections(self.durable_branches):
+                if not server.running:  # one the caller keeps open is used as it is
+                    await stack.enter_async_context(server)
+            await super().run_worker(worker, next)
 
     def __repr__(self) -> str:
         return f"LionopsPlugin({', '.join(b.name for b in self.durable_branches)})"

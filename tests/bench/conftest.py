@@ -11,7 +11,7 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 #: The bench modules a test may import; dropped again after each test.
-MODULES = ("common", "systems", "reference", "report", "untraced", "run", "e2e", "floor", "peer", "native",
+MODULES = ("common", "systems", "reference", "report", "untraced", "run", "e2e", "floor", "peer", "native", "memory",
            "native_peer")
 
 

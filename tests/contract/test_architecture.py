@@ -100,47 +100,79 @@ def _targets(module: str, path: Path) -> set[str]:  # noqa: C901 - one visitor o
 GRAPH = {m: _targets(m, p) for m, p in MODULES.items()}
 
 
-#: Modules whose layer is not their package's: the machine definition is
-#: data (parsed TOML, no engine code), read by the trace records and diagrams.
-LAYER_OF = {"lionops.engine.definition": "base", "lionops": "surface", "lionops.imodel": "middles"}
+#: The layers, lowest first, each with the folders of lionops/ that hold it
+#: (see docs/architecture.md). A module's layer is its folder's; a module
+#: directly in lionops/ is base, except the ones in FLAT. Every folder must be
+#: placed here, so a new package is put in a layer on purpose.
+LAYERS: dict[str, tuple[str, ...]] = {
+    "base": (),
+    "observability": ("observability",),
+    "engine": ("engine",),
+    "endpoints": ("endpoints",),
+    "middles": ("middles",),
+    "pipeline": ("pipeline",),
+    "facade": (),
+    "outer": ("cli", "replay", "temporal", "mcp", "testing"),
+}
 
-#: Edges that other open restructurings remove (request shaping moves out of
-#: the endpoints into the Middles); each must disappear, never grow.
-PENDING: set[tuple[str, str]] = set()
+#: Modules directly in lionops/ that are not base: the facade, the model
+#: (which builds endpoints), the ``python -m lionops`` entry and the package.
+FLAT = {"lionops.branch": "facade", "lionops.operate": "facade", "lionops.imodel": "middles",
+        "lionops.__main__": "outer", "lionops": "surface"}
+
+#: Modules whose layer is not their folder's: the machine definition is data
+#: (parsed TOML, no engine code), read by the trace records and diagrams.
+MOVED = {"lionops.engine.definition": "base"}
+
+#: Edges that other open restructurings remove; each must disappear, never grow.
+#: The OpenTelemetry observer names a provider by the provider registry's
+#: ``otel_name``, until the endpoint itself reports that name.
+PENDING: set[tuple[str, str]] = {("lionops.observability.otel", "lionops.endpoints.registry")}
+
+_FOLDER_LAYER = {folder: layer for layer, folders in LAYERS.items() for folder in folders}
 
 
 def _layer(module: str) -> str:
-    """The layer of a module (see docs/architecture.md)."""
-    if module in LAYER_OF:
-        return LAYER_OF[module]
+    """The layer of a module: its folder's (see docs/architecture.md)."""
+    if module in MOVED:
+        return MOVED[module]
+    if module in FLAT:
+        return FLAT[module]
     parts = module.split(".")
-    top = parts[1] if len(parts) > 1 else ""
-    if top in ("adapters", "middles"):
-        return "middles"
-    if top in ("cli", "commands"):
-        return "outer"
-    if top in ("replay", "otel", "instrumentation", "temporal", "mcp", "testing", "diagram", "demo",
-               "pytest_plugin", "__main__", "bench"):
-        return "outer"
-    if top in ("engine", "endpoints", "pipeline"):
-        return top
-    if top in ("branch", "operate"):
-        return "facade"
+    if len(parts) > 1 and (ROOT / parts[1]).is_dir():
+        return _FOLDER_LAYER[parts[1]]
     return "base"  # layers 0 and 1: runtime, errors, records
 
 
 #: layer -> the layers it may import (its own included).
 ALLOWED = {
     "base": {"base"},
-    "engine": {"base", "engine"},
-    "endpoints": {"base", "endpoints"},
-    "middles": {"base", "endpoints", "middles"},
-    "pipeline": {"base", "engine", "endpoints", "middles", "pipeline"},
-    "facade": {"base", "engine", "endpoints", "middles", "pipeline", "facade"},
-    "outer": {"base", "engine", "endpoints", "middles", "pipeline", "facade", "outer", "surface"},
+    "observability": {"base", "observability"},
+    "engine": {"base", "observability", "engine"},
+    "endpoints": {"base", "observability", "endpoints"},
+    "middles": {"base", "observability", "endpoints", "middles"},
+    "pipeline": {"base", "observability", "engine", "endpoints", "middles", "pipeline"},
+    "facade": {"base", "observability", "engine", "endpoints", "middles", "pipeline", "facade"},
+    "outer": {"base", "observability", "engine", "endpoints", "middles", "pipeline", "facade", "outer", "surface"},
     # the package: the pinned public surface, which no module of lionops imports
-    "surface": {"base", "engine", "endpoints", "middles", "pipeline", "facade", "outer"},
+    "surface": {"base", "observability", "engine", "endpoints", "middles", "pipeline", "facade", "outer"},
 }
+
+
+def test_every_folder_is_in_one_layer() -> None:
+    folders = sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file())
+    placed = [folder for folder in folders if folder in _FOLDER_LAYER]
+    assert placed == folders, f"put each package of lionops/ in a layer of LAYERS: {set(folders) - set(placed)}"
+    assert len(_FOLDER_LAYER) == sum(len(f) for f in LAYERS.values())  # no folder in two layers
+    assert all(m in MODULES for m in [*FLAT, *MOVED])
+
+
+def test_observability_is_one_layer() -> None:
+    for module, targets in GRAPH.items():
+        if module.startswith("lionops.observability"):
+            assert _layer(module) == "observability"
+            bad = {t for t in targets if _layer(t) not in ("base", "observability") and (module, t) not in PENDING}
+            assert not bad, (module, bad)
 
 
 def _edge_ok(src: str, dst: str) -> bool:
@@ -206,7 +238,7 @@ def test_core_never_imports_the_outer_layers() -> None:
 def test_engine_imports_nothing_of_the_operation() -> None:
     for module, targets in GRAPH.items():
         if module.startswith("lionops.engine"):
-            assert all(_layer(t) in ("base", "engine") for t in targets), (module, targets)
+            assert all(_layer(t) in ("base", "observability", "engine") for t in targets), (module, targets)
             assert not targets & {"lionops.models", "lionops.branch", "lionops.params", "lionops.operative"}, module
 
 
@@ -276,11 +308,11 @@ def test_the_reader_sees_every_kind_of_import(tmp_path: Path) -> None:
         "    from .branch import Branch\n"
         "def later():\n"
         "    from .operate import operate\n"
-        "    return importlib.import_module('.replay', 'lionops'), importlib.import_module('lionops.otel')\n",
+        "    return importlib.import_module('.replay', 'lionops'), importlib.import_module('lionops.cli')\n",
         encoding="utf-8",
     )
     assert _targets("lionops.fake", source) == {
-        "lionops.models", "lionops.operate", "lionops.replay", "lionops.otel",
+        "lionops.models", "lionops.operate", "lionops.replay", "lionops.cli",
     }
 
 

@@ -131,7 +131,7 @@ def test_readme_example_runs(tmp_path):
 
 
 def test_demo_runs(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "lionops.demo"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "lionops.cli.demo"], capture_output=True, text=True,
                          timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "trace:" in out.stdout

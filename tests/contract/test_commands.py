@@ -7,7 +7,7 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from lionops.commands import main
+from lionops.cli.commands import main
 
 #: The console script pip wrote beside the interpreter running the tests (``.venv/bin/lionops``).
 SCRIPT = Path(sys.executable).parent / "lionops"
@@ -20,7 +20,7 @@ def run(*argv: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_lionops_console_script_resolves_to_the_command_line():
     (script,) = entry_points(group="console_scripts", name="lionops")
-    assert script.value == "lionops.commands:main"
+    assert script.value == "lionops.cli.commands:main"
     assert script.load() is main
 
 

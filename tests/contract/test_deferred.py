@@ -15,6 +15,7 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 import lionops
 from lionops import (
@@ -455,3 +456,42 @@ async def test_calls_a_failing_resumption_never_reached_are_pending_again():
         await branch.resume({first.call_id: Approve(by="ann")})
     out = await branch.resume_traced({second.call_id: Approve(by="ann")})
     assert ran == ["first", "second"] and out.trace.exit == "enriched"
+
+
+class Summary(BaseModel):
+    summary: str
+
+
+class Other(BaseModel):
+    total: int
+
+
+async def test_a_restored_result_comes_back_as_the_model_the_caller_names(tmp_path):
+    def planned(parse_param: Any) -> Any:
+        return parse_param.response_format.model_validate({
+            "summary": "refund A", "action_requests": [{"function": "refund", "arguments": {"order": "A", "amount": 5},
+                                                        "call_id": "c0"}]})
+
+    branch, _ = shop_branch()
+    await branch.operate(instruction="go", actions=True, response_format=Summary, middle=ScriptedMiddle(planned))
+    path = branch.snapshot(tmp_path / "branch.json")
+
+    plain = Branch.restore(path, tools=Shop().tools())
+    assert isinstance(await plain.resume({"c0": Approve(by="ann")}), dict)  # no model named: its JSON data
+
+    wrong = Branch.restore(path, tools=Shop().tools())
+    with pytest.raises(ResumeError, match="not Other data"):
+        await wrong.resume({"c0": Approve(by="ann")}, response_format=Other)
+    assert [p.call_id for p in wrong.pending_calls()] == ["c0"]  # nothing decided, nothing ran
+
+    shop = Shop()
+    later = Branch.restore(path, tools=shop.tools())
+    result = await later.resume({"c0": Approve(by="ann")}, response_format=Summary)
+    assert isinstance(result, Summary) and result.summary == "refund A"
+    assert [r.output for r in result.action_responses] == [{"refunded": 5, "order": "A"}]
+    assert shop.ran == [("refund", {"order": "A", "amount": 5})]
+    assert later.traces[-1].exit == "enriched"
+
+    same, _ = shop_branch()  # in the process that deferred, the result is the model already
+    await same.operate(instruction="go", actions=True, response_format=Summary, middle=ScriptedMiddle(planned))
+    assert isinstance(await same.resume({"c0": Approve(by="ann")}, response_format=Summary), Summary)

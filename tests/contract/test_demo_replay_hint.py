@@ -10,13 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lionops.demo import replay_command
+from lionops.cli.demo import replay_command
 
 
 def test_the_printed_replay_command_runs_as_printed(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LIONOPS_MODEL"))}
     env["PATH"] = "/usr/bin:/bin"  # a plain shell: the venv is not activated
-    out = subprocess.run([sys.executable, "-m", "lionops.demo"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "lionops.cli.demo"], capture_output=True, text=True,
                          timeout=120, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     [line] = [ln for ln in out.stdout.splitlines() if "replay it offline: " in ln]

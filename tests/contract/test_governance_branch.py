@@ -65,6 +65,23 @@ async def test_clear_logs_and_traces_and_keep_the_newest_traces():
     assert len(branch.logs) == 1 and len(seen) == 4  # the subscriber stays subscribed
 
 
+async def test_max_logs_keeps_the_newest_entries_and_subscribers_see_every_one():
+    box = ToolBox()
+    branch = Branch(tools=box.tools(), max_logs=2)
+    seen = []
+    branch.logs.subscribe(seen.append)
+    middle = ScriptedMiddle({"action_requests": [{"function": "search", "arguments": {"q": "x"}},
+                                                 {"function": "search", "arguments": {"q": "y"}}]})
+    for _ in range(3):  # three operations of two logged actions each
+        await branch.operate(instruction="go", actions=True, middle=middle)
+    assert len(seen) == 6 and list(branch.logs) == seen[-2:]
+    await branch.act({"function": "search", "arguments": {"q": "z"}})  # act() trims too
+    assert len(seen) == 7 and list(branch.logs) == seen[-2:]
+    assert branch.fork().max_logs == 2
+    with pytest.raises(TypeError):
+        Branch(max_logs="2")  # type: ignore[arg-type]
+
+
 async def test_forks_run_concurrently_without_seeing_each_other():
     box = ToolBox()
     hooked: list[str] = []

@@ -86,7 +86,7 @@ def test_bad_api_model_options_are_configuration_errors(options: dict[str, objec
 
 @pytest.mark.parametrize("options", [
     {"gate_timeout": math.nan}, {"gate_timeout": -1}, {"observer_timeout": 0},
-    {"max_messages": -1}, {"max_traces": 0}, {"max_requests": 0},
+    {"max_messages": -1}, {"max_traces": 0}, {"max_logs": 0}, {"max_requests": 0},
 ])
 def test_bad_branch_bounds_are_configuration_errors(options: dict[str, object]) -> None:
     # Before: a bare ValueError, outside the documented tree.

@@ -22,6 +22,7 @@ from pydantic import BaseModel, PydanticUserError
 
 from lionops import Branch, ConfigurationError, Spec
 from lionops import operative as operative_module
+from lionops._classcache import class_cache
 from lionops.models import Reason
 from lionops.operative import Step, field_clashes, operative_for, shared_operative
 from tests.helpers import Answer, ScriptedMiddle, as_response
@@ -296,6 +297,7 @@ def test_the_operative_factories_refuse_a_model_not_fully_defined():
     # nothing of the incomplete model is cached
     assert not [key for key in operative_module._TYPE_CACHE if Direct in key]
     assert not [key for key in operative_module._TEMPLATES if Direct in key]
+    assert not class_cache(Direct)  # the generated types of a caller model are kept on it
 
     class DirectInner(BaseModel):
         x: int

@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from lionops import ActionParam, Branch, act
-from lionops.observe import add_observer, remove_observer
+from lionops.observability.observe import add_observer, remove_observer
 from lionops.runtime import use_runtime
 from lionops.testing import completion
 from tests.helpers import Answer, ToolBox

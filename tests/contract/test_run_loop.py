@@ -319,19 +319,57 @@ def test_property_no_tool_before_validation_and_every_decision_and_the_loop_ends
 
 # ------------------------------------------------------------------ OpenTelemetry
 
-async def test_one_span_for_the_run_and_one_operate_span_per_round(anyio_backend, otel):
+async def test_the_run_is_one_invoke_agent_span_with_one_span_per_round(anyio_backend, otel):
     weather = Weather()
-    branch = Branch(tools=[weather.get_weather])
-    await branch.run("x", response_format=Answer, middle=Rounds(ask("A"), ask("B"), ANSWER))
-    (run,) = otel.named("run")
-    rounds = otel.roots()  # each round one operation: an invoke_agent span (INTERNAL)
-    assert len(rounds) == 3
-    assert all(r.parent is not None and r.parent.span_id == run.context.span_id for r in rounds)
+    with OpenAIServer([
+        completion(tool_calls=[tool_call("get_weather", {"city": "Lisbon"}, "c1")], prompt_tokens=10,
+                   completion_tokens=3),
+        completion(tool_calls=[tool_call("get_weather", {"city": "Porto"}, "c2")], prompt_tokens=20,
+                   completion_tokens=4),
+        completion("both 21", prompt_tokens=30, completion_tokens=5),
+    ]) as server:
+        branch = Branch(tools=[weather.get_weather], chat_model=_model(server), name="forecaster")
+        await branch.run("Weather in Lisbon and Porto?")
+    (run,) = otel.roots()
+    assert run.name == "invoke_agent forecaster"
     assert run.parent is None
-    assert run.attributes["lionops.run.max_rounds"] == DEFAULT_MAX_ROUNDS
-    (end,) = [e for e in run.events if e.name == "run_end"]
-    assert end.attributes["lionops.run_end.exit"] == "answered"
-    assert end.attributes["lionops.run_end.rounds"] == 3
+    a = run.attributes
+    assert (a["gen_ai.operation.name"], a["gen_ai.agent.name"]) == ("invoke_agent", "forecaster")
+    assert (a["gen_ai.provider.name"], a["gen_ai.request.model"]) == ("openai", "gpt-4o-mini")
+    assert a["gen_ai.conversation.id"] == branch.id
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (60, 12)
+    assert (a["lionops.machine"], a["lionops.exit"], a["lionops.terminal"]) == ("run", "answered", "returned")
+    assert list(a["lionops.states"]) == ["start", "round", "round", "round", "returned"]
+    assert (a["lionops.rounds"], a["lionops.max_rounds"]) == (3, DEFAULT_MAX_ROUNDS)
+    assert [e.name for e in run.events] == ["started", "next_round", "next_round", "answered"]
+    rounds = otel.children(run)
+    assert [r.name for r in rounds] == ["round 1", "round 2", "round 3"]
+    for n, r in enumerate(rounds, 1):
+        assert "gen_ai.operation.name" not in r.attributes  # the agent invocation is the run
+        assert r.attributes["lionops.round"] == n
+        assert r.attributes["lionops.machine"] == "operate"
+        assert r.attributes["gen_ai.conversation.id"] == branch.id
+    assert [r.attributes["lionops.exit"] for r in rounds] == ["enriched", "enriched", "no_requests"]
+    # each round keeps its own children: its chat span, and its tool spans
+    assert [[c.name.split(" ")[0] for c in otel.children(r)][:2] for r in rounds] == [
+        ["chat", "execute_tool"], ["chat", "execute_tool"], ["chat"]]
+    # the run counts once as an agent invocation
+    (point,) = otel.metrics()["gen_ai.invoke_agent.duration"].data.data_points
+    assert point.count == 1
+    assert point.attributes["gen_ai.agent.name"] == "forecaster"
+
+
+async def test_the_run_span_never_holds_the_key_even_with_content_capture(anyio_backend, otel_content):
+    weather = Weather()
+    with OpenAIServer([
+        completion(tool_calls=[tool_call("get_weather", {"city": "sk-test-loop-0001"}, "c1")]),
+        completion("the key is sk-test-loop-0001"),
+    ]) as server:
+        branch = Branch(tools=[weather.get_weather], chat_model=_model(server))
+        assert await branch.run("x") == "the key is sk-test-loop-0001"
+    (run,) = otel_content.roots()
+    assert "lionops.result" in run.attributes
+    assert "sk-test-loop-0001" not in otel_content.dump()
 
 
 async def test_a_failing_run_span_records_the_error(anyio_backend, otel):
@@ -339,10 +377,47 @@ async def test_a_failing_run_span_records_the_error(anyio_backend, otel):
     with pytest.raises(MaxRoundsError):
         await Branch(tools=[weather.get_weather]).run("x", response_format=Answer, middle=Rounds(forever=ask("A")),
                                                        max_rounds=2)
-    (run,) = otel.named("run")
+    (run,) = otel.roots()
+    assert run.name == "invoke_agent lionops"
     assert not run.status.is_ok
-    (end,) = [e for e in run.events if e.name == "run_end"]
-    assert end.attributes["lionops.run_end.exit"] == "max_rounds"
+    assert run.attributes["error.type"] == "lionops.errors.MaxRoundsError"
+    assert run.attributes["lionops.exit"] == "max_rounds"
+    assert [r.name for r in otel.children(run)] == ["round 1", "round 2"]
+
+
+async def test_an_operation_a_tool_of_a_round_starts_is_its_own_agent_invocation(anyio_backend, otel):
+    inner = Branch(name="helper")
+
+    async def consult(city: str) -> str:
+        """Ask the helper."""
+        return str(await inner.operate(instruction=city, middle=Rounds(ANSWER), response_format=Answer))
+
+    branch = Branch(tools=[consult], name="outer")
+    await branch.run("x", response_format=Answer,
+                     middle=Rounds({"city": "?", "summary": "?",
+                                    "action_requests": [{"function": "consult", "arguments": {"city": "A"}}]},
+                                   ANSWER))
+    names = sorted(s.name for s in otel.roots())
+    assert names == ["invoke_agent helper", "invoke_agent outer"]
+    (helper,) = [s for s in otel.roots() if s.name == "invoke_agent helper"]
+    (tool,) = otel.named("execute_tool")
+    assert helper.parent is not None and helper.parent.span_id == tool.context.span_id
+
+
+async def test_a_resumed_run_is_its_own_invoke_agent_span(anyio_backend, otel):
+    weather = Weather()
+    branch = Branch(tools=[weather.get_weather])
+    branch.gate(lambda call: Defer(reason="ask a person"))
+    middle = Rounds(ask("A"), ANSWER)
+    ran = await branch.run_traced("x", response_format=Answer, middle=middle)
+    assert ran.trace.exit == "deferred"
+    (call,) = branch.pending_calls()
+    await branch.resume_run({call.call_id: Approve(by="ops")})
+    first, second = sorted(otel.roots(), key=lambda s: s.start_time or 0)
+    assert first.attributes["lionops.exit"] == "deferred"
+    assert second.attributes["lionops.exit"] == "answered"
+    assert [e.name for e in second.events][:1] == ["resumed"]
+    assert [r.name for r in otel.children(second)] == ["round 1", "round 2"]
 
 
 # ------------------------------------------------------------------ record and replay

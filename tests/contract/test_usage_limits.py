@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import BaseModel
 
 from lionops import Approve, Branch, ConfigurationError, Defer, UsageLimitExceeded, UsageLimits
+from lionops.clock import RecordingClock, use_clock
 from lionops.testing import completion, tool_call
 from tests.cli_support import fake_model
 from tests.helpers import ScriptedMiddle
@@ -157,3 +159,43 @@ def test_the_normalized_token_record_is_counted_before_the_raw_one():
     })
     assert (used.requests, used.input_tokens, used.output_tokens, used.total_tokens) == (1, 1500, 45, 1545)
     assert 0 < used.cost < 0.01
+
+
+class Restated(BaseModel):
+    answer: str
+
+
+@pytest.mark.parametrize(("limit", "value", "sent"), [("requests", 3, 3), ("total_tokens", 100, 2)])
+async def test_a_parse_model_request_past_a_limit_is_never_made(server, limit, value, sent):
+    """Prose under a response model: the parse model is asked to restate it;
+    each re-ask counts and is checked before it is made."""
+    server.push(completion("Let me think."))
+    for _ in range(4):
+        server.push(completion('{"answer": null}'))  # the parse model cannot restate prose
+    model = make_model(server)
+    branch = Branch(chat_model=model, limits=UsageLimits(**{limit: value}))
+    try:
+        with use_clock(RecordingClock()), pytest.raises(UsageLimitExceeded) as info:
+            await branch.operate(instruction="q", response_format=Restated)
+    finally:
+        await model.aclose()
+    assert len(server.chat_requests) == sent  # the next re-ask was never sent
+    assert info.value.limit == limit and info.value.usage["requests"] == sent
+    trace = branch.traces[-1]
+    assert trace.path()[-1] == ("adapter", "over_limit", "raised")
+    assert len(trace.meta["parse_requests"]) == sent - 1 == trace.meta["parse_model_calls"]
+    assert branch.usage.requests == sent and branch.usage.total_tokens == 69 * sent
+
+
+async def test_parse_model_requests_count_against_the_limits(server):
+    server.push(completion("It is Paris."), completion('{"answer": "Paris"}'))
+    model = make_model(server)
+    branch = Branch(chat_model=model, limits=UsageLimits(requests=2))
+    try:
+        assert (await branch.operate(instruction="q", response_format=Restated)).answer == "Paris"
+        with pytest.raises(UsageLimitExceeded, match="requests"):
+            await branch.operate(instruction="again")
+    finally:
+        await model.aclose()
+    assert branch.usage.requests == 2 and branch.usage.total_tokens == 138
+    assert len(server.chat_requests) == 2

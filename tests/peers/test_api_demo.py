@@ -7,7 +7,7 @@ import json
 import pytest
 
 from lionops import Branch, iModel
-from lionops.demo import RECORDING, TripPlan, run
+from lionops.cli.demo import RECORDING, TripPlan, run
 from lionops.errors import EndpointStatusError
 from lionops.testing import OpenAIServer, completion, load_recording, replay, tool_call
 

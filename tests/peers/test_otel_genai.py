@@ -12,7 +12,7 @@ from opentelemetry.trace import SpanKind
 
 import lionops
 from lionops import Branch
-from lionops.otel import CAPTURE_CONTENT_ENV, capture_from_env, provider_name, usage_tokens
+from lionops.observability.otel import CAPTURE_CONTENT_ENV, capture_from_env, provider_name, usage_tokens
 from lionops.testing import Reply, chunked, completion, tool_call
 from tests.helpers import Answer, ToolBox
 from tests.openai_server import make_model, server  # noqa: F401 - fixtures

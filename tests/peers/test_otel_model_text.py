@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from lionops import Branch
-from lionops.otel import MAX_ATTRIBUTE_CHARS, UNKNOWN_TOOL
+from lionops.observability.otel import MAX_ATTRIBUTE_CHARS, UNKNOWN_TOOL
 from lionops.testing import OpenAIServer, completion, tool_call
 from tests.cli_support import fake_model
 from tests.helpers import Answer, ToolBox

@@ -29,10 +29,11 @@ pytestmark = requires_temporal
 
 
 def test_approved_denied_and_timed_out_calls_are_recorded(tmp_path, monkeypatch):
-    from temporalio.client import Client, WorkflowUpdateFailedError
+    from temporalio.client import Client
     from temporalio.worker import Replayer, Worker
 
-    from lionops.temporal import approve, deny, pending_approvals
+    from lionops import Approve, CallAlreadyDecidedError, Deny, PendingCall, UnknownCallError
+    from lionops.temporal import decide, pending_approvals
     from tests.temporal_workflows import WORKFLOWS, CaseWorkflow
 
     address = dev_server_address()
@@ -54,14 +55,19 @@ def test_approved_denied_and_timed_out_calls_are_recorded(tmp_path, monkeypatch)
                     if len(pending) == 3:
                         break
                     await asyncio.sleep(0.05)
-                by_function = {p["function"]: p["call_id"] for p in pending}
+                assert all(isinstance(p, PendingCall) for p in pending)
+                by_function = {p.function: p.call_id for p in pending}
                 assert set(by_function) == {"lookup", "charge", "ship"}
-                with pytest.raises(WorkflowUpdateFailedError):
-                    await approve(handle, "approvals-1-99", by="alice")  # no such call: rejected
-                await approve(handle, by_function["lookup"], by="alice", reason="routine lookup", signal=True)
-                await deny(handle, by_function["charge"], by="bob", reason="over budget")
-                with pytest.raises(WorkflowUpdateFailedError):
-                    await approve(handle, by_function["charge"], by="mallory")  # already decided
+                with pytest.raises(UnknownCallError) as unknown:  # no such call: nothing is taken
+                    await decide(handle, {by_function["charge"]: Deny(by="eve"),
+                                          "approvals-1-99": Approve(by="alice")})
+                assert unknown.value.call_id == "approvals-1-99"
+                assert sorted(unknown.value.pending) == sorted(by_function.values())
+                await decide(handle, {by_function["lookup"]: Approve(by="alice", reason="routine lookup")},
+                             signal=True)
+                await decide(handle, {by_function["charge"]: Deny(by="bob", reason="over budget")})
+                with pytest.raises(CallAlreadyDecidedError, match="denied by bob"):
+                    await decide(handle, {by_function["charge"]: Approve(by="mallory")})
                 record = await asyncio.wait_for(handle.result(), timeout=60)
                 return by_function, record, await handle.fetch_history()
 
@@ -80,7 +86,7 @@ def test_approved_denied_and_timed_out_calls_are_recorded(tmp_path, monkeypatch)
     assert Counter(e["kind"] for e in effects(log)) == {"lookup": 1}
     outputs = {r["function"]: r["output"] for r in record["result"]["action_responses"]}
     assert outputs["lookup"] == {"item": "tea", "price": 12}
-    assert outputs["charge"] == {"error": DENIAL_ERROR, "function": "charge"}
+    assert outputs["charge"] == {"error": DENIAL_ERROR, "function": "charge", "reason": "over budget"}
     assert outputs["ship"] == {"error": DENIAL_ERROR, "function": "ship"}
 
     # The decision and the approver are on the messages of each call.
@@ -91,7 +97,11 @@ def test_approved_denied_and_timed_out_calls_are_recorded(tmp_path, monkeypatch)
                 (m["metadata"]["approval"]["decision"], m["metadata"]["approval"]["by"]))
     assert on_messages == {"lookup": {("approved", "alice")}, "charge": {("denied", "bob")},
                            "ship": {("timed_out", None)}}
-    assert len([e for e in record["logs"] if e["kind"] == "approval"]) == 3
+    logged = [e["content"] for e in record["logs"] if e["kind"] == "approval"]
+    assert len(logged) == 3
+    # who, when, why: the keys of an in-process decision record
+    assert all({"call_id", "function", "decision", "by", "reason", "deferred_at", "decided_at"} <= set(e)
+               for e in logged)
     assert len([e for e in record["logs"] if e["kind"] == "denied"]) == 2
 
     async def replay():

@@ -72,13 +72,13 @@ def env(tmp_path_factory):
                 os.environ["LIONOPS_TEST_BASE_URL"] = old
 
 
-async def until(handle: Any, predicate: Callable[[list[dict[str, Any]]], bool]) -> list[dict[str, Any]]:
+async def until(handle: Any, predicate: Callable[[list[Any]], bool]) -> list[Any]:
     """The pending calls, once ``predicate`` holds for them (a generous real bound: ~60 s)."""
     from temporalio.service import RPCError
 
     from lionops.temporal import pending_approvals
 
-    pending: list[dict[str, Any]] = []
+    pending: list[Any] = []
     for _ in range(1200):
         try:
             pending = await pending_approvals(handle)
@@ -90,8 +90,8 @@ async def until(handle: Any, predicate: Callable[[list[dict[str, Any]]], bool]) 
     raise AssertionError(f"the pending calls never matched; last: {pending}")
 
 
-def by_function(pending: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {p["function"]: p for p in pending}
+def by_function(pending: list[Any]) -> dict[str, Any]:
+    return {p.function: p for p in pending}
 
 
 def replays_in_a_fresh_process(histories: list[Any], tmp_path: Any) -> None:
@@ -139,9 +139,9 @@ def test_every_durable_feature_runs_when_each_workflow_task_replays(env, tmp_pat
         # approval waiting (update and signal) and the approval timeout, concurrent tools
         h = await client.start_workflow(BranchWorkflow.run, args=["mixed", "approve_three"],
                                         id=f"{prefix}-approval", task_queue=env.queue)
-        calls = by_function(await until(h, lambda p: {c["function"] for c in p} >= {"lookup", "charge"}))
-        await approve(h, calls["lookup"]["call_id"], by="alice")
-        await deny(h, calls["charge"]["call_id"], by="bob", signal=True)
+        calls = by_function(await until(h, lambda p: {c.function for c in p} >= {"lookup", "charge"}))
+        await approve(h, calls["lookup"].call_id, by="alice")
+        await deny(h, calls["charge"].call_id, by="bob", signal=True)
         out["approval"] = await h.result()
         # sequential tools, no gate
         out["sequential"] = await client.execute_workflow(
@@ -213,7 +213,7 @@ def test_a_fresh_worker_process_carries_on_a_waiting_approval(env):
             client = await env.client()
             h = client.get_workflow_handle(wid)
             [call] = await until(h, lambda p: len(p) == 1)
-            await approve(h, call["call_id"], by="dana")
+            await approve(h, call.call_id, by="dana")
             return await h.result()
 
         record = asyncio.run(finish())
@@ -229,30 +229,29 @@ def test_a_fresh_worker_process_carries_on_a_waiting_approval(env):
 
 
 def test_each_approval_gate_decides_for_itself_and_is_named(env):
-    from temporalio.client import WorkflowUpdateFailedError
-
+    from lionops import CallAlreadyDecidedError
     from lionops.temporal import approve, deny
     from tests.temporal_workflows import BranchWorkflow
 
     wid = f"{env.queue}-twice"
 
-    async def main() -> tuple[list[dict[str, Any]], dict[str, Any], Any]:
+    async def main() -> tuple[list[Any], dict[str, Any], Any]:
         client = await env.client()
         h = await client.start_workflow(BranchWorkflow.run, args=["twice", "approve_three"], id=wid,
                                         task_queue=env.queue)
         first = by_function(await until(h, lambda p: len(p) == 3))
-        assert {p["gate"] for p in first.values()} == {0}
-        await approve(h, first["lookup"]["call_id"], by="alice")  # gate 2 does not cover lookup
-        await approve(h, first["charge"]["call_id"], by="alice")
-        await deny(h, first["ship"]["call_id"], by="carol")
-        second = by_function(await until(h, lambda p: [(c["function"], c["gate"]) for c in p] == [("charge", 2)]))
-        with pytest.raises(WorkflowUpdateFailedError):  # the first gate's decision does not count twice
-            await approve(h, first["charge"]["call_id"], by="alice")
-        await approve(h, second["charge"]["call_id"], by="bob", reason="second pair of eyes")
+        assert {p.gate for p in first.values()} == {0}
+        await approve(h, first["lookup"].call_id, by="alice")  # gate 2 does not cover lookup
+        await approve(h, first["charge"].call_id, by="alice")
+        await deny(h, first["ship"].call_id, by="carol")
+        second = by_function(await until(h, lambda p: [(c.function, c.gate) for c in p] == [("charge", 2)]))
+        with pytest.raises(CallAlreadyDecidedError):  # the first gate's decision does not count twice
+            await approve(h, first["charge"].call_id, by="alice")
+        await approve(h, second["charge"].call_id, by="bob", reason="second pair of eyes")
         return list(first.values()) + list(second.values()), await h.result(), await h.fetch_history()
 
     pending, record, history = asyncio.run(main())
-    assert len({p["call_id"] for p in pending}) == 4
+    assert len({p.call_id for p in pending}) == 4
     decided = [(a["function"], a["gate"], a["decision"], a["by"]) for a in record["trace"]["meta"]["approvals"]]
     assert sorted(decided) == [("charge", 0, "approved", "alice"), ("charge", 2, "approved", "bob"),
                                ("lookup", 0, "approved", "alice"), ("ship", 0, "denied", "carol")]
@@ -290,15 +289,15 @@ def test_the_tool_activity_receives_exactly_what_the_gate_saw(env):
 
     wid = f"{env.queue}-pay"
 
-    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+    async def main() -> tuple[Any, dict[str, Any]]:
         client = await env.client()
         h = await client.start_workflow(BranchWorkflow.run, args=["payments", "pay"], id=wid, task_queue=env.queue)
         [call] = await until(h, lambda p: len(p) == 1)
-        await approve(h, call["call_id"], by="alice")
+        await approve(h, call.call_id, by="alice")
         return call, await h.result()
 
     call, record = asyncio.run(main())
-    assert call["arguments"] == {"amount": 1500, "memo": "tea"}  # "15.00" dollars, validated once
+    assert call.arguments == {"amount": 1500, "memo": "tea"}  # "15.00" dollars, validated once
     [paid] = env.ran(wid)
     assert (paid["amount"], paid["memo"]) == (1500, "tea")
     assert record["result"]["action_responses"][0]["output"] == {"paid_cents": 1500}
@@ -362,7 +361,7 @@ def test_run_operations_again_returns_results_and_attaches_to_open_runs(env):
         retry = asyncio.ensure_future(run_operations(client, app.patient, gated, task_queue=env.queue,
                                                      id_prefix=open_prefix))
         await asyncio.sleep(0.2)
-        await approve(h, call["call_id"], by="alice")
+        await approve(h, call.call_id, by="alice")
         return first, again, await retry
 
     calls_before = len(env.server.chat_requests)
@@ -391,8 +390,7 @@ _DECISIONS = ("approve", "deny", "timeout")
 def test_no_tool_runs_without_every_decision_it_needs_and_none_twice(env, gates, plan):
     """Random approve/deny/timeout orders over random gate lists (three
     concurrent calls, each behind the gates that cover it)."""
-    from temporalio.client import WorkflowUpdateFailedError
-
+    from lionops import CallAlreadyDecidedError, UnknownCallError
     from lionops.temporal import approve, deny, pending_approvals
     from tests.temporal_workflows import BranchWorkflow
 
@@ -410,17 +408,17 @@ def test_no_tool_runs_without_every_decision_it_needs_and_none_twice(env, gates,
             except Exception:  # noqa: BLE001 - not started yet, or just completed
                 pending = []
             for call in pending:
-                if call["call_id"] in sent:
+                if call.call_id in sent:
                     continue
-                choice = plan[(call["function"], call["gate"])]
-                sent[call["call_id"]] = choice
+                choice = plan[(call.function, call.gate)]
+                sent[call.call_id] = choice
                 try:
                     if choice == "approve":
-                        await approve(h, call["call_id"], by=f"p{call['gate']}")
+                        await approve(h, call.call_id, by=f"p{call.gate}")
                     elif choice == "deny":
-                        await deny(h, call["call_id"], by=f"p{call['gate']}")
-                except WorkflowUpdateFailedError:  # it timed out first: the record says so
-                    sent[call["call_id"]] = "late"
+                        await deny(h, call.call_id, by=f"p{call.gate}")
+                except (CallAlreadyDecidedError, UnknownCallError):  # it timed out first: the record says so
+                    sent[call.call_id] = "late"
             await asyncio.sleep(0.05)
         return await task, sent
 
@@ -478,3 +476,94 @@ def test_the_idempotency_key_is_the_same_in_a_reset_run(env):
     assert [e["kind"] for e in ran] == ["lookup", "charge_start", "charge", "ship"] * 2  # two runs
     keys = [e["key"] for e in ran if e["kind"] != "charge_start"]
     assert keys[:3] == keys[3:] == [f"{wid}/shop/1/1", f"{wid}/shop/1/2", f"{wid}/shop/1/3"]
+
+
+# ------------------------------------------------------------ 6. the decisions of one approval screen
+
+
+def test_decisions_are_the_in_process_types_checked_whole_and_bounded(env):
+    """The pending calls are ``PendingCall`` records with the in-process
+    binding hash; ``{call_id: Approve | Deny}`` decides some calls and leaves
+    the rest waiting; a refused update takes nothing; a payload past the
+    bounds is refused unread."""
+    from temporalio.client import WorkflowUpdateFailedError
+
+    from lionops import Approve, Branch, CallAlreadyDecidedError, Deny, UnknownCallError
+    from lionops.errors import JSONLimitError
+    from lionops.governance import call_digest, jsonable_arguments
+    from lionops.temporal import decide
+    from lionops.temporal.approval import DECIDE_UPDATE
+    from tests.temporal_workflows import BranchWorkflow
+
+    wid = f"{env.queue}-decide"
+
+    async def main() -> tuple[list[Any], list[Any], dict[str, Any], Any]:
+        client = await env.client()
+        h = await client.start_workflow(BranchWorkflow.run, args=["patient", "approve_three"], id=wid,
+                                        task_queue=env.queue)
+        calls = by_function(first := await until(h, lambda p: len(p) == 3))
+        with pytest.raises(JSONLimitError) as size:  # a reason past the byte bound
+            await decide(h, {calls["lookup"].call_id: Approve(by="ann", reason="x" * 70_000)})
+        assert size.value.limit == "size"
+        deep: Any = "x"
+        for _ in range(10):
+            deep = {"a": deep}
+        with pytest.raises(WorkflowUpdateFailedError) as nested:  # a raw update nested past the depth bound
+            await h.execute_update(DECIDE_UPDATE, {calls["lookup"].call_id: deep})
+        assert nested.value.cause.type == "JSONLimitError"
+        with pytest.raises(WorkflowUpdateFailedError) as malformed:  # neither Approve nor Deny
+            await h.execute_update(DECIDE_UPDATE, {calls["lookup"].call_id: {"kind": "maybe", "by": "ann"}})
+        assert malformed.value.cause.type == "ArgumentTypeError"
+        with pytest.raises(UnknownCallError):  # one unknown id: none of the decisions is taken
+            await decide(h, {calls["lookup"].call_id: Approve(by="ann"), "patient-1-7-0": Deny(by="ann")})
+        await decide(h, {calls["lookup"].call_id: Approve(by="ann", reason="routine")})  # one of three
+        # a signal cannot be refused: the workflow logs and ignores what it would refuse
+        await decide(h, {calls["lookup"].call_id: Deny(by="eve"), "patient-1-9-0": Deny(by="eve")}, signal=True)
+        rest = await until(h, lambda p: len(p) == 2)
+        with pytest.raises(CallAlreadyDecidedError):
+            await decide(h, {calls["lookup"].call_id: Deny(by="bob")})
+        await decide(h, {calls["charge"].call_id: Deny(by="bob", reason="no"),
+                         calls["ship"].call_id: Approve(by="bob")})
+        return first, rest, await h.result(), await h.fetch_history()
+
+    first, rest, record, history = asyncio.run(main())
+    asyncio.run(replays([history]))  # the refused updates included
+    tools = Branch(tools=app.TOOLS).acts
+    for call in first:
+        definition = tools.get(call.function).offered_schema.json
+        assert call.digest == call_digest(call.function, definition, jsonable_arguments(call.arguments))
+        assert call.operation == f"{wid}/patient/1" and call.gate == 0
+    assert sorted(c.function for c in rest) == ["charge", "ship"]
+    decided = {a["function"]: (a["decision"], a["by"], a["reason"]) for a in record["trace"]["meta"]["approvals"]}
+    assert decided == {"lookup": ("approved", "ann", "routine"), "charge": ("denied", "bob", "no"),
+                       "ship": ("approved", "bob", None)}
+    assert Counter(e["kind"] for e in env.ran(wid)) == {"lookup": 1, "ship": 1}
+
+
+def test_the_documented_approval_screen_decides_for_a_durable_branch(env):
+    """docs/governance.md's ``screen`` and ``screen_durable``, run as written
+    against a waiting workflow: the charge of 500 is within the rule."""
+    import re
+
+    from tests.temporal_support import REPO
+    from tests.temporal_workflows import BranchWorkflow
+
+    page = (REPO / "docs" / "governance.md").read_text()
+    files = dict(re.findall(r"<!-- file: (\S+) -->\n```python\n(.*?)```", page, flags=re.S))
+    namespace: dict[str, Any] = {}
+    screen_code = files["screen.py"].split("# in process:")[0]  # the handler, without the in-process call
+    exec(compile(screen_code + files["durable_screen.py"], "docs/governance.md", "exec"), namespace)  # noqa: S102
+    wid = f"{env.queue}-screen"
+
+    async def main() -> dict[str, Any]:
+        client = await env.client()
+        h = await client.start_workflow(BranchWorkflow.run, args=["patient", "approve_three"], id=wid,
+                                        task_queue=env.queue)
+        await until(h, lambda p: len(p) == 3)
+        await namespace["screen_durable"](h, "ann@example.com")
+        return await h.result()
+
+    record = asyncio.run(main())
+    decided = {(a["function"], a["decision"], a["by"], a["reason"]) for a in record["trace"]["meta"]["approvals"]}
+    assert decided == {(f, "approved", "ann@example.com", "within policy") for f in ("lookup", "charge", "ship")}
+    assert Counter(e["kind"] for e in env.ran(wid)) == {"lookup": 1, "charge_start": 1, "charge": 1, "ship": 1}

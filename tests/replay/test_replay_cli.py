@@ -7,8 +7,8 @@ import json
 import anyio.to_thread
 import pytest
 
-from lionops.commands import main as cli
-from lionops.demo import run
+from lionops.cli.commands import main as cli
+from lionops.cli.demo import run
 
 pytestmark = pytest.mark.anyio
 

@@ -199,7 +199,7 @@ async def test_names_pydantic_holds_under_another_name_replay_from_the_cassette_
     {"a": {"enum": []}},                   # an empty Literal
 ], ids=["empty-enum"])
 async def test_a_tool_schema_pydantic_cannot_build_is_a_cassette_error(tmp_path, properties):
-    from lionops.commands import main as cli
+    from lionops.cli.commands import main as cli
     from lionops.replay import CassetteError
     from tests.replay.test_replay_hardening import ANSWER, record_run
 
@@ -240,7 +240,7 @@ WRONG_TRACES = [
 
 @pytest.mark.parametrize("text, needle", WRONG_TRACES, ids=[n for _, n in WRONG_TRACES])
 def test_a_trace_that_reads_but_cannot_have_run_is_refused(tmp_path, text, needle):
-    from lionops.commands import main as cli
+    from lionops.cli.commands import main as cli
     from lionops.trace import Trace
 
     with pytest.raises(ValueError) as info:
@@ -329,7 +329,7 @@ async def test_a_call_that_raises_before_the_machine_runs_keeps_the_cassette_ali
 def test_an_empty_tools_selector_is_recorded_as_no_tool_shown() -> None:
     """``tools=[]`` offers no tool (the schema phase), so the recorded call
     shows the model none; ``tools=None`` or no selector shows every one."""
-    from lionops.replay.redact import Redactor
+    from lionops.replay import Redactor
     from lionops.replay.run import describe_call
 
     def lookup(q: str) -> str:

@@ -19,10 +19,10 @@ import anyio
 import pytest
 
 from lionops import Branch, EndpointConnectionError, EndpointStatusError, EndpointTimeoutError, HookPoint, iModel
-from lionops.commands import main as cli
+from lionops._redact import MAX_PATTERNS, pattern_problem
+from lionops.cli.commands import main as cli
 from lionops.errors import TraceFormatError
 from lionops.replay import Cassette, CassetteError, CassetteSession, ReplayDivergence, record, replay
-from lionops.replay.redact import MAX_PATTERNS, pattern_problem
 from lionops.testing import OpenAIServer, Reply, completion, error_body, tool_call
 from lionops.trace import Trace
 from tests.cli_support import fake_model

@@ -13,8 +13,8 @@ import pytest
 from transitions.extensions import GraphMachine
 
 from lionops import Branch, Trace, TransitionRecord
-from lionops.commands import main
-from lionops.diagram import (
+from lionops.cli.commands import main
+from lionops.cli.diagram import (
     Overlay,
     edges,
     exit_paths,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from lionops import Trace, TransitionRecord
-from lionops.diagram import Overlay, render_all, render_mermaid
+from lionops.cli.diagram import Overlay, render_all, render_mermaid
 from lionops.engine.definition import default_definition, parse_definition
 from tests.unit.test_diagram import _extended
 

@@ -17,12 +17,12 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from lionops import observe
 from lionops.clock import Clock, use_clock
 from lionops.engine import engines
 from lionops.engine.definition import default_definition, parse_definition
 from lionops.engine.driver import drive, new_trace
 from lionops.errors import InternalInvariantError
+from lionops.observability import observe
 from lionops.pipeline.machine import CompiledEngine, TransitionsEngine
 
 D = default_definition()

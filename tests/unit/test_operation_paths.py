@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from lionops import Branch, observe
+from lionops import Branch
 from lionops.engine import engines
+from lionops.observability import observe
 from lionops.pipeline.machine import CompiledEngine, TransitionsEngine, get_engine
 from lionops.trace import Trace, Traced, annotate
 from tests.helpers import Answer, ScriptedMiddle

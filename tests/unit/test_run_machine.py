@@ -70,7 +70,7 @@ def test_compiled_and_reference_engines_fire_alike_over_every_guard_combination(
 
 
 def test_docs_api_shows_the_run_machine_as_generated():
-    from lionops.diagram import render_mermaid
+    from lionops.cli.diagram import render_mermaid
 
     text = (ROOT / "docs" / "api.md").read_text()
     assert "```mermaid\n" + render_mermaid(D) + "```" in text
@@ -100,7 +100,7 @@ def test_a_run_trace_is_drawn_on_the_run_machine(tmp_path):
 def test_every_test_named_by_a_run_invariant_exists():
     import ast
 
-    from lionops.diagram import RUN_INVARIANTS_FILE, load_invariants
+    from lionops.cli.diagram import RUN_INVARIANTS_FILE, load_invariants
 
     invariants = load_invariants(ROOT / "states" / RUN_INVARIANTS_FILE)
     assert [i.number for i in invariants] == [1, 2, 3, 4]

@@ -33,7 +33,7 @@ from pydantic import SecretStr
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
-from ... import clock, observe
+from ... import clock
 from ..._frozen import FrozenDict, FrozenList
 from ..._json import loads as bounded_json
 from ..._names import near_miss
@@ -51,6 +51,7 @@ from ...errors import (
     MissingAPIKeyError,
     MisspelledKeywordError,
 )
+from ...observability import observe
 from ...runtime import current_runtime
 from ...trace import current_meta
 from ..registry import ProviderSpec, provider_spec

@@ -19,6 +19,13 @@ conventions (:data:`SCHEMA_URL`; docs/observability.md has the mapping):
   decision (``lionops.tool.decision``) and hooks as events.
 - ``writeback`` (INTERNAL): the context-provider offer before enrichment.
 
+A ``Branch.run()`` is one ``invoke_agent {agent}`` span (INTERNAL) of its own:
+the run machine's transitions as events, its exit, states and rounds, the
+tokens of every round summed. Each round is a ``round {n}`` span inside it
+(the operation's attributes and children as above, without
+``gen_ai.operation.name``: the agent invocation is the run), so a run counts
+once in ``gen_ai.invoke_agent.duration``.
+
 Metrics: ``gen_ai.client.operation.duration``, ``gen_ai.client.token.usage``,
 the two stream chunk histograms, ``gen_ai.invoke_agent.duration`` and
 ``gen_ai.execute_tool.duration`` (GenAI conventions, advised buckets),
@@ -35,7 +42,7 @@ else as :data:`UNKNOWN_TOOL`; span names have a fixed form. Every string
 attribute is bounded (:data:`MAX_ATTRIBUTE_CHARS`, content
 :data:`MAX_CONTENT_CHARS`).
 Secrets never are: every text that reaches a span goes through the cassette
-:class:`~lionops.replay.redact.Redactor` and the endpoints' own ``scrub``.
+:class:`~lionops.replay.Redactor` and the endpoints' own ``scrub``.
 """
 
 from __future__ import annotations
@@ -55,12 +62,12 @@ from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from ._version import __version__
-from .endpoints.registry import provider_spec
-from .errors import ConfigurationError
-from .messages import to_jsonable
-from .replay.redact import Redactor
-from .usage import Usage
+from .._redact import Redactor
+from .._version import __version__
+from ..endpoints.registry import provider_spec
+from ..errors import ConfigurationError
+from ..messages import to_jsonable
+from ..usage import Usage
 
 __all__ = ["OpenTelemetryObserver", "logged_decision", "tool_decision", "provider_name", "capture_from_env",
            "DECISIONS", "SCHEMA_URL", "CAPTURE_CONTENT_ENV", "AGENT_NAME", "UNKNOWN_TOOL",
@@ -140,6 +147,7 @@ _FAILURE_DECISIONS = {
 _LOGGED = frozenset({"action", "denied", "action_error"})
 
 _OPERATION: contextvars.ContextVar[_Operation | None] = contextvars.ContextVar("lionops_otel_operation", default=None)
+_RUN: contextvars.ContextVar[_Run | None] = contextvars.ContextVar("lionops_otel_run", default=None)
 
 
 @dataclass(slots=True, eq=False)
@@ -298,6 +306,25 @@ class _Operation:
     usage: list[int] = field(default_factory=lambda: [0, 0, 0])
     #: native tool calls of the adapter's answer: [function, arguments, id]; matched by tool spans
     native_calls: list[list[Any]] = field(default_factory=list)
+    #: the run this operation is a round of (``Branch.run()``), else ``None``
+    run: _Run | None = None
+
+
+@dataclass(slots=True, eq=False)
+class _Run:
+    """Per-run state of one ``Branch.run()`` (its ``invoke_agent`` span)."""
+
+    span: Any
+    start_ns: int
+    t0: float
+    branch: Any
+    trace: Any
+    scrub: _Scrub
+    metric_attributes: dict[str, Any]
+    token: Any = None
+    #: input and output tokens of the rounds' model calls, summed (the third: whether any was reported)
+    usage: list[int] = field(default_factory=lambda: [0, 0, 0])
+    rounds: int = 0
 
 
 def _error_type(exc: BaseException) -> str:
@@ -377,6 +404,19 @@ def _tool_name(branch: Any, function: Any, *, cli: bool = False) -> str:
     return function if registered else UNKNOWN_TOOL
 
 
+def _agent_attributes(branch: Any, endpoint: Any, model: Any) -> dict[str, Any]:
+    """``gen_ai.operation.name`` (``invoke_agent``), ``gen_ai.agent.name`` (the
+    branch's name, else :data:`AGENT_NAME`), ``gen_ai.provider.name`` and
+    ``gen_ai.request.model`` of an agent invocation on ``branch``."""
+    name = getattr(branch, "name", None)
+    provider = getattr(endpoint, "provider", None)
+    attributes: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent",
+                                  "gen_ai.agent.name": _cut(name) if isinstance(name, str) and name else AGENT_NAME,
+                                  "gen_ai.provider.name": provider_name(provider) if provider else AGENT_NAME}
+    _set(attributes, "gen_ai.request.model", model)
+    return attributes
+
+
 def _endpoint_of(ctx: Any) -> Any:
     model = getattr(ctx.chat_param, "imodel", None) or getattr(ctx.branch, "chat_model", None)
     return getattr(model, "endpoint", model)
@@ -446,18 +486,23 @@ class OpenTelemetryObserver:
         if token is not None:
             otel_context.detach(token)
 
+    def _release(self, var: contextvars.ContextVar[Any], tokens: tuple[Any, Any]) -> None:
+        """Undo what a start set: ``var`` back, the span no longer current."""
+        context_token, var_token = tokens
+        try:
+            var.reset(var_token)
+        except ValueError:  # ended in another context: nothing of ours is current there
+            pass
+        self._leave(context_token)
+
     # ------------------------------------------------------------ operation
 
     def operation_start(self, ctx: Any, engine: Any, trace: Any) -> _Operation:
         branch = ctx.branch
         start_ns = time.time_ns()
-        name = getattr(branch, "name", None)
-        agent = _cut(name) if isinstance(name, str) and name else AGENT_NAME
         endpoint = _endpoint_of(ctx)
-        provider = getattr(endpoint, "provider", None)
-        attributes: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
-                                      "gen_ai.provider.name": provider_name(provider) if provider else AGENT_NAME}
-        _set(attributes, "gen_ai.request.model", _model_of(ctx, endpoint))
+        attributes = _agent_attributes(branch, endpoint, _model_of(ctx, endpoint))
+        agent = attributes["gen_ai.agent.name"]
         metric_attributes = dict(attributes)
         attributes.update({
             "gen_ai.conversation.id": str(getattr(branch, "id", "")),
@@ -465,41 +510,32 @@ class OpenTelemetryObserver:
             "lionops.engine": getattr(engine, "name", type(engine).__name__),
             "lionops.branch.id": str(getattr(branch, "id", "")),
         })
-        span = self.tracer.start_span(f"invoke_agent {agent}", kind=SpanKind.INTERNAL, start_time=start_ns,
-                                      attributes=attributes)
+        run = _RUN.get()
+        # a round of the run of this branch (not an operation a tool of a round started)
+        if run is not None and run.branch is branch and _OPERATION.get() is None:
+            run.rounds += 1
+            del attributes["gen_ai.operation.name"]
+            attributes["lionops.round"] = run.rounds
+            span_name = f"round {run.rounds}"
+        else:
+            run = None
+            span_name = f"invoke_agent {agent}"
+        span = self.tracer.start_span(span_name, kind=SpanKind.INTERNAL, start_time=start_ns, attributes=attributes)
         scrub = self._scrub_for(getattr(branch, "chat_model", None), getattr(branch, "parse_model", None))
-        op = _Operation(span, start_ns, time.perf_counter(), ctx, trace, scrub, metric_attributes=metric_attributes)
+        op = _Operation(span, start_ns, time.perf_counter(), ctx, trace, scrub, metric_attributes=metric_attributes,
+                        run=run)
         op.tokens = (self._enter(span), _OPERATION.set(op))
         return op
 
     def operation_end(self, op: _Operation, result: Any, error: BaseException | None) -> None:
         if op.tokens is not None:
-            context_token, op_token = op.tokens
-            try:
-                _OPERATION.reset(op_token)
-            except ValueError:  # ended in another context: nothing of ours is current there
-                pass
-            self._leave(context_token)
+            self._release(_OPERATION, op.tokens)
         span, ctx, trace, scrub = op.span, op.ctx, op.trace, op.scrub
-        records = trace.transitions
-        for rec in records:
-            attributes: dict[str, Any] = {
-                "lionops.transition.source": rec.source,
-                "lionops.transition.dest": rec.dest,
-                "lionops.phase.duration_ms": rec.phase_ns / 1e6,
-            }
-            for guard, value in rec.guards.items():
-                attributes[f"lionops.guard.{guard}"] = bool(value)
-            if rec.error is not None:
-                error_text = rec.error if self.capture_content else rec.error.split(":", 1)[0]
-                attributes["lionops.transition.error"] = _cut(scrub.text(error_text),
-                                                              MAX_CONTENT_CHARS if self.capture_content
-                                                              else MAX_ATTRIBUTE_CHARS)
-            span.add_event(rec.trigger, attributes, timestamp=op.start_ns + rec.at_ns)
+        self._transition_events(span, trace, scrub, op.start_ns)
         self._approval_events(span, ctx, trace, scrub)
         model_class = getattr(ctx, "model_class", None)
         caller_model = getattr(model_class, "__name__", None)
-        attributes = {}
+        attributes: dict[str, Any] = {}
         if op.usage[2]:
             attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"] = op.usage[:2]
         _set(attributes, "lionops.exit", trace.exit)
@@ -522,7 +558,75 @@ class OpenTelemetryObserver:
         elapsed = time.perf_counter() - op.t0
         self.exits.add(1, metric_attributes)
         self.operation_duration.record(elapsed, metric_attributes)
-        self.agent_duration.record(elapsed, agent_attributes)
+        if op.run is None:
+            self.agent_duration.record(elapsed, agent_attributes)
+        else:  # the run is the agent invocation: its span sums the rounds' tokens
+            for i in range(3):
+                op.run.usage[i] += op.usage[i]
+        span.end()
+
+    def _transition_events(self, span: Any, trace: Any, scrub: _Scrub, start_ns: int) -> None:
+        """One event per fired transition of ``trace``, named by its trigger,
+        with the guards evaluated, stamped when it fired."""
+        for rec in trace.transitions:
+            attributes: dict[str, Any] = {
+                "lionops.transition.source": rec.source,
+                "lionops.transition.dest": rec.dest,
+                "lionops.phase.duration_ms": rec.phase_ns / 1e6,
+            }
+            for guard, value in rec.guards.items():
+                attributes[f"lionops.guard.{guard}"] = bool(value)
+            if rec.error is not None:
+                error_text = rec.error if self.capture_content else rec.error.split(":", 1)[0]
+                attributes["lionops.transition.error"] = _cut(scrub.text(error_text),
+                                                              MAX_CONTENT_CHARS if self.capture_content
+                                                              else MAX_ATTRIBUTE_CHARS)
+            span.add_event(rec.trigger, attributes, timestamp=start_ns + rec.at_ns)
+
+    # ------------------------------------------------------------ run
+
+    def _run_start(self, facts: dict[str, Any]) -> _Run:
+        """The ``invoke_agent {agent}`` span of one ``Branch.run()`` (the step ``run``)."""
+        branch, run_trace = facts.get("branch"), facts.get("run_trace")
+        start_ns = time.time_ns()
+        model = facts.get("chat_model")
+        endpoint = getattr(model, "endpoint", model)
+        attributes = _agent_attributes(branch, endpoint, getattr(endpoint, "model", None))
+        metric_attributes = dict(attributes)
+        attributes.update({
+            "gen_ai.conversation.id": str(getattr(branch, "id", "")),
+            "lionops.machine": "run",
+            "lionops.branch.id": str(getattr(branch, "id", "")),
+        })
+        _set(attributes, "lionops.engine", getattr(getattr(run_trace, "trace", None), "engine", None))
+        _set(attributes, "lionops.max_rounds", facts.get("max_rounds"))
+        span = self.tracer.start_span(f"invoke_agent {attributes['gen_ai.agent.name']}", kind=SpanKind.INTERNAL,
+                                      start_time=start_ns, attributes=attributes)
+        scrub = self._scrub_for(model, getattr(branch, "chat_model", None), getattr(branch, "parse_model", None))
+        run = _Run(span, start_ns, time.perf_counter(), branch, run_trace, scrub, metric_attributes)
+        run.token = (self._enter(span), _RUN.set(run))
+        return run
+
+    def _run_end(self, run: _Run, result: Any, error: BaseException | None) -> None:
+        self._release(_RUN, run.token)
+        span, scrub = run.span, run.scrub
+        trace = getattr(run.trace, "trace", None)
+        attributes: dict[str, Any] = {"lionops.rounds": run.rounds}
+        if trace is not None:
+            self._transition_events(span, trace, scrub, run.start_ns)
+            _set(attributes, "lionops.exit", trace.exit)
+            _set(attributes, "lionops.terminal", trace.terminal)
+            attributes["lionops.states"] = list(trace.states)
+        if run.usage[2]:
+            attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"] = run.usage[:2]
+        span.set_attributes(attributes)
+        if self.capture_content and error is None:
+            span.set_attribute("lionops.result", scrub.json(result))
+        agent_attributes = dict(run.metric_attributes)
+        if error is not None:
+            _fail(span, error, scrub, self.capture_content)
+            agent_attributes["error.type"] = _error_type(error)
+        self.agent_duration.record(time.perf_counter() - run.t0, agent_attributes)
         span.end()
 
     def _approval_events(self, span: Any, ctx: Any, trace: Any, scrub: Any) -> None:
@@ -592,7 +696,7 @@ class OpenTelemetryObserver:
             _CHUNKS.reset(chunk_token)
         except ValueError:  # ended in another context
             pass
-        from .trace import current_meta
+        from ..trace import current_meta
 
         meta = current_meta()
         if meta is None:
@@ -749,7 +853,9 @@ class OpenTelemetryObserver:
 
     # ------------------------------------------------------------ steps and notes
 
-    def step_start(self, name: str, facts: dict[str, Any]) -> tuple[Any, ...]:
+    def step_start(self, name: str, facts: dict[str, Any]) -> Any:
+        if name == "run":
+            return self._run_start(facts)
         op = _OPERATION.get()
         attributes: dict[str, Any] = {}
         for key, value in facts.items():
@@ -757,7 +863,10 @@ class OpenTelemetryObserver:
         span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
         return span, self._enter(span), op.scrub if op is not None else self._scrub_for()
 
-    def step_end(self, handle: tuple[Any, ...], result: Any, error: BaseException | None) -> None:
+    def step_end(self, handle: Any, result: Any, error: BaseException | None) -> None:
+        if isinstance(handle, _Run):
+            self._run_end(handle, result, error)
+            return
         span, token, scrub = handle
         self._leave(token)
         if error is not None:
@@ -765,6 +874,8 @@ class OpenTelemetryObserver:
         span.end()
 
     def note(self, name: str, facts: dict[str, Any]) -> None:
+        if name == "run_end":  # the run span's own attributes say it (lionops.exit, lionops.rounds)
+            return
         if name == "stream_chunk":
             chunks = _CHUNKS.get()
             if chunks is not None:

@@ -2,9 +2,9 @@
 as a layer over the core.
 
 This module imports no OpenTelemetry code: ``instrument()`` imports
-:mod:`lionops.otel` (which needs the optional ``opentelemetry-api``,
+:mod:`lionops.observability.otel` (which needs the optional ``opentelemetry-api``,
 ``pip install 'lionops[otel]'``) and registers its observer on the core's
-seam (:mod:`lionops.observe`). Until then, and after ``uninstrument()``,
+seam (:mod:`lionops.observability.observe`). Until then, and after ``uninstrument()``,
 ``operate()`` pays one truthiness check per seam. See docs/observability.md.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ..errors import LionopsError
 from . import observe
-from .errors import LionopsError
 
 __all__ = ["instrument", "uninstrument", "InstrumentationError", "OTEL_EXTRA"]
 

@@ -36,9 +36,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine.definition import WILDCARD, MachineDefinition, TransitionDef, definition_path, load_definition
-from .errors import TraceFormatError
-from .trace import Trace
+from ..engine.definition import WILDCARD, MachineDefinition, TransitionDef, definition_path, load_definition
+from ..errors import TraceFormatError
+from ..trace import Trace
 
 __all__ = [
     "Invariant", "Edge", "Overlay", "load_invariants", "edges", "exit_paths",
@@ -479,7 +479,7 @@ def _trace_files(d: MachineDefinition, path: Path, shipped: bool) -> dict[str, s
     the shipped machines) a ``RunTrace``'s loop on the ``run`` machine."""
     data = path.read_bytes()
     if shipped and b'"lionops.run_trace/' in data[:200]:
-        from .run import RunTrace
+        from ..run import RunTrace
 
         return render_trace_files(load_definition(definition_path("run")), RunTrace.from_json(data).trace, path.name)
     return render_trace_files(d, Trace.from_json(data, d), path.name)

@@ -9,7 +9,8 @@ each place costs one truthiness check and nothing else is built:
 - ``act()``, around each request (:func:`observe_tool`);
 - the ``enrich`` phase, around the writeback offer (:func:`observe_step`);
 - ``Branch.run()``, around the whole loop of rounds (:func:`observe_step`
-  named ``run``, each round an observed operation inside it; the note
+  named ``run``, with the facts ``branch.id``, ``max_rounds``, ``branch``,
+  ``run_trace`` and ``chat_model``; each round an observed operation inside it; the note
   ``run_end`` tells its exit and number of rounds before the step ends);
 - a tool hook being emitted, a CLI agent's own tool call, and chunks of a
   streamed answer arriving (:func:`note`).

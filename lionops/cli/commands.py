@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._json import loads as bounded_json
-from .errors import JSONLimitError, LionopsError
+from .._json import loads as bounded_json
+from ..errors import JSONLimitError, LionopsError
 
 __all__ = ["main", "UsageError"]
 
@@ -48,8 +48,8 @@ def _read_json(path: str) -> Any:
 def _traces_of(path: str, data: Any) -> list[Any]:
     """The traces of a trace file, a run trace (the loop, then each round), a branch
     snapshot (``traces``) or a cassette (``operations``)."""
-    from .replay import Cassette, CassetteError
-    from .trace import Trace
+    from ..replay import Cassette, CassetteError
+    from ..trace import Trace
 
     if isinstance(data, dict) and "operations" in data:
         try:
@@ -57,7 +57,7 @@ def _traces_of(path: str, data: Any) -> list[Any]:
         except CassetteError as exc:
             raise UsageError(str(exc)) from None
     if isinstance(data, dict) and str(data.get("format", "")).startswith("lionops.run_trace/"):
-        from .run import RunTrace
+        from ..run import RunTrace
 
         try:
             run = RunTrace.from_dict(data)
@@ -96,8 +96,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     """
     import anyio
 
-    from .messages import to_jsonable
-    from .replay import Cassette, CassetteError, ReplayDivergence, replay
+    from ..messages import to_jsonable
+    from ..replay import Cassette, CassetteError, ReplayDivergence, replay
+    from ..run import RunTrace
 
     try:
         cassette = Cassette.load(args.cassette)
@@ -108,9 +109,18 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     if args.operation is not None and not 0 <= args.operation < len(cassette.operations):
         raise UsageError(f"{args.cassette} has {len(cassette.operations)} operation(s); no operation {args.operation}")
     numbers = [args.operation] if args.operation is not None else range(len(cassette.operations))
+    in_runs = {i for r in cassette.runs for i in range(r.first + 1, r.first + r.rounds)}
     status = 0
     for n in numbers:
-        print(f"{'' if n == numbers[0] else chr(10)}operation {n} of {args.cassette}:")
+        if args.operation is None and n in in_runs:
+            continue  # replayed with the run it is a round of
+        run = cassette.run_at(n)
+        what = f"run of operations {n}..{n + run.rounds - 1}" if run is not None else f"operation {n}"
+        print(f"{'' if n == numbers[0] else chr(10)}{what} of {args.cassette}:")
+        if cassette.operations[n].call.resume is not None and run is None:
+            print("resumes a suspended operation: it replays after the operation it resumes, from code "
+                  "(a CassetteSession on the same branch)")
+            continue
         try:
             traced = anyio.run(functools.partial(replay, cassette, operation=n, run_tools=False))
         except ReplayDivergence as exc:
@@ -122,12 +132,14 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         except CassetteError as exc:
             raise UsageError(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - reported, never a traceback
-            recorded = cassette.operations[n].outcome.error
+            recorded = (run or cassette.operations[n]).outcome.error
             if recorded is None or recorded.type != type(exc).__name__:
                 raise UsageError(f"{type(exc).__name__}: {exc}") from None
             print(f"raised, as recorded: {type(exc).__name__}: {_line(exc)}")
             continue
-        _print_trace(traced.trace)
+        shown = traced.trace
+        for trace in [shown.trace, *shown.rounds] if isinstance(shown, RunTrace) else [shown]:
+            _print_trace(trace)
         print("result:", json.dumps(to_jsonable(traced.result), indent=2, ensure_ascii=False))
         print("replayed: same path, tool calls and result as recorded")
     return status

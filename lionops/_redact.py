@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .._secrets import MARK, MIN_SECRET, is_secret_name, redact_header, scrub_url, secret_variables
+from ._secrets import MARK, MIN_SECRET, is_secret_name, redact_header, scrub_url, secret_variables
 
 __all__ = ["Redactor", "DEFAULT_PATTERNS", "REPLACEMENT", "pattern_problem", "MAX_PATTERN_LENGTH",
            "MAX_PATTERNS", "MAX_QUANTIFIER", "MAX_WORK"]
