@@ -382,8 +382,10 @@ class LoopbackServer:
         self._thread: threading.Thread | None = None
         self.handler_class = _handler_for(self)
 
-    def answer(self, path: str, request: dict[str, Any]) -> NativeReply | None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def answer(self, path: str, request: dict[str, Any]) -> NativeReply | None:
+        """The reply to a POST of ``request`` (its JSON body) to ``path``; ``None``: a 404.
+        This base answers nothing."""
+        return None
 
     def _record_headers(self, headers: Any) -> dict[str, str]:
         out = {k.lower(): v for k, v in headers.items()}

@@ -30,7 +30,6 @@ DELIBERATE: dict[tuple[str, str], str] = {
     ("endpoints/openai_responses/__init__.py", "__getattr__"): "module __getattr__ must raise AttributeError (PEP 562)",
     ("endpoints/google/__init__.py", "__getattr__"): "module __getattr__ must raise AttributeError (PEP 562)",
     ("endpoints/_native.py", "feed"): "NotImplementedError: an abstract method",
-    ("testing/native.py", "answer"): "NotImplementedError: an abstract method (each protocol's server answers)",
     ("endpoints/_native.py", "result"): "NotImplementedError: an abstract method",
     ("endpoints/_native.py", "_path"): "NotImplementedError: an abstract method",
     ("endpoints/_native.py", "_build"): "NotImplementedError: an abstract method",
