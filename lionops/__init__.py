@@ -8,8 +8,10 @@ governed ``act()`` path (gate, act), attaching results (enrich). Every call
 yields a transition :class:`Trace`.
 """
 
+from ._alcall import AlcallParams
+from ._hooks import HookPoint
+from ._limits import UsageLimits
 from ._version import __version__
-from .alcall import AlcallParams
 from .branch import Branch
 from .errors import (
     BaseURLError,
@@ -44,9 +46,7 @@ from .errors import (
 )
 from .fields import FieldModel, Spec
 from .governance import Approve, Defer, Deny, PendingCall
-from .hooks import HookPoint
 from .imodel import iModel
-from .limits import UsageLimits
 from .middles import Middle
 from .middles.api import communicate
 from .middles.cli import run_and_collect

@@ -9,7 +9,7 @@ nothing waits forever or fans out without limit; each is a ``Branch`` keyword.
 
 from __future__ import annotations
 
-from .alcall import AlcallParams
+from ._alcall import AlcallParams
 
 __all__ = [
     "DEFAULT_PARSE_CALL_PARAMS", "DEFAULT_ACTION_CALL_PARAMS", "FUZZY_KEY_THRESHOLD",

@@ -23,6 +23,7 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel
 
+from ._alcall import AlcallParams
 from ._defaults import (
     DEFAULT_ACTION_CALL_PARAMS,
     DEFAULT_GATE_TIMEOUT,
@@ -30,10 +31,12 @@ from ._defaults import (
     DEFAULT_OBSERVER_TIMEOUT,
 )
 from ._files import atomic_write_text
+from ._hooks import HookPoint, check_one_argument
+from ._limits import UsageLimits, UsageSoFar
 from ._names import closest
 from ._secrets import scrubbed_message
+from ._text import safe_str
 from ._warn import warn_caller
-from .alcall import AlcallParams
 from .errors import (
     ArgumentTypeError,
     ConfigurationError,
@@ -43,8 +46,6 @@ from .errors import (
     did_you_mean,
 )
 from .governance import Approve, Defer, Deny, PendingCall
-from .hooks import HookPoint, check_one_argument
-from .limits import UsageLimits, UsageSoFar
 from .messages import EventLog, MessageLog, to_jsonable
 from .models import ActionResponseModel
 from .observability import observe
@@ -64,7 +65,6 @@ from .pipeline.machine import ENGINES, run_operation
 from .pipeline.prepare import OperateKwargs, check_flags
 from .pipeline.resume import Suspensions, as_response_model, claim, release
 from .run import Ran
-from .text import safe_str
 from .tools import ActionManager, Tool, ToolInvocation
 from .trace import Trace, Traced
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, TypeAdapter
 
 from ._files import atomic_write_text
+from ._text import safe_str
 from .errors import ArgumentTypeError, ConfigurationError, did_you_mean
-from .text import safe_str
 
 if TYPE_CHECKING:
     from .models import ActionRecord

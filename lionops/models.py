@@ -16,9 +16,9 @@ from pydantic.json_schema import SkipJsonSchema
 
 from ._invalid_mark import invalid_reason
 from ._json import loads as bounded_json
+from ._text import safe_str, summarize
 from .errors import TraceFormatError
 from .messages import to_jsonable
-from .text import safe_str, summarize
 
 __all__ = [
     "HashableModel",

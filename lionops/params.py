@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
-from .alcall import AlcallParams
+from ._alcall import AlcallParams
 
 if TYPE_CHECKING:
     from .imodel import iModel

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
+from ._limits import UsageSoFar, count_request
 from .engine.definition import run_definition
 from .errors import TraceFormatError
-from .limits import UsageSoFar, count_request
 from .models import ActionRecord
 from .trace import Trace, read_json
 

@@ -35,9 +35,9 @@ from pydantic.fields import FieldInfo
 from pydantic_core import SchemaError
 
 from ._frozen import FrozenDict, freeze, thaw
+from ._text import summarize
 from .errors import ArgumentTypeError, ConfigurationError, ToolArgumentsError, ToolNotOfferedError, UnknownToolError
 from .runtime import current_runtime
-from .text import summarize
 
 __all__ = [
     "Tool", "ToolInvocation", "ActionManager", "ToolArgumentsError", "UnknownToolError",

@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .._text import safe_str
 from ..clock import current_clock
 from ..errors import InternalInvariantError
 from ..observability import observe
 from ..runtime import ClockLike, _enter_trace, _leave
-from ..text import safe_str
 from ..trace import Trace
 from .definition import TransitionDef
 from .engines import Engine

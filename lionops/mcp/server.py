@@ -24,8 +24,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError as SDKError
 from pydantic import ValidationError
 
+from .._text import summarize
 from ..errors import ConfigurationError
-from ..text import summarize
 from .errors import (
     MCPDefinitionChangedError,
     MCPNameError,

@@ -11,9 +11,9 @@ from jsonschema.validators import validator_for
 from pydantic import BaseModel, ConfigDict
 
 from .._frozen import freeze
+from .._text import summarize
 from ..errors import ConfigurationError, ToolArgumentsError
 from ..runtime import current_runtime
-from ..text import summarize
 from ..tools import Tool, ToolSchema
 
 if TYPE_CHECKING:

@@ -17,10 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .._alcall import alcall
 from .._defaults import DEFAULT_PARSE_CALL_PARAMS
-from ..alcall import alcall
+from .._limits import check_parse_request, note_parse_request
 from ..errors import UsageLimitExceeded
-from ..limits import check_parse_request, note_parse_request
 from ..models import ActionRequestModel
 from ..operative import request_type_of
 from ..parse import PARSE_MODEL_MAX_CHARS, _validate, extract_json, local_parse, merge_action_requests, split_reasoning

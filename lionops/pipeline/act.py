@@ -53,13 +53,14 @@ import pydantic_core
 from pydantic import BaseModel
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
+from .._alcall import AlcallParams, _BackoffWait, in_own_context, is_cancellation
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS
+from .._hooks import HookPoint
 from .._invalid_mark import invalid_reason
-from ..alcall import AlcallParams, _BackoffWait, in_own_context, is_cancellation
+from .._limits import claim_tool_call
+from .._text import VERBOSE_ARGS_LIMIT, safe_str, summarize
 from ..clock import current_clock
 from ..errors import ConfigurationError, InvalidActionRequest, RequestLimitError, ToolOutputError
-from ..hooks import HookPoint
-from ..limits import claim_tool_call
 from ..models import (
     ActionRecord,
     ActionRequestModel,
@@ -71,7 +72,6 @@ from ..models import (
 from ..observability import observe
 from ..params import ACTION_STRATEGIES, ActionParam
 from ..runtime import current_runtime
-from ..text import VERBOSE_ARGS_LIMIT, safe_str, summarize
 from ..tools import FrozenArguments, Tool, ToolArgumentsError, ToolInvocation, ToolNotOfferedError, UnknownToolError
 from .context import BranchLike, OperationContext
 

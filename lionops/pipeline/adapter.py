@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .._limits import check_request, count_request
 from ..errors import UsageLimitExceeded
-from ..limits import check_request, count_request
 from ..middles.api import communicate
 from ..middles.cli import run_and_collect
 from ..observability import observe

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 if TYPE_CHECKING:
+    from .._hooks import HookPoint
     from ..errors import UsageLimitExceeded
-    from ..hooks import HookPoint
     from ..messages import EventLog, MessageLog
     from ..models import ActionRecord, ActionResponseModel
     from ..operative import Operative

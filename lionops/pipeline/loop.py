@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from .._text import safe_str
 from ..clock import current_clock
 from ..engine import engines
 from ..engine.definition import MachineDefinition, run_definition
@@ -32,7 +33,6 @@ from ..errors import (
 from ..messages import to_jsonable
 from ..observability import observe
 from ..run import Ran, RunTrace
-from ..text import safe_str
 from ..trace import Trace, started_trace
 from .context import OperationContext
 from .machine import begin_operation

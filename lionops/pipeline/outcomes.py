@@ -11,9 +11,9 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel
 
+from .._formats import caller_value
 from .._warn import warn_caller
 from ..errors import MismatchError, RefusalError, TruncatedOutputError
-from ..formats import caller_value
 from .context import OperationContext
 
 logger = logging.getLogger(__name__)

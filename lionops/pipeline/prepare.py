@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, ParamSpec, TypedDict
 
 from pydantic import BaseModel, ValidationError
 
+from .._alcall import AlcallParams
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS, DEFAULT_PARSE_CALL_PARAMS
+from .._formats import check_response_format
 from .._names import near_miss
-from ..alcall import AlcallParams
 from ..errors import ArgumentTypeError, ConfigurationError, MisspelledKeywordError, RemovedKeywordError
 from ..fields import to_fields_dict
-from ..formats import check_response_format
 from ..models import Instruct
 from ..operative import field_clashes
 from ..params import ACTION_STRATEGIES, ActionParam, ChatParam, FuzzyMatchKeysParams, ParseParam, RunParam
@@ -336,7 +336,7 @@ def _prepared(
             cannot hold; ``middle`` is not callable.
         ArgumentTypeError (a TypeError): ``response_format`` is none of a
             model class or instance, a dataclass, a ``TypedDict`` or a JSON
-            schema dict (see :mod:`lionops.formats`).
+            schema dict (see :mod:`lionops._formats`).
     """
     _check_keywords(kwargs, instruct, handle_validation)
     _check_middle(middle)

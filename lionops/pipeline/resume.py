@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS
+from .._text import safe_str
 from ..errors import (
     ArgumentTypeError,
     CallAlreadyDecidedError,
@@ -43,7 +44,6 @@ from ..models import ActionRecord
 from ..observability import observe
 from ..operative import shared_operative
 from ..params import ActionParam
-from ..text import safe_str
 from ..tools import Tool, ToolArgumentsError
 from . import act as act_module
 from .act import DENIAL_ERROR, _Batch, _record, _Request, invoke

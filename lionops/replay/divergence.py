@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._text import summarize
 from ..errors import ReplayDivergence
-from ..text import summarize
 from ..trace import Trace, TransitionRecord
 
 __all__ = [

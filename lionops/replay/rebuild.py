@@ -16,9 +16,9 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from .._text import summarize
 from ..branch import Branch
 from ..imodel import PROVIDERS, iModel
-from ..text import summarize
 from ..tools import _KEYWORDS, Tool, ToolInvocation, _field_name
 from .cassette import CassetteError, CliExchange, Operation
 from .run import LOCAL_KEYWORDS

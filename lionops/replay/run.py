@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from .._formats import check_response_format, model_stands_for
 from .._redact import Redactor
+from .._text import summarize
 from ..clock import RecordingClock
 from ..endpoints.cli import CLITimeoutError, argv_secrets
 from ..errors import EndpointConnectionError, EndpointStatusError
-from ..formats import check_response_format, model_stands_for
 from ..governance import Approve
 from ..messages import to_jsonable
 from ..models import Instruct, decode_arguments
 from ..pipeline.prepare import OperateKwargs
 from ..runtime import use_runtime
-from ..text import summarize
 from ..tools import Tool
 from ..trace import Trace, Traced
 from .cassette import (

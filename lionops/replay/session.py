@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack, get_args
 
 from .._redact import Redactor
+from .._text import summarize
 from .._version import __version__
 from ..errors import ArgumentTypeError, ConfigurationError, did_you_mean
 from ..governance import Approve, Deny
 from ..pipeline.loop import DEFAULT_MAX_ROUNDS, RunContext, run_context
 from ..run import Ran, RunTrace
-from ..text import summarize
 from ..trace import Traced
 from .cassette import (
     Cassette,

@@ -36,6 +36,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 from .._json import loads as bounded_json
+from .._text import safe_str
 from ..errors import (
     ArgumentTypeError,
     CallAlreadyDecidedError,
@@ -45,7 +46,6 @@ from ..errors import (
     UnknownCallError,
 )
 from ..governance import Approve, DecisionRecord, Deny, PendingCall, TaggedDecision
-from ..text import safe_str
 from ..trace import current_meta
 from .errors import ApprovalError
 

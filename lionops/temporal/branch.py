@@ -31,6 +31,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 from .._frozen import thaw
+from .._hooks import HookPoint, check_one_argument
+from .._limits import UsageLimits, UsageSoFar, price_requests
+from .._text import safe_str
 from ..branch import Branch, OperateKwargs
 from ..clock import Clock
 from ..errors import (
@@ -42,8 +45,6 @@ from ..errors import (
     UsageLimitExceeded,
 )
 from ..governance import Approve, Deny, PendingCall, call_digest, jsonable_arguments
-from ..hooks import HookPoint, check_one_argument, safe_str
-from ..limits import UsageLimits, UsageSoFar, price_requests
 from ..messages import EventLog, LogEntry, MessageLog, to_jsonable
 from ..models import ActionRecord
 from ..observability import observe

@@ -22,7 +22,7 @@ _PYDANTIC = "raised in a pydantic validator: reported as a ValidationError, neve
 
 #: ``(path under lionops/, enclosing function) -> reason`` for each deliberate built-in raise.
 DELIBERATE: dict[tuple[str, str], str] = {
-    ("alcall.py", "_retried"): "unreachable (tenacity re-raises the last attempt's error)",
+    ("_alcall.py", "_retried"): "unreachable (tenacity re-raises the last attempt's error)",
     ("cli/demo.py", "<module>"): "SystemExit: the process exit status of `python -m lionops.cli.demo`",
     ("endpoints/cli/__init__.py", "__getattr__"): "module __getattr__ must raise AttributeError (PEP 562)",
     ("endpoints/openai/__init__.py", "__getattr__"): "module __getattr__ must raise AttributeError (PEP 562)",

@@ -112,7 +112,7 @@ async def test_added_fields_are_kept_on_the_generated_model(fmt, anyio_backend):
 
 
 def test_a_dataclass_instance_stands_for_its_class():
-    from lionops.formats import check_response_format, model_of_format
+    from lionops._formats import check_response_format, model_of_format
 
     assert check_response_format(Trip(city="x")) is model_of_format(Trip)
     assert check_response_format(Trip) is model_of_format(Trip)  # made once per class

@@ -23,8 +23,8 @@ from lionops import (
     UsageLimitExceeded,
     iModel,
 )
+from lionops._limits import UsageLimits
 from lionops.errors import ArgumentTypeError, TraceFormatError
-from lionops.limits import UsageLimits
 from lionops.pipeline.loop import DEFAULT_MAX_ROUNDS, NEXT_ROUND_INSTRUCTION
 from lionops.testing import OpenAIServer
 from lionops.testing.openai_server import completion, tool_call

@@ -150,7 +150,7 @@ async def test_an_approved_call_past_the_tool_call_limit_does_not_run():
 
 
 def test_the_normalized_token_record_is_counted_before_the_raw_one():
-    from lionops.limits import UsageSoFar, count_request
+    from lionops._limits import UsageSoFar, count_request
 
     used = UsageSoFar()
     count_request(UsageLimits(cost=1.0), used, {

@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from lionops import Branch, act
-from lionops.alcall import AlcallParams
+from lionops._alcall import AlcallParams
 from lionops.messages import Message, MessageLog
 from lionops.params import ActionParam, ChatParam, ParseParam
 

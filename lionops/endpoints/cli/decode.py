@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 from ..._json import check_value
 from ..._json import loads as bounded_json
+from ..._text import summarize
 from ...errors import ConfigurationError
-from ...hooks import summarize
 
 
 def _preview(text: str, limit: int = 120) -> str:

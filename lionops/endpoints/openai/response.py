@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._json import loads as bounded_json
+from ..._text import summarize
 from ...errors import EndpointProviderError, EndpointResponseError, JSONLimitError
-from ...text import summarize
 from ...usage import Usage
 from .config import BODY_PREVIEW
 

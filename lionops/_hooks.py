@@ -7,7 +7,7 @@ success or ``TOOL_ERROR`` on an exception. Payloads carry ``function``,
 ``decision``, ``TOOL_ERROR`` adds ``error``, ``type`` and ``decision``, both
 copied from the request's ``ActionRecord``, which is made before the hook
 runs. Payload summaries of arguments and results are cut at 200 characters
-by :mod:`lionops.text` (observability only; the invocation and result are
+by :mod:`lionops._text` (observability only; the invocation and result are
 never truncated). A
 handler that raises an ``Exception`` is logged and never changes the
 operation's outcome; one that runs past ``Branch.observer_timeout`` is
@@ -22,10 +22,7 @@ from typing import Any
 
 from .errors import ConfigurationError, GateSignatureError, did_you_mean
 
-# Truncation lives in lionops.text; these names stay importable from here.
-from .text import SUMMARY_LIMIT, VERBOSE_ARGS_LIMIT, safe_str, summarize
-
-__all__ = ["HookPoint", "SUMMARY_LIMIT", "VERBOSE_ARGS_LIMIT", "summarize", "safe_str"]
+__all__ = ["HookPoint", "check_one_argument"]
 
 
 class HookPoint(str, enum.Enum):  # noqa: UP042 - str() keeps the Enum form, as a StrEnum would not
