@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
-from tenacity.wait import wait_base
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from . import clock
 from .errors import ConfigurationError
@@ -59,17 +58,6 @@ def is_cancellation(exc: BaseException) -> bool:
         return True
     cancelling = getattr(task, "cancelling", None)
     return cancelling is None or cancelling() > 0
-
-
-class _BackoffWait(wait_base):
-    """tenacity wait: ``initial * backoff ** (attempt - 1)`` seconds."""
-
-    def __init__(self, initial: float, backoff: float) -> None:
-        self.initial = initial
-        self.backoff = backoff
-
-    def __call__(self, retry_state: Any) -> float:
-        return float(self.initial) * float(self.backoff) ** (int(retry_state.attempt_number) - 1)
 
 
 @dataclass(slots=True, frozen=True)
@@ -129,7 +117,7 @@ def _call_with_retries(func: Callable[[T], Awaitable[R]], item: T, params: Alcal
 async def _retried(func: Callable[[T], Awaitable[R]], item: T, params: AlcallParams) -> R:
     retrying = AsyncRetrying(
         stop=stop_after_attempt(params.retry_attempts + 1),
-        wait=_BackoffWait(params.retry_initial_delay, params.retry_backoff),
+        wait=wait_exponential(multiplier=params.retry_initial_delay, exp_base=params.retry_backoff),
         # Only Exception subclasses are retried: anyio/trio/asyncio
         # cancellation derives from BaseException and always propagates.
         retry=retry_if_exception_type(Exception),

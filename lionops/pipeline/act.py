@@ -51,9 +51,9 @@ from typing import Any, NamedTuple, cast
 import anyio
 import pydantic_core
 from pydantic import BaseModel
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from .._alcall import AlcallParams, _BackoffWait, in_own_context, is_cancellation
+from .._alcall import AlcallParams, in_own_context, is_cancellation
 from .._defaults import DEFAULT_ACTION_CALL_PARAMS
 from .._hooks import HookPoint
 from .._invalid_mark import invalid_reason
@@ -563,7 +563,8 @@ async def _retried(branch: BranchLike, req: _Request, tool: Tool, given: dict[st
     failures it retries, each attempt with its own copy of ``given`` and
     bounded by ``timeout``; every failed attempt is logged (``tool_attempt``)."""
     retrying = AsyncRetrying(
-        stop=stop_after_attempt(tool.retries + 1), wait=_BackoffWait(tool.retry_delay, tool.retry_backoff),
+        stop=stop_after_attempt(tool.retries + 1),
+        wait=wait_exponential(multiplier=tool.retry_delay, exp_base=tool.retry_backoff),
         retry=retry_if_exception_type(tool.retry_on), sleep=current_clock().sleep, reraise=True,
     )
     async for attempt in retrying:
