@@ -77,7 +77,7 @@ class iModel:  # noqa: N801 - the ADR's name
             spec = provider_spec(provider)
             endpoint = endpoint_class(spec)(provider=spec.name, model=model, **options)
         elif not _meets_contract(endpoint):
-            missing = [name for name in ("provider", "model", "is_cli", "scrub", "aclose")
+            missing = [name for name in ("provider", "model", "is_cli", "base_url", "otel_name", "scrub", "aclose")
                        if not hasattr(endpoint, name)]
             raise ConfigurationError(
                 f"endpoint= {type(endpoint).__name__} does not meet the Endpoint contract "

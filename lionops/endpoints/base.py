@@ -8,7 +8,7 @@ out (errors, traces, recordings, spans) passes it through
 :meth:`Endpoint.scrub` first.
 
 - :class:`Endpoint`: what every endpoint offers (``provider``, ``model``,
-  ``is_cli``, ``scrub``, ``aclose``).
+  ``is_cli``, ``base_url``, ``otel_name``, ``scrub``, ``aclose``).
 - :class:`ChatEndpoint`: an API endpoint (``is_cli`` false) that the
   ``communicate`` Middle drives: ``chat(messages, **options)`` returns one
   normalized :class:`~lionops.endpoints.openai.ChatCompletion`, whatever
@@ -59,6 +59,15 @@ class Endpoint(Protocol):
     def base_url(self) -> str | None:
         """The server this endpoint talks to, as shown (no credentials); ``None``
         for a CLI agent left to its own configuration."""
+        ...
+
+    @property
+    def otel_name(self) -> str:
+        """The OpenTelemetry ``gen_ai.provider.name`` of this endpoint's provider:
+        the conventions' registered value where they list the provider
+        (``openai``, ``anthropic``, ``gcp.gemini``), else the provider's own
+        name. The built-in endpoints read it from their provider's
+        :class:`~lionops.endpoints.registry.ProviderSpec` (``otel_name``)."""
         ...
 
     def scrub(self, text: str) -> str:

@@ -29,7 +29,8 @@ from typing import Any
 
 from ..errors import ConfigurationError, did_you_mean
 
-__all__ = ["ProviderSpec", "register_provider", "provider_spec", "providers", "PROVIDERS", "endpoint_class"]
+__all__ = ["ProviderSpec", "register_provider", "provider_spec", "providers", "PROVIDERS", "endpoint_class",
+           "otel_provider_name"]
 
 #: The packages that declare the built-in providers; imported on the first lookup.
 _BUILTIN_PACKAGES = ("lionops.endpoints.openai.config", "lionops.endpoints.cli", "lionops.endpoints.openai_responses",

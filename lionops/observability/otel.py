@@ -64,8 +64,6 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .._redact import Redactor
 from .._version import __version__
-from ..endpoints.registry import provider_spec
-from ..errors import ConfigurationError
 from ..messages import to_jsonable
 from ..usage import Usage
 
@@ -205,15 +203,16 @@ def tool_decision(record: Any, error: BaseException | None) -> str:
     return "error"
 
 
-def provider_name(provider: str) -> str:
-    """The ``gen_ai.provider.name`` of lionops provider ``provider``, as the
-    provider registry declares it (:mod:`lionops.endpoints.registry`: the
-    conventions' registered value, ``openai``, ``anthropic``, ``gcp.gemini``,
-    ...); a name not registered is kept."""
-    try:
-        return provider_spec(provider).otel_name
-    except (ConfigurationError, ImportError):  # not a registered provider: its own name
-        return provider
+def provider_name(endpoint: Any) -> str | None:
+    """The ``gen_ai.provider.name`` that ``endpoint`` reports
+    (:attr:`~lionops.endpoints.base.Endpoint.otel_name`: the conventions'
+    registered value, ``openai``, ``anthropic``, ``gcp.gemini``, ..., else the
+    provider's own name); its ``provider`` when it reports none, ``None``
+    when it names no provider at all."""
+    for name in (getattr(endpoint, "otel_name", None), getattr(endpoint, "provider", None)):
+        if isinstance(name, str) and name:
+            return name
+    return None
 
 
 def capture_from_env(value: str | None = None) -> bool:
@@ -412,7 +411,7 @@ def _agent_attributes(branch: Any, endpoint: Any, model: Any) -> dict[str, Any]:
     provider = getattr(endpoint, "provider", None)
     attributes: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent",
                                   "gen_ai.agent.name": _cut(name) if isinstance(name, str) and name else AGENT_NAME,
-                                  "gen_ai.provider.name": provider_name(provider) if provider else AGENT_NAME}
+                                  "gen_ai.provider.name": (provider_name(endpoint) if provider else None) or AGENT_NAME}
     _set(attributes, "gen_ai.request.model", model)
     return attributes
 
@@ -661,7 +660,7 @@ class OpenTelemetryObserver:
         model = _model_of(ctx, endpoint)
         attributes: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent" if cli else "chat"}
         if provider:
-            attributes["gen_ai.provider.name"] = _cut(provider_name(provider))
+            attributes["gen_ai.provider.name"] = _cut(provider_name(endpoint) or provider)
             attributes["lionops.provider"] = _cut(provider)
         if cli:
             _set(attributes, "gen_ai.agent.name", provider)

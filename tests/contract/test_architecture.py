@@ -124,11 +124,6 @@ FLAT = {"lionops.branch": "facade", "lionops.operate": "facade", "lionops.imodel
 #: (parsed TOML, no engine code), read by the trace records and diagrams.
 MOVED = {"lionops.engine.definition": "base"}
 
-#: Edges that other open restructurings remove; each must disappear, never grow.
-#: The OpenTelemetry observer names a provider by the provider registry's
-#: ``otel_name``, until the endpoint itself reports that name.
-PENDING: set[tuple[str, str]] = {("lionops.observability.otel", "lionops.endpoints.registry")}
-
 _FOLDER_LAYER = {folder: layer for layer, folders in LAYERS.items() for folder in folders}
 
 
@@ -171,12 +166,12 @@ def test_observability_is_one_layer() -> None:
     for module, targets in GRAPH.items():
         if module.startswith("lionops.observability"):
             assert _layer(module) == "observability"
-            bad = {t for t in targets if _layer(t) not in ("base", "observability") and (module, t) not in PENDING}
+            bad = {t for t in targets if _layer(t) not in ("base", "observability")}
             assert not bad, (module, bad)
 
 
 def _edge_ok(src: str, dst: str) -> bool:
-    return (src, dst) in PENDING or _layer(dst) in ALLOWED[_layer(src)]
+    return _layer(dst) in ALLOWED[_layer(src)]
 
 
 def test_every_module_is_read() -> None:
@@ -245,7 +240,7 @@ def test_engine_imports_nothing_of_the_operation() -> None:
 def test_endpoints_never_import_middles_or_pipeline() -> None:
     for module, targets in GRAPH.items():
         if _layer(module) == "endpoints":
-            bad = {t for t in targets if _layer(t) in ("middles", "pipeline") and (module, t) not in PENDING}
+            bad = {t for t in targets if _layer(t) in ("middles", "pipeline")}
             assert not bad, (module, bad)
 
 
@@ -271,11 +266,6 @@ def _computes_an_import(path: Path) -> bool:
 
 def test_imports_by_computed_name_are_only_the_known_ones() -> None:
     assert {m for m, p in MODULES.items() if _computes_an_import(p)} == COMPUTED_IMPORTS
-
-
-def test_pending_edges_still_exist() -> None:
-    # An edge listed as pending that is gone must leave the list.
-    assert all(dst in GRAPH.get(src, ()) for src, dst in PENDING)
 
 
 def test_only_the_outer_layers_import_the_package_itself() -> None:

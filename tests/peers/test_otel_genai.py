@@ -11,7 +11,9 @@ import pytest
 from opentelemetry.trace import SpanKind
 
 import lionops
-from lionops import Branch
+from lionops import Branch, iModel
+from lionops.endpoints.cli import ClaudeCodeEndpoint, CodexEndpoint, GeminiEndpoint
+from lionops.endpoints.registry import provider_spec
 from lionops.observability.otel import CAPTURE_CONTENT_ENV, capture_from_env, provider_name, usage_tokens
 from lionops.testing import Reply, chunked, completion, tool_call
 from tests.helpers import Answer, ToolBox
@@ -22,11 +24,41 @@ pytestmark = pytest.mark.anyio
 
 @pytest.mark.parametrize("provider, expected", [
     ("openai", "openai"), ("openai_responses", "openai"), ("claude_code", "anthropic"), ("codex", "openai"),
-    ("gemini", "gcp.gemini"), ("google", "gcp.gemini"),
-    ("anthropic", "anthropic"), ("gcp.gemini", "gcp.gemini"), ("ollama", "ollama"), ("vllm", "vllm"),
+    ("gemini", "gcp.gemini"), ("google", "gcp.gemini"), ("anthropic", "anthropic"), ("ollama", "ollama"),
+    ("vllm", "vllm"), ("openrouter", "openrouter"),
 ])
-def test_every_provider_has_its_registered_name(provider, expected):
-    assert provider_name(provider) == expected
+def test_every_endpoint_reports_its_provider_s_registered_name(provider, expected):
+    model = iModel(provider=provider) if provider_spec(provider).is_cli else iModel(provider=provider, api_key="k")
+    assert model.endpoint.otel_name == expected == provider_spec(provider).otel_name
+    assert provider_name(model.endpoint) == expected
+
+
+@pytest.mark.parametrize("cls, expected", [
+    (ClaudeCodeEndpoint, "anthropic"), (CodexEndpoint, "openai"), (GeminiEndpoint, "gcp.gemini"),
+])
+def test_a_cli_endpoint_built_without_a_provider_reports_its_own_provider_s_name(cls, expected):
+    endpoint = cls()
+    assert endpoint.provider == endpoint.default_executable and endpoint.otel_name == expected
+
+
+def test_an_object_that_reports_no_name_is_named_by_its_provider():
+    class Bare:
+        provider = "inhouse"
+
+    assert provider_name(Bare()) == "inhouse" and provider_name(object()) is None
+
+
+async def test_the_span_names_the_provider_as_the_endpoint_reports_it(server, otel):  # noqa: F811
+    server.push(completion('{"answer": 1}'))
+    model = make_model(server)
+    model.endpoint.otel_name = "example.host"  # what the endpoint says, not a table elsewhere
+    try:
+        await Branch(chat_model=model).operate(instruction="hi", response_format=Answer)
+    finally:
+        await model.aclose()
+    (chat,) = otel.named("chat")
+    assert otel.root().attributes["gen_ai.provider.name"] == chat.attributes["gen_ai.provider.name"] == "example.host"
+    assert chat.attributes["lionops.provider"] == "openai"
 
 
 @pytest.mark.parametrize("meta, expected", [

@@ -64,7 +64,7 @@ def test_an_endpoint_that_misses_the_contract_is_refused_by_name() -> None:
     class Half:
         provider, model, is_cli = "x", None, False
 
-    with pytest.raises(ConfigurationError, match=r"lacks \['scrub', 'aclose'\]"):
+    with pytest.raises(ConfigurationError, match=r"lacks \['base_url', 'otel_name', 'scrub', 'aclose'\]"):
         iModel(endpoint=Half())  # type: ignore[arg-type]
 
 

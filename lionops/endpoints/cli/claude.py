@@ -134,6 +134,7 @@ class ClaudeCodeEndpoint(CLIEndpoint):
     """
 
     default_executable = "claude"
+    provider_name = "claude_code"
     collector_class = ClaudeStreamCollector
 
     def argv(self, options: Mapping[str, Any] | None = None, system: str | None = None) -> list[str]:

@@ -153,6 +153,7 @@ class CodexEndpoint(CLIEndpoint):
     """
 
     default_executable = "codex"
+    provider_name = "codex"
     collector_class = CodexStreamCollector
 
     def argv(self, options: Mapping[str, Any] | None = None, system: str | None = None) -> list[str]:

@@ -135,6 +135,7 @@ class GeminiEndpoint(CLIEndpoint):
     """
 
     default_executable = "gemini"
+    provider_name = "gemini"
     collector_class = GeminiStreamCollector
     reports_cuts: ClassVar[bool] = False
 

@@ -19,6 +19,7 @@ from ..._files import atomic_write_text
 from ..._secrets import MARK, replace_secrets, scrub_url, secret_variables, url_secrets
 from ...errors import CLIError, CLIProcessError, CLIResultError, CLIStreamError, CLITimeoutError, ConfigurationError
 from ...runtime import current_runtime
+from ..registry import otel_provider_name
 from .argv import argv_secrets, embedded_secrets
 from .collect import _Collector
 from .decode import LineDecoder
@@ -201,6 +202,9 @@ class CLIEndpoint:
     #: The CLI says when the answer was cut off at a token limit.
     reports_cuts: ClassVar[bool] = True
     default_executable: ClassVar[str] = ""
+    #: The registered provider this class serves (:mod:`lionops.endpoints.registry`):
+    #: its ``otel_name`` is this endpoint's when no ``provider`` is given.
+    provider_name: ClassVar[str] = ""
     collector_class: ClassVar[type[_Collector]] = _Collector
 
     def __init__(
@@ -231,6 +235,7 @@ class CLIEndpoint:
         if not cli_command:
             raise ConfigurationError("cli_command must name an executable")
         self.provider = provider or self.default_executable
+        self.otel_name = otel_provider_name(provider or self.provider_name) or self.provider
         self.model = model
         self.cli_command = [str(c) for c in cli_command]
         self.timeout = timeout

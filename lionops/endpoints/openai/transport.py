@@ -302,6 +302,7 @@ class ChatCompletionsEndpoint:
         if base_url is None and defaults.base_url_env:
             base_url = os.environ.get(defaults.base_url_env) or None
         self.provider = provider
+        self.otel_name = defaults.otel_name
         self.model = model
         self._set_base_url((base_url or defaults.base_url).rstrip("/"))
         if isinstance(api_key, str):  # a key read from a file often ends in a newline
