@@ -68,13 +68,17 @@ def new_trace(engine: Engine, meta: dict[str, Any] | None = None, clock: ClockLi
 
 
 async def drive(ctx: Any, engine: Engine, trace: Trace, *, clock: ClockLike | None = None,
-                _observed: bool = False) -> Any:
+                as_operation: bool = True) -> Any:
     """Run the machine on ``ctx``; return the outcome value or raise it.
 
     ``ctx`` is the caller's context object: the driver reads and sets only
     its ``error`` (what a phase raised). ``trace`` is filled in place, so a
     caller holding it sees the whole trace also when this raises. ``clock``
-    is the current clock when the caller has read it already.
+    is the current clock when the caller has read it already. With
+    ``as_operation`` (the default) and an observer installed, the run is
+    first handed to the observers as one operation
+    (:func:`~lionops.observability.observe.observe_operation`); false for a
+    run that is no operation (the run loop, observed as a step of its own).
 
     The loop of every run, on every engine. Per state: await its phase
     handler unless the context already holds an error (what it raises
@@ -86,7 +90,7 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, clock: ClockLike | No
     exit taken is called on the context; an exception it raises is noted on
     the last row (unless that row has an error) and propagates.
     """
-    if observe.observers and not _observed:  # instrumentation seam: one check when nothing observes
+    if as_operation and observe.observers:  # instrumentation seam: one check when nothing observes
         return await observe.observe_operation(ctx, engine, trace, _observed_drive)
     timer = (clock or current_clock()).perf_counter_ns  # the real clock unless one is installed
     handlers = engine.handlers
@@ -137,4 +141,4 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, clock: ClockLike | No
 
 async def _observed_drive(ctx: Any, engine: Engine, trace: Trace) -> Any:
     """:func:`drive` inside an observed operation (the observers already know of it)."""
-    return await drive(ctx, engine, trace, _observed=True)
+    return await drive(ctx, engine, trace, as_operation=False)

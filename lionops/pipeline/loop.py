@@ -396,7 +396,7 @@ async def run_loop(ctx: RunContext) -> Ran:
                                     "chat_model": ctx.operate_kw.get("chat_model") or ctx.branch.chat_model}
         result = await observe.observe_step("run", _noted(ctx, chosen, trace), **facts)
     else:
-        result = await drive(ctx, chosen, trace, clock=clock, _observed=True)
+        result = await drive(ctx, chosen, trace, clock=clock, as_operation=False)
     return Ran(result, run_trace)
 
 
@@ -404,6 +404,6 @@ async def _noted(ctx: RunContext, engine: Engine, trace: Trace) -> Any:
     """The run driven inside its observed step; its end (exit, rounds) is
     told to the observers as the note ``run_end`` while the step is current."""
     try:
-        return await drive(ctx, engine, trace, _observed=True)
+        return await drive(ctx, engine, trace, as_operation=False)
     finally:
         observe.note("run_end", exit=trace.exit, rounds=len(ctx.rounds))
