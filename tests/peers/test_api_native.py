@@ -356,6 +356,20 @@ async def test_a_stream_that_goes_on_after_its_last_event_is_answered_and_cut_of
             assert await Branch(chat_model=_model(protocol, peer, True)).operate(instruction="x") == "done"
 
 
+async def test_a_gemini_stream_held_open_after_its_finish_reason_is_answered():
+    """Gemini's stream has no last event: the chunk with the finish reason ends
+    the answer, and a server that then holds the connection open is waited on
+    only ``stream_end_grace``, never ``silence_timeout``."""
+    answer = render("google", Turn(text="done"), stream=True)
+    lingering = Answer(200, answer.body + b": ping\n\n", "text/event-stream", hold_s=30.0)
+    with ScriptPeer(lingering) as peer:
+        with anyio.fail_after(20):  # a hang guard: the reader stops at stream_end_grace
+            branch = Branch(chat_model=_model("google", peer, True, silence_timeout=15.0))
+            assert await branch.operate(instruction="x") == "done"
+            usage = branch.messages[-1].metadata.get("usage") or {}
+    assert usage.get("completion_tokens") == USAGE["output"]  # the final chunk's usage kept
+
+
 def test_the_native_providers_are_registered_with_their_genai_names():
     from lionops.endpoints.registry import provider_spec, providers
 
