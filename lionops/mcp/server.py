@@ -346,15 +346,27 @@ class MCPServer:
         session = self._running()
         definitions: list[dict[str, Any]] = []
         cursor: str | None = None
+        cursors: set[str] = set()
+        size = 0
         try:
             with anyio.fail_after(self.call_timeout or DEFAULT_CALL_TIMEOUT):
                 while True:
                     params = mt.PaginatedRequestParams(cursor=cursor) if cursor else None
                     page = await session.list_tools(params=params)
-                    definitions += [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools]
+                    dumped = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools]
+                    definitions += dumped
+                    # the listing is one result: bounded like one (a server may mint cursors forever)
+                    size += len(json.dumps(dumped, ensure_ascii=False).encode())
+                    if size > self.max_result_bytes:
+                        raise self._error(f"tools/list: the listing has {size} bytes so far, more than "
+                                          f"max_result_bytes={self.max_result_bytes}", MCPResultTooLargeError)
                     cursor = page.next_cursor
                     if not cursor:
                         break
+                    if cursor in cursors:
+                        raise self._error(f"tools/list: the server gives the cursor {summarize(cursor, 60)!r} "
+                                          f"again (its pages would never end)")
+                    cursors.add(cursor)
         except Exception as exc:  # noqa: BLE001 - every failure of the server is its typed error
             raise self._failure(exc, "tools/list") from None
         listed: dict[str, str] = {}

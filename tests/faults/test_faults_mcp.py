@@ -16,6 +16,7 @@ from lionops.errors import ConfigurationError, LionopsError
 from lionops.mcp import (
     MCPDefinitionChangedError,
     MCPError,
+    MCPResultTooLargeError,
     MCPServer,
     MCPServerError,
     MCPTimeoutError,
@@ -98,6 +99,18 @@ async def test_credentials_in_an_http_url_never_reach_its_name_repr_or_errors():
     shown = [server.name, repr(server), str(server.url), str(info.value), info.value.server]
     assert not [text for text in shown for secret in secrets if secret in text], shown
     assert f"127.0.0.1:{port}/mcp" in server.name
+
+
+@pytest.mark.parametrize(("pages", "error", "text"), [
+    ("loop", MCPServerError, "cursor 'again' again"),
+    ("endless", MCPResultTooLargeError, "max_result_bytes=20000"),
+])
+async def test_a_listing_that_never_ends_is_a_typed_error(pages, error, text):
+    server = MCPServer(RAW, env={"RAW_PAGES": pages}, name="raw", max_result_bytes=20_000, call_timeout=30)
+    async with server:
+        with pytest.raises(error, match=text) as info:
+            await server.tools()
+        assert info.value.server == "raw"
 
 
 async def test_an_http_server_that_dies_mid_session_is_a_tool_error_in_the_record(tmp_path):
