@@ -88,8 +88,8 @@ def usage_record(*, input_total: int | None, output: int | None, cache_read: int
 
 
 def count(value: Any) -> int | None:
-    """``value`` when it is a token count (an int, not a bool), else ``None``."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """``value`` when it is a token count (an int, not a bool, not negative), else ``None``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 class Folder:
