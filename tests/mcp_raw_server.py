@@ -8,7 +8,9 @@ Tools: ``ok`` (answers "fine"), ``crash`` (the process exits mid-call),
 ``content`` is not a list), ``huge`` (one frame of 2 MB), ``hang`` (never
 answers), ``sample`` (asks the client to sample a message and answers with
 what it said). ``exit``: writes to stderr and exits before reading anything.
-``RAW_VARIANT=2`` changes ``ok``'s description; ``RAW_PID`` names a file
+``RAW_VARIANT=2`` changes ``ok``'s description; ``RAW_PAGES=loop`` lists
+its tools with the same next cursor on every page, ``RAW_PAGES=endless`` with
+a fresh one on every page; ``RAW_PID`` names a file
 it writes its process id to.
 """
 
@@ -39,6 +41,12 @@ def answer(request: dict) -> dict | None:
         return {"protocolVersion": version, "capabilities": {"tools": {}},
                 "serverInfo": {"name": "raw-faults", "version": "1"}}
     if method == "tools/list":
+        pages = os.environ.get("RAW_PAGES")
+        if pages == "loop":  # the same next cursor on every page
+            return {"tools": TOOLS, "nextCursor": "again"}
+        if pages == "endless":  # a fresh next cursor on every page
+            cursor = (request.get("params") or {}).get("cursor") or "0"
+            return {"tools": TOOLS, "nextCursor": str(int(cursor) + 1)}
         return {"tools": TOOLS}
     if method == "tools/call":
         name = request["params"]["name"]

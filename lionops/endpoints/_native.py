@@ -30,15 +30,16 @@ thought parts), which the endpoint sends back unchanged on the next turn.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import anyio
 import httpx2
 from pydantic import SecretStr
 
 from .._json import loads as bounded_json
-from ..errors import ConfigurationError, EndpointProviderError, EndpointResponseError
+from ..errors import ConfigurationError, EndpointError, EndpointProviderError, EndpointResponseError
 from .openai.config import BODY_PREVIEW
 from .openai.response import Answers, ChatCompletion
 from .openai.stream import LINE_BREAK, EventFields
@@ -87,8 +88,8 @@ def usage_record(*, input_total: int | None, output: int | None, cache_read: int
 
 
 def count(value: Any) -> int | None:
-    """``value`` when it is a token count (an int, not a bool), else ``None``."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """``value`` when it is a token count (an int, not a bool, not negative), else ``None``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 class Folder:
@@ -108,6 +109,12 @@ class Folder:
 
     def result(self, ended: bool) -> dict[str, Any]:  # pragma: no cover - per protocol
         raise NotImplementedError
+
+    def settled(self) -> bool:
+        """Whether the answer is whole though the stream has no last event of its
+        own (Gemini's chunk with the finish reason); what follows is read only
+        for ``stream_end_grace``."""
+        return False
 
     def broken(self, what: str) -> EndpointResponseError:
         return EndpointResponseError(
@@ -316,7 +323,25 @@ class NativeEndpoint(ChatCompletionsEndpoint):
                 if self._fold(folder, payloads, answers, response.status_code):
                     await self._finish_stream(batches)
                     return folder.result(True)
+                if folder.settled():
+                    await self._settle_stream(folder, batches, answers, response.status_code)
+                    return folder.result(True)
         return folder.result(False)
+
+    async def _settle_stream(self, folder: Folder, batches: AsyncIterator[list[tuple[str | None, str]]],
+                             answers: NativeAnswers, status: int) -> None:
+        """Fold what follows a whole answer (a trailing usage chunk) for at most
+        ``stream_end_grace``; a server that holds the stream open, cuts it or
+        sends more past that is cut off, the answer kept. An error the provider
+        sends in that time is still its typed error."""
+        with anyio.move_on_after(self.stream_end_grace):
+            try:
+                async for payloads in batches:
+                    self._fold(folder, payloads, answers, status)
+            except EndpointProviderError:
+                raise
+            except (EndpointError, httpx2.HTTPError):
+                return
 
     def _status_error(self, response: httpx2.Response, url: str, attempt: int) -> Any:
         """The Chat Completions status error, with the provider's error type

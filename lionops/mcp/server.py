@@ -24,6 +24,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError as SDKError
 from pydantic import ValidationError
 
+from .._secrets import scrub_url, url_secrets
 from .._text import summarize
 from ..errors import ConfigurationError
 from .errors import (
@@ -106,6 +107,8 @@ class MCPServer:
         if command is not None and (isinstance(command, str) or not command or not all(
                 isinstance(c, str) for c in command)):
             raise ConfigurationError("MCPServer command must be a non-empty list of strings")
+        if url is not None and not isinstance(url, str):
+            raise ConfigurationError(f"MCPServer url must be a string, got {type(url).__name__}")
         if prefix and not (prefix + "x").isidentifier():
             raise ConfigurationError(f"MCPServer prefix must start an identifier, got {prefix!r}")
         for label, value in (("start_timeout", start_timeout), ("call_timeout", call_timeout)):
@@ -116,7 +119,12 @@ class MCPServer:
         self.command = list(command) if command is not None else None
         self.env = dict(env) if env is not None else None
         self.cwd = cwd
-        self.url = url
+        self._url = url  # as given: its user info and query may hold credentials
+        try:
+            #: the endpoint as shown (in the name, repr and errors): no user info, no query
+            self.url = scrub_url(url) if url is not None else None
+        except ValueError:  # a port that is no number: nothing of it is shown
+            raise ConfigurationError("MCPServer url is not a URL (its port is no number)") from None
         self._headers = dict(headers) if headers is not None else None
         self._given_name = name
         self.prefix = prefix
@@ -164,6 +172,7 @@ class MCPServer:
 
     def _secrets(self) -> list[str]:
         values = list((self.env or {}).values()) + list((self._headers or {}).values())
+        values += url_secrets(self._url) if self._url is not None else []
         return [v for v in values if isinstance(v, str) and len(v) >= 4]
 
     def _scrub(self, text: str) -> str:
@@ -255,7 +264,7 @@ class MCPServer:
                                            cwd=None if self.cwd is None else os.fspath(self.cwd))
             streams = await stack.enter_async_context(stdio_client(params, errlog=self._stderr))
         else:
-            assert self.url is not None
+            assert self._url is not None
             client = create_mcp_http_client(
                 headers=self._headers,
                 # no read timeout: the SDK keeps a stream open for the server's messages, and each
@@ -263,7 +272,7 @@ class MCPServer:
                 timeout=httpx2.Timeout(self.start_timeout, read=None))
             await stack.enter_async_context(client)
             streams = await stack.enter_async_context(streamable_http_client(
-                self.url, http_client=client, max_sse_event_size=self.max_result_bytes))
+                self._url, http_client=client, max_sse_event_size=self.max_result_bytes))
         read, write = streams[0], streams[1]
         sampling, elicitation, list_roots = self._callbacks
         refused = frozenset(kind for kind, callback in zip(("sampling", "elicitation", "roots"), self._callbacks,
@@ -337,15 +346,27 @@ class MCPServer:
         session = self._running()
         definitions: list[dict[str, Any]] = []
         cursor: str | None = None
+        cursors: set[str] = set()
+        size = 0
         try:
             with anyio.fail_after(self.call_timeout or DEFAULT_CALL_TIMEOUT):
                 while True:
                     params = mt.PaginatedRequestParams(cursor=cursor) if cursor else None
                     page = await session.list_tools(params=params)
-                    definitions += [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools]
+                    dumped = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools]
+                    definitions += dumped
+                    # the listing is one result: bounded like one (a server may mint cursors forever)
+                    size += len(json.dumps(dumped, ensure_ascii=False).encode())
+                    if size > self.max_result_bytes:
+                        raise self._error(f"tools/list: the listing has {size} bytes so far, more than "
+                                          f"max_result_bytes={self.max_result_bytes}", MCPResultTooLargeError)
                     cursor = page.next_cursor
                     if not cursor:
                         break
+                    if cursor in cursors:
+                        raise self._error(f"tools/list: the server gives the cursor {summarize(cursor, 60)!r} "
+                                          f"again (its pages would never end)")
+                    cursors.add(cursor)
         except Exception as exc:  # noqa: BLE001 - every failure of the server is its typed error
             raise self._failure(exc, "tools/list") from None
         listed: dict[str, str] = {}

@@ -16,6 +16,7 @@ from lionops.errors import ConfigurationError, LionopsError
 from lionops.mcp import (
     MCPDefinitionChangedError,
     MCPError,
+    MCPResultTooLargeError,
     MCPServer,
     MCPServerError,
     MCPTimeoutError,
@@ -85,6 +86,33 @@ async def test_an_http_endpoint_that_is_not_there_is_a_typed_error_without_its_h
     assert info.value.server == "remote" and token not in str(info.value)
 
 
+async def test_credentials_in_an_http_url_never_reach_its_name_repr_or_errors():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there
+    secrets = ["pw-abcdef123456", "qs-abcdef123456", "key-abcdef123456"]
+    server = MCPServer(url=f"http://user:{secrets[0]}@127.0.0.1:{port}/mcp?access_token={secrets[1]}"
+                           f"&key={secrets[2]}", start_timeout=10)
+    with pytest.raises(MCPServerError, match="could not start") as info:
+        async with server:
+            pass
+    shown = [server.name, repr(server), str(server.url), str(info.value), info.value.server]
+    assert not [text for text in shown for secret in secrets if secret in text], shown
+    assert f"127.0.0.1:{port}/mcp" in server.name
+
+
+@pytest.mark.parametrize(("pages", "error", "text"), [
+    ("loop", MCPServerError, "cursor 'again' again"),
+    ("endless", MCPResultTooLargeError, "max_result_bytes=20000"),
+])
+async def test_a_listing_that_never_ends_is_a_typed_error(pages, error, text):
+    server = MCPServer(RAW, env={"RAW_PAGES": pages}, name="raw", max_result_bytes=20_000, call_timeout=30)
+    async with server:
+        with pytest.raises(error, match=text) as info:
+            await server.tools()
+        assert info.value.server == "raw"
+
+
 async def test_an_http_server_that_dies_mid_session_is_a_tool_error_in_the_record(tmp_path):
     with serve_http(tmp_path) as app:
         async with MCPServer(url=app.url, name="remote") as server:
@@ -150,6 +178,8 @@ async def test_pins_that_are_not_pins_are_refused(tmp_path):
     ({"command": ["x"], "call_timeout": 0}, "call_timeout must be positive"),
     ({"command": ["x"], "max_result_bytes": -1}, "max_result_bytes"),
     ({"command": ["x"], "prefix": "1x"}, "prefix"),
+    ({"url": 42}, "url must be a string"),
+    ({"url": "http://127.0.0.1:port/mcp"}, "port is no number"),
 ])
 def test_bad_configuration_is_refused_at_construction(kwargs, text):
     with pytest.raises(ConfigurationError, match=text):

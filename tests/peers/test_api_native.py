@@ -356,6 +356,47 @@ async def test_a_stream_that_goes_on_after_its_last_event_is_answered_and_cut_of
             assert await Branch(chat_model=_model(protocol, peer, True)).operate(instruction="x") == "done"
 
 
+async def test_a_gemini_stream_held_open_after_its_finish_reason_is_answered():
+    """Gemini's stream has no last event: the chunk with the finish reason ends
+    the answer, and a server that then holds the connection open is waited on
+    only ``stream_end_grace``, never ``silence_timeout``."""
+    answer = render("google", Turn(text="done"), stream=True)
+    lingering = Answer(200, answer.body + b": ping\n\n", "text/event-stream", hold_s=30.0)
+    with ScriptPeer(lingering) as peer:
+        with anyio.fail_after(20):  # a hang guard: the reader stops at stream_end_grace
+            branch = Branch(chat_model=_model("google", peer, True, silence_timeout=15.0))
+            assert await branch.operate(instruction="x") == "done"
+            usage = branch.messages[-1].metadata.get("usage") or {}
+    assert usage.get("completion_tokens") == USAGE["output"]  # the final chunk's usage kept
+
+
+WRONG_TYPED_DELTAS = [
+    ("anthropic", "text_delta", "text"), ("anthropic", "thinking_delta", "thinking"),
+    ("anthropic", "input_json_delta", "partial_json"), ("anthropic", "signature_delta", "signature"),
+    ("openai_responses", "response.output_text.delta", "delta"),
+    ("openai_responses", "response.function_call_arguments.delta", "delta"),
+]
+
+
+@pytest.mark.parametrize(("protocol", "kind", "key"), WRONG_TYPED_DELTAS)
+@pytest.mark.parametrize("value", [{"text": "injected"}, ["a"], 7])
+async def test_a_stream_delta_whose_text_is_no_string_is_a_response_error_never_text(protocol, kind, key, value):
+    turn = Turn(thinking="think", text="hello", calls=[("call_1", "weather", {"city": "Oslo"})])
+    events = (anthropic_events if protocol == "anthropic" else responses_events)(turn)
+    hit = [d for _, d in events if d.get("type") == kind
+           or (isinstance(d.get("delta"), dict) and d["delta"].get("type") == kind)]
+    assert hit, kind
+    if protocol == "anthropic":
+        hit[0]["delta"][key] = value
+    else:
+        hit[0][key] = value
+    with ScriptPeer(Answer(200, sse(events), "text/event-stream")) as peer:
+        branch = Branch(chat_model=_model(protocol, peer, True), tools=[weather])
+        with pytest.raises(EndpointResponseError, match="not text"):
+            await branch.operate(instruction="x", actions=True)
+    assert not [m for m in branch.messages if m.role in ("assistant", "action_response")]
+
+
 def test_the_native_providers_are_registered_with_their_genai_names():
     from lionops.endpoints.registry import provider_spec, providers
 

@@ -62,3 +62,26 @@ async def test_cli_agents_fill_the_same_record(session, provider, expected) -> N
     assert trace.meta["tokens"] == expected
     assistant = [m for m in branch.messages if m.role == "assistant"][-1]
     assert assistant.metadata["tokens"] == expected
+
+
+@pytest.mark.parametrize("protocol", ["anthropic", "openai_responses", "google"])
+async def test_counts_that_are_no_token_counts_are_left_out_of_both_records(protocol) -> None:
+    import json
+
+    from lionops import iModel
+    from lionops.testing import NativeReply, Turn, native_reply
+    from tests.native_recordings import ScriptPeer, endpoint_options
+
+    body = json.loads(native_reply(protocol, Turn(text="ok"), stream=False).body)
+    bad = {"anthropic": ("usage", {"input_tokens": -5000, "output_tokens": -7, "cache_read_input_tokens": -1}),
+           "openai_responses": ("usage", {"input_tokens": -5000, "output_tokens": -7, "total_tokens": -5007}),
+           "google": ("usageMetadata", {"promptTokenCount": -5000, "candidatesTokenCount": -7,
+                                        "totalTokenCount": -5007})}[protocol]
+    body[bad[0]] = bad[1]
+    with ScriptPeer(NativeReply(200, json.dumps(body).encode())) as peer:
+        branch = Branch(chat_model=iModel(**endpoint_options(protocol, peer, max_retries=0)))
+        assert await branch.operate(instruction="x") == "ok"
+    meta = branch.messages[-1].metadata
+    counts = [v for v in (meta.get("usage") or {}).values() if isinstance(v, int)]
+    counts += [v for v in (meta.get("tokens") or {}).values() if isinstance(v, int)]
+    assert all(v >= 0 for v in counts), meta

@@ -66,9 +66,17 @@ def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     if isinstance(native, dict) and native.get("protocol") == "anthropic" and isinstance(native.get("content"), list):
         by_id: dict[Any, dict[str, Any]] = {i: {"type": "tool_use", "id": i, "name": n, "input": a}
                                             for i, n, a in calls}
-        kept = [by_id[b.get("id")] if b.get("type") == "tool_use" else b for b in native["content"]
-                if isinstance(b, dict) and (b.get("type") != "tool_use" or b.get("id") in answered)]
-        sent = {b.get("id") for b in kept if b.get("type") == "tool_use"}
+        kept: list[dict[str, Any]] = []
+        sent: set[Any] = set()
+        for b in native["content"]:
+            if not isinstance(b, dict):
+                continue
+            if b.get("type") == "tool_use":
+                if b.get("id") not in answered or b.get("id") in sent:
+                    continue  # unanswered, or a repeated id (its result goes back as text)
+                sent.add(b.get("id"))
+                b = by_id[b.get("id")]
+            kept.append(b)
         kept += [block for i, block in by_id.items() if i not in sent]
         if kept:
             return kept

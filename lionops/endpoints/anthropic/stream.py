@@ -21,6 +21,9 @@ from .._native import Folder
 
 __all__ = ["MessagesFolder"]
 
+#: The deltas that carry text, and the field that holds it.
+_TEXT_DELTAS = {"text_delta": "text", "input_json_delta": "partial_json", "thinking_delta": "thinking",
+                "signature_delta": "signature"}
 #: The fields of a ``message_delta`` that update the message.
 _MESSAGE_DELTA = ("stop_reason", "stop_sequence", "container")
 
@@ -68,14 +71,20 @@ class MessagesFolder(Folder):
             return
         block = self.blocks.setdefault(index, {"type": "text", "text": ""})
         kind = delta.get("type")
+        field = _TEXT_DELTAS.get(kind) if isinstance(kind, str) else None
+        value = delta.get(field) if field is not None else None
+        if value is not None and not isinstance(value, str):
+            # a text of another type is never made text of the answer
+            raise self.broken(f"sent a {kind} whose {field} is {type(value).__name__}, not text")
+        piece: str = value or ""
         if kind == "text_delta":
-            block["text"] = str(block.get("text") or "") + str(delta.get("text") or "")
+            block["text"] = str(block.get("text") or "") + piece
         elif kind == "input_json_delta":
-            self.partial.setdefault(index, []).append(str(delta.get("partial_json") or ""))
+            self.partial.setdefault(index, []).append(piece)
         elif kind == "thinking_delta":
-            block["thinking"] = str(block.get("thinking") or "") + str(delta.get("thinking") or "")
+            block["thinking"] = str(block.get("thinking") or "") + piece
         elif kind == "signature_delta":
-            block["signature"] = str(block.get("signature") or "") + str(delta.get("signature") or "")
+            block["signature"] = str(block.get("signature") or "") + piece
         elif kind == "citations_delta" and isinstance(delta.get("citation"), dict):
             block.setdefault("citations", []).append(delta["citation"])
 

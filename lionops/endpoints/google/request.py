@@ -74,8 +74,8 @@ def _model_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
                 continue
             if "functionCall" in part:
                 call_id = next(ids, None)
-                if call_id not in by_id:
-                    continue
+                if call_id not in by_id or call_id in sent:
+                    continue  # a call no result answers, or a repeated id (its result goes back as text)
                 name, args = by_id[call_id]
                 kept.append({**part, **_call_part(call_id, name, args)})
                 sent.add(call_id)

@@ -58,6 +58,9 @@ class GenerateFolder(Folder):
             return
         self.parts.append(part)
 
+    def settled(self) -> bool:
+        return bool(self.finish)
+
     def result(self, ended: bool) -> dict[str, Any]:
         if self.last is None:
             raise self.broken("ended without an answer")

@@ -53,8 +53,8 @@ def _assistant_items(message: dict[str, Any]) -> list[dict[str, Any]]:
             if not isinstance(item, dict):
                 continue
             if item.get("type") == "function_call":
-                if item.get("call_id") not in answered:
-                    continue  # a call no result answers is not sent back
+                if item.get("call_id") not in answered or str(item.get("call_id")) in sent:
+                    continue  # a call no result answers, or a repeated id (its result goes back as text)
                 sent.add(str(item["call_id"]))
             items.append(dict(item))
     else:

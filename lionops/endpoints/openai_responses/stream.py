@@ -19,6 +19,8 @@ from .._native import Folder
 
 __all__ = ["ResponsesFolder"]
 
+_TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta",
+                          "response.function_call_arguments.delta"})
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 
 
@@ -45,6 +47,9 @@ class ResponsesFolder(Folder):
             index, item = data.get("output_index"), data.get("item")
             if isinstance(index, int) and isinstance(item, dict):
                 self.items[index] = dict(item)
+        elif kind in _TEXT_DELTAS and data.get("delta") is not None and not isinstance(data.get("delta"), str):
+            # a text of another type is never made text of the answer
+            raise self.broken(f"sent a {kind} event whose delta is {type(data['delta']).__name__}, not text")
         elif kind == "response.output_text.delta" or kind == "response.refusal.delta":
             item = self._item(data.get("output_index"))
             if item is not None:
