@@ -532,7 +532,8 @@ class NativeServer(LoopbackServer):
                 the items are separate arguments), or a :class:`Turn` for a
                 server without a protocol.
         """
-        for item in script:
+        given: tuple[object, ...] = script  # typed as Script, but a caller may pass anything
+        for item in given:
             if not isinstance(item, (Turn, NativeReply)) and not callable(item):
                 name = type(self).__name__
                 raise ConfigurationError(
