@@ -660,8 +660,14 @@ class Branch:
             raise ConfigurationError("resume_run() takes no actions=: the run's rounds keep their tools")
         kw = resumed_keywords(old, dict(operate_kw or {}))
         engine = kw.pop("engine", old.engine)
-        return RunContext(self, kw, old.max_rounds if max_rounds is None else max_rounds, engine,
-                          resume=dict(decisions))
+        rounds = old.max_rounds if max_rounds is None else max_rounds
+        if (self.chat_model is None and kw.get("chat_model") is None and kw.get("middle") is None
+                and not (isinstance(rounds, int) and rounds <= 1)):
+            # checked before anything is decided: the approved calls would run, then the next round fail
+            raise ResumeError("the continued run asks the model again after the resumed round, and this branch "
+                              "has no chat_model: give it to Branch.restore(path, chat_model=..., tools=...) "
+                              "(or middle= here); nothing was decided")
+        return RunContext(self, kw, rounds, engine, resume=dict(decisions))
 
     async def _run(self, ctx: RunContext) -> Ran:
         try:

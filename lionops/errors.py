@@ -547,12 +547,16 @@ class UsageLimitExceeded(LionopsError):
 
     ``limit`` names it (``requests``, ``input_tokens``, ``output_tokens``,
     ``total_tokens``, ``tool_calls``, ``cost``), ``value`` is its setting and
-    ``usage`` the usage so far (a dict of the same names)."""
+    ``usage`` the usage so far (a dict of the same names). Raised by
+    ``Branch.run()``, ``run_trace`` is the :class:`~lionops.run.RunTrace` of
+    the run it stopped (exit ``over_limit``, every round's trace); ``None``
+    for a single operation (its trace is ``branch.traces[-1]``)."""
 
-    def __init__(self, limit: str, value: float, usage: dict[str, Any]) -> None:
+    def __init__(self, limit: str, value: float, usage: dict[str, Any], run_trace: Any = None) -> None:
         self.limit = limit
         self.value = value
         self.usage = dict(usage)
+        self.run_trace = run_trace
         super().__init__(f"usage limit {limit}={value!r} would be exceeded; usage so far: {self.usage}")
 
 

@@ -244,6 +244,7 @@ def return_last_result(ctx: RunContext) -> Any:
 
 def raise_run_usage_limit(ctx: RunContext) -> NoReturn:
     assert ctx.limit_error is not None
+    ctx.limit_error.run_trace = ctx.run_trace
     raise ctx.limit_error
 
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from .._text import summarize
 from ..branch import Branch
+from ..governance import Defer
 from ..imodel import PROVIDERS, iModel
 from ..tools import _KEYWORDS, Tool, ToolInvocation, _field_name
 from .cassette import CassetteError, CliExchange, Operation
@@ -135,9 +136,17 @@ def _gate(op: Operation) -> Any:
     decisions: dict[tuple[int | None, str | None], bool] = {
         (c.index, c.function): c.decision == "allowed" for c in op.tool_calls
                  if c.decision in ("allowed", "denied")}
+    # a deferred call is "denied" among the tool calls (it did not run); the
+    # trace's record says it waited, so the stand-in defers it again
+    deferred: dict[tuple[int | None, str | None], str] = {
+        (a.index, a.function): a.reason or "deferred when recorded"
+        for a in op.trace_obj().actions if a.decision == "deferred"}
 
-    def recorded_decision(invocation: ToolInvocation) -> bool:
-        return decisions.get((invocation.index, invocation.function), False)
+    def recorded_decision(invocation: ToolInvocation) -> bool | Defer:
+        key = (invocation.index, invocation.function)
+        if key in deferred:
+            return Defer(reason=deferred[key])
+        return decisions.get(key, False)
 
     return recorded_decision
 
@@ -202,10 +211,11 @@ def rebuild_run(ops: list[Operation], *, operation: int = 0) -> tuple[Branch, di
     """
     gates = [_gate(op) for op in ops]
 
-    def recorded_decision(invocation: ToolInvocation) -> bool:
+    def recorded_decision(invocation: ToolInvocation) -> bool | Defer:
         # the round now running: the rounds before it each left one trace on the branch
         done = len(branch.traces) - base
-        return bool(gates[done](invocation)) if 0 <= done < len(gates) else False
+        answer: bool | Defer = gates[done](invocation) if 0 <= done < len(gates) else False
+        return answer
 
     try:
         branch, kw = _rebuild(ops[0], gate=recorded_decision)

@@ -527,8 +527,19 @@ class NativeServer(LoopbackServer):
         """Append answers to the script.
 
         Raises:
-            ConfigurationError: a :class:`Turn` for a server without a protocol.
+            ConfigurationError: an item that is not a :class:`Turn`, a
+                :class:`NativeReply` or a function (a list given whole, say:
+                the items are separate arguments), or a :class:`Turn` for a
+                server without a protocol.
         """
+        given: tuple[object, ...] = script  # typed as Script, but a caller may pass anything
+        for item in given:
+            if not isinstance(item, (Turn, NativeReply)) and not callable(item):
+                name = type(self).__name__
+                raise ConfigurationError(
+                    f"{name} script item {type(item).__name__} is not a Turn, a NativeReply or a function of "
+                    f"the request body; give the items as separate arguments: {name}(Turn(...), Turn(...)), "
+                    f"or {name}(*items) for a list")
         if self.protocol is None and any(isinstance(item, Turn) for item in script):
             raise ConfigurationError(f"{type(self).__name__} has no protocol to send a Turn in: script a "
                                      "NativeReply, or use ResponsesServer, AnthropicServer or GeminiServer")

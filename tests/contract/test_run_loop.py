@@ -139,6 +139,13 @@ async def test_a_usage_limit_counts_every_round_and_ends_the_run_at_over_limit(a
     run = branch.traces[-1]
     assert run.exit == "over_limit"  # the third round's own trace: the request never made
     assert weather.calls == ["X", "X"]
+    stopped = info.value.run_trace  # the run's own trace travels with the error, as MaxRoundsError's does
+    assert stopped.exit == "over_limit" and stopped.states == ["start", "round", "round", "round", "raised"]
+    assert [r.exit for r in stopped.rounds] == ["enriched", "enriched", "over_limit"]
+    assert stopped.rounds[-1] is run and type(stopped).from_json(stopped.to_json()).exit == "over_limit"
+    with pytest.raises(UsageLimitExceeded) as single:  # one operation: its trace is branch.traces[-1]
+        await branch.operate(instruction="again")
+    assert single.value.run_trace is None
 
 
 # ------------------------------------------------------------------ a scripted Middle

@@ -139,6 +139,33 @@ async def test_a_restored_run_needs_its_response_model_again_with_the_same_schem
     assert isinstance(result, Answer) and run.exit == "answered"
 
 
+@pytest.mark.anyio
+async def test_a_restored_run_without_a_model_is_refused_before_any_decision(anyio_backend, tmp_path):
+    ran: list[str] = []
+
+    def get_weather(city: str) -> dict[str, Any]:  # the module's tool, counting its calls
+        """Weather for a city."""
+        ran.append(city)
+        return {"city": city, "temp_c": 21}
+
+    with OpenAIServer(list(SCRIPT)) as server:
+        from lionops import iModel
+
+        model = iModel(provider="openai", model="gpt-4o-mini", base_url=server.base_url, api_key="sk-test-snap-0001")
+        branch = Branch(chat_model=model, tools=[get_weather])
+        branch.gate(needs_a_person)
+        await branch.run("Weather in Lisbon?", response_format=Answer)
+        path = branch.snapshot(tmp_path / "branch.json")
+        restored = Branch.restore(path, tools=[get_weather])  # chat_model forgotten
+        (call,) = restored.pending_calls()
+        with pytest.raises(ResumeError, match=r"no chat_model: give it to Branch\.restore\(path, chat_model="):
+            await restored.resume_run({call.call_id: Approve(by="ann")}, response_format=Answer)
+        assert restored.pending_calls() == [call] and ran == []  # nothing was decided, nothing ran
+        result, run = await restored.resume_run({call.call_id: Approve(by="ann")}, response_format=Answer,
+                                                chat_model=model)  # a model given here serves as well
+    assert isinstance(result, Answer) and run.exit == "answered" and ran == ["Lisbon"]
+
+
 @pytest.mark.parametrize("bad", [{"calls": 3, "max_rounds": 2, "keywords": {}},
                                  {"calls": ["c1"], "max_rounds": "2", "keywords": {}},
                                  {"calls": ["c1"], "max_rounds": 2}])

@@ -88,3 +88,17 @@ async def test_an_empty_script_answers_a_server_error():
     with ResponsesServer() as server:
         with pytest.raises(EndpointStatusError, match="script is empty"):
             await Branch(chat_model=_model(server, "openai_responses", max_retries=0)).operate(instruction="x")
+
+
+@pytest.mark.parametrize("server_class", [ResponsesServer, AnthropicServer, GeminiServer, NativeServer])
+@pytest.mark.parametrize("item", [[Turn(text="x")], (Turn(text="x"),), "hello", {"text": "x"}, None])
+def test_a_script_item_of_the_wrong_kind_is_refused_with_the_right_call(server_class, item):
+    # OpenAIServer takes a list; these take the items as arguments: a list (or
+    # anything else) is refused when given, never a server error at the first request
+    name = server_class.__name__
+    with pytest.raises(ConfigurationError, match=rf"give the items as separate arguments: {name}\(Turn"):
+        server_class(item)
+    server = server_class(NativeReply(200, b"{}"))
+    with pytest.raises(ConfigurationError, match="is not a Turn"):
+        server.push(Turn(text="y"), item)
+    assert len(server.script) == 1

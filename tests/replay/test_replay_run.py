@@ -215,6 +215,37 @@ async def test_resume_run_is_recorded_and_replays_from_its_cassette(anyio_backen
     assert caught.value.kind == "call" and again.calls == []
 
 
+async def test_a_deferred_round_replays_without_a_branch_deferred_again(anyio_backend, tmp_path):
+    # the stand-in gate repeats the recorded Defer (the cassette's tool calls say "denied": it did not run),
+    # for a deferred run and a deferred operation alike, mixed with allowed and denied calls of its round
+    script = [completion(tool_calls=[tool_call("get_weather", {"city": "Lisbon"}, "c1"),
+                                     tool_call("get_weather", {"city": "Porto"}, "c2"),
+                                     tool_call("get_weather", {"city": "Atlantis"}, "c3")])]
+
+    def gate(call: Any) -> bool | Defer:
+        city = call.arguments["city"]
+        return Defer(reason=f"{city} needs a person") if city == "Porto" else city != "Atlantis"
+
+    for name in ("run", "operation"):
+        path = tmp_path / f"deferred-{name}.json"
+        weather = Weather()
+        with OpenAIServer(list(script)) as server:
+            branch = Branch(tools=[weather.get_weather], chat_model=_model(server.base_url))
+            branch.gate(gate)
+            session = CassetteSession(path, "once")
+            kw: dict[str, Any] = {"instruction": "Weather?", "actions": True} if name == "operation" else {}
+            await (session.run_traced(branch, "Weather?") if name == "run" else session.operate_traced(branch, **kw))
+            session.finish()
+        assert weather.calls == ["Lisbon"]
+        replayed = await replay(path)
+        trace = replayed.trace if name == "operation" else replayed.trace.rounds[0]
+        assert [(a.decision, a.reason) for a in trace.actions] == [
+            ("allowed", None), ("deferred", "Porto needs a person"), ("denied", trace.actions[2].reason)]
+        assert trace.exit == "deferred" and weather.calls == ["Lisbon"]
+        if name == "run":
+            assert replayed.trace.states == ["start", "round", "suspended"]
+
+
 async def test_branch_resume_is_recorded_as_one_operation_and_replays(anyio_backend, tmp_path):
     path = tmp_path / "resume.json"
     weather = Weather()
