@@ -62,7 +62,7 @@ from .pipeline.loop import (
 )
 from .pipeline.machine import ENGINES, run_operation
 from .pipeline.prepare import OperateKwargs, check_flags
-from .pipeline.resume import Suspensions, as_response_model, claim, release
+from .pipeline.resume import DecisionLedger, Suspensions, as_response_model, claim, release
 from .run import Ran
 from .text import safe_str
 from .tools import ActionManager, Tool, ToolInvocation
@@ -799,7 +799,11 @@ class Branch:
             "runs": self._runs_to_list(),
             "usage": self.usage.as_dict(),
         }
-        return atomic_write_text(path, json.dumps(doc, indent=2))
+        written = atomic_write_text(path, json.dumps(doc, indent=2))
+        if self.suspensions.ledger is None and self.suspensions.ops:
+            # from now on its calls are decided once with every restore of the file
+            self.suspensions.ledger = DecisionLedger.beside(written)
+        return written
 
     @classmethod
     def restore(cls, path: str | Path, *, chat_model: iModel | None = None, tools: Any = None,
@@ -832,6 +836,7 @@ class Branch:
                 branch.logs.log(str(e["kind"]), dict(e["content"]))
             branch.traces = [Trace.from_dict(t) for t in doc["traces"]]
             branch.suspensions = Suspensions.from_dict(doc.get("suspended", {}))
+            branch.suspensions.ledger = DecisionLedger.beside(path)
             for d in doc.get("runs", []):
                 run, calls = run_from_dict(branch, d)
                 branch._suspended_runs.update(dict.fromkeys(calls, run))

@@ -20,9 +20,11 @@ the round waits any more, ``enrich`` attaches every response of the round.
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -51,7 +53,7 @@ from .context import OperationContext
 from .enrich import can_attach_responses
 
 __all__ = [
-    "Suspended", "Suspensions", "ResumeWork", "suspend", "claim", "release", "phase", "act_phase", "as_response_model",
+    "DecisionLedger", "Suspended", "Suspensions", "ResumeWork", "suspend", "claim", "release", "phase", "act_phase", "as_response_model",
 ]
 
 
@@ -109,13 +111,63 @@ class Suspended:
             raise SnapshotError(f"malformed suspended operation: {type(exc).__name__}: {safe_str(exc)}") from None
 
 
+@dataclass(frozen=True, slots=True)
+class DecisionLedger:
+    """The decisions taken on the calls of one snapshot file, kept beside it
+    (``<file>.decided/``, one file per call, named by a hash of its id and
+    created exclusively): every branch restored from the file, in any
+    process, decides a call only if no other did, so restoring a snapshot
+    twice never runs a call twice."""
+
+    directory: Path
+
+    @classmethod
+    def beside(cls, path: str | os.PathLike[str]) -> DecisionLedger:
+        return cls(Path(str(Path(path).resolve()) + ".decided"))
+
+    def _file(self, call_id: str) -> Path:
+        return self.directory / hashlib.sha256(call_id.encode()).hexdigest()
+
+    def take(self, call_id: str, verdict: str) -> str | None:
+        """Record ``verdict`` for the call; ``None`` when this was the first
+        decision, else what was decided before."""
+        file = self._file(call_id)
+        try:
+            self.directory.mkdir(exist_ok=True)
+            fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            try:
+                return file.read_text() or "decided by another restore of the snapshot"
+            except OSError:
+                return "decided by another restore of the snapshot"
+        except OSError as exc:  # no record of the decision can be kept: nothing is decided
+            raise ResumeError(f"cannot record the decision beside the snapshot ({self.directory}): "
+                              f"{type(exc).__name__}") from None
+        with os.fdopen(fd, "w") as out:
+            out.write(verdict)
+        return None
+
+    def give_back(self, call_id: str) -> None:
+        """Forget the decision of a call that did not run (its resumption ended first)."""
+        self._file(call_id).unlink(missing_ok=True)
+
+
 @dataclass(eq=False, slots=True)
 class Suspensions:
     """A branch's suspended operations, and every call decided so far
-    (call id -> who decided what), so nothing is decided twice."""
+    (call id -> who decided what), so nothing is decided twice; ``ledger``:
+    the decisions of the snapshot file the branch was restored from or
+    first written to, shared by every restore of it."""
 
     ops: dict[str, Suspended] = field(default_factory=dict)
     decided: dict[str, str] = field(default_factory=dict)
+    ledger: DecisionLedger | None = None
+
+    def forget(self, call_id: str) -> None:
+        """A decided call that did not run is undecided again."""
+        self.decided.pop(call_id, None)
+        if self.ledger is not None:
+            self.ledger.give_back(call_id)
 
     def pending_calls(self) -> list[PendingCall]:
         return [p for op in self.ops.values() for p in sorted(op.pending.values(), key=lambda p: p.index)]
@@ -237,10 +289,28 @@ def claim(suspensions: Suspensions, tools: Any, decisions: Any) -> ResumeWork:
         else:
             calls[call.call_id] = (call, decision, None, None)
     # Claimed at once, with nothing awaited since the checks: no other
-    # resumption can decide these calls, and none lists them as pending.
-    for call_id, (_, decision, _, _) in calls.items():
-        verb = "approved" if isinstance(decision, Approve) else "denied"
-        suspensions.decided[call_id] = f"{verb} by {decision.by}"
+    # resumption can decide these calls, and none lists them as pending;
+    # nor can a branch restored from the same snapshot (its ledger).
+    verdicts = {call_id: ("approved" if isinstance(decision, Approve) else "denied") + f" by {decision.by}"
+                for call_id, (_, decision, _, _) in calls.items()}
+    if suspensions.ledger is not None:
+        taken: list[str] = []
+        for call_id, verdict in verdicts.items():
+            try:
+                before = suspensions.ledger.take(call_id, verdict)
+            except ResumeError:
+                for done in taken:
+                    suspensions.ledger.give_back(done)
+                raise
+            if before is not None:
+                for done in taken:
+                    suspensions.ledger.give_back(done)
+                suspensions.decided[call_id] = before
+                del op.pending[call_id]
+                raise CallAlreadyDecidedError(call_id, before)
+            taken.append(call_id)
+    for call_id, verdict in verdicts.items():
+        suspensions.decided[call_id] = verdict
         del op.pending[call_id]
     op.running += 1
     return ResumeWork(op, calls)
@@ -287,7 +357,7 @@ def release(suspensions: Suspensions, work: ResumeWork) -> None:
     work.started = True
     work.op.running -= 1
     for call_id, (call, _, _, _) in work.calls.items():
-        suspensions.decided.pop(call_id, None)
+        suspensions.forget(call_id)
         work.op.pending[call_id] = call
 
 
@@ -328,7 +398,7 @@ async def phase(ctx: OperationContext, suspensions: Suspensions) -> None:
                 batch.keep(_record(req, raw, "denied", arguments=dict(call.arguments), reason=why, output=output))
     finally:
         for call_id, (call, _, _, _) in left.items():  # never reached (an earlier call raised): pending again
-            suspensions.decided.pop(call_id, None)
+            suspensions.forget(call_id)
             op.pending[call_id] = call
         new = sorted(batch.records.values(), key=lambda r: r.index)
         ctx.actions.extend(new)
