@@ -53,7 +53,8 @@ from .context import OperationContext
 from .enrich import can_attach_responses
 
 __all__ = [
-    "DecisionLedger", "Suspended", "Suspensions", "ResumeWork", "suspend", "claim", "release", "phase", "act_phase", "as_response_model",
+    "DecisionLedger", "Suspended", "Suspensions", "ResumeWork", "suspend", "claim", "release", "phase", "act_phase",
+    "as_response_model",
 ]
 
 
@@ -259,6 +260,25 @@ def _arguments(op: Suspended, call: PendingCall, tool: Tool | None) -> dict[str,
     return rebuilt
 
 
+def _take(suspensions: Suspensions, ledger: DecisionLedger, op: Suspended, verdicts: dict[str, str]) -> None:
+    """Record each decision in the snapshot's ledger, all or none: a call a
+    branch restored from the same file decided is ``CallAlreadyDecidedError``
+    (and decided here too: it no longer waits)."""
+    taken: list[str] = []
+    try:
+        for call_id, verdict in verdicts.items():
+            before = ledger.take(call_id, verdict)
+            if before is not None:
+                suspensions.decided[call_id] = before
+                del op.pending[call_id]
+                raise CallAlreadyDecidedError(call_id, before)
+            taken.append(call_id)
+    except ResumeError:
+        for done in taken:
+            ledger.give_back(done)
+        raise
+
+
 def claim(suspensions: Suspensions, tools: Any, decisions: Any) -> ResumeWork:
     """Check every decision, then mark each call decided (before anything
     runs, so no call is decided or run twice). Raises a ResumeError (nothing
@@ -294,21 +314,7 @@ def claim(suspensions: Suspensions, tools: Any, decisions: Any) -> ResumeWork:
     verdicts = {call_id: ("approved" if isinstance(decision, Approve) else "denied") + f" by {decision.by}"
                 for call_id, (_, decision, _, _) in calls.items()}
     if suspensions.ledger is not None:
-        taken: list[str] = []
-        for call_id, verdict in verdicts.items():
-            try:
-                before = suspensions.ledger.take(call_id, verdict)
-            except ResumeError:
-                for done in taken:
-                    suspensions.ledger.give_back(done)
-                raise
-            if before is not None:
-                for done in taken:
-                    suspensions.ledger.give_back(done)
-                suspensions.decided[call_id] = before
-                del op.pending[call_id]
-                raise CallAlreadyDecidedError(call_id, before)
-            taken.append(call_id)
+        _take(suspensions, suspensions.ledger, op, verdicts)
     for call_id, verdict in verdicts.items():
         suspensions.decided[call_id] = verdict
         del op.pending[call_id]
