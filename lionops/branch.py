@@ -42,7 +42,7 @@ from .errors import (
     SnapshotError,
     did_you_mean,
 )
-from .governance import Approve, Defer, Deny, PendingCall
+from .governance import REASON_LIMIT, Approve, Defer, Deny, PendingCall, kept_reason
 from .hooks import HookPoint, check_one_argument
 from .limits import UsageLimits, UsageSoFar
 from .messages import EventLog, MessageLog, to_jsonable
@@ -134,15 +134,13 @@ _WARNED_NOT_BOOL: set[str] = set()
 
 
 #: The longest denial reason a model is told (characters).
-DENIAL_REASON_LIMIT = 200
+DENIAL_REASON_LIMIT = REASON_LIMIT
 
 
 def denial_reason(deny: Deny) -> str:
     """The reason of a gate's :class:`Deny` as the model is told it: at most
     :data:`DENIAL_REASON_LIMIT` characters, secrets replaced (empty when none given)."""
-    if not deny.reason:
-        return ""
-    return scrubbed_message(deny.reason, os.environ, limit=DENIAL_REASON_LIMIT)
+    return (kept_reason(deny.reason) or "") if deny.reason else ""
 
 
 def _warn_not_bool(name: str, verdict: object) -> None:
@@ -412,7 +410,7 @@ class Branch:
         if record and _is_authorization(verdict):
             return Authorization(*verdict)
         if isinstance(verdict, Defer):
-            return Authorization("deferred", verdict.reason)
+            return Authorization("deferred", kept_reason(verdict.reason))
         if isinstance(verdict, Deny):
             told = denial_reason(verdict) or None
             return Authorization("denied", f"denied by gate {name} ({verdict.by})" + (f": {told}" if told else ""),

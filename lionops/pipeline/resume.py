@@ -39,7 +39,16 @@ from ..errors import (
     ToolChangedError,
     UnknownCallError,
 )
-from ..governance import Approve, DecisionRecord, Deny, PendingCall, call_digest, jsonable_arguments, now_iso
+from ..governance import (
+    Approve,
+    DecisionRecord,
+    Deny,
+    PendingCall,
+    call_digest,
+    jsonable_arguments,
+    kept_reason,
+    now_iso,
+)
 from ..messages import to_jsonable
 from ..models import ActionRecord
 from ..observability import observe
@@ -385,9 +394,10 @@ async def phase(ctx: OperationContext, suspensions: Suspensions) -> None:
             raw, provider_id = op.requests.pop(call_id)
             op.values.pop(call_id, None)
             approved = isinstance(decision, Approve)
+            reason = kept_reason(decision.reason)
             note = DecisionRecord(
                 call_id=call_id, function=call.function, decision="approved" if approved else "denied",
-                by=decision.by, reason=decision.reason, deferred_at=call.deferred_at, decided_at=now_iso(),
+                by=decision.by, reason=reason, deferred_at=call.deferred_at, decided_at=now_iso(),
             ).model_dump()
             approvals.append(note)
             notes[call.index] = note
@@ -398,9 +408,8 @@ async def phase(ctx: OperationContext, suspensions: Suspensions) -> None:
                 await observe.tool_call(branch, req, invoke(batch, req, tool, raw, values, copy.deepcopy(values),
                                                            call_params.retry_timeout))
             else:
-                output = {"error": DENIAL_ERROR, "function": call.function, "by": decision.by,
-                          "reason": decision.reason}
-                why = f"denied by {decision.by}" + (f": {decision.reason}" if decision.reason else "")
+                output = {"error": DENIAL_ERROR, "function": call.function, "by": decision.by, "reason": reason}
+                why = f"denied by {decision.by}" + (f": {reason}" if reason else "")
                 batch.keep(_record(req, raw, "denied", arguments=dict(call.arguments), reason=why, output=output))
     finally:
         for call_id, (call, _, _, _) in left.items():  # never reached (an earlier call raised): pending again

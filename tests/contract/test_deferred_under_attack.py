@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+import lionops
 from lionops import Approve, Branch, CallAlreadyDecidedError, Deny, ToolChangedError
 from tests.contract.test_deferred import Shop, answer, shop_branch
 
@@ -62,3 +63,46 @@ async def test_a_restore_whose_resumption_was_refused_leaves_the_call_to_decide(
         await Branch.restore(path).resume({"c0": Approve(by="ann")})
     await Branch.restore(path, tools=shop.tools()).resume({"c0": Approve(by="bob")})
     assert shop.ran == [("refund", {"order": "A", "amount": 450})]
+
+
+# ------------------------------------------------------------ secrets in reasons
+
+SECRET = "s3cr3t-shop-token-0123456789"
+KEY = "sk-live0123456789abcdefABCDEF"
+
+
+def _everywhere(branch: Branch, path: Path) -> str:
+    """Every place a reason is kept: pending calls, records, log, messages, traces, the snapshot."""
+    branch.snapshot(path)
+    return "\n".join([
+        repr(branch.pending_calls()), repr(list(branch.logs)), repr(list(branch.messages)),
+        *(t.to_json() for t in branch.traces), path.read_text(),
+    ])
+
+
+async def test_a_defer_reason_keeps_no_secret_and_is_bounded(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHOP_API_TOKEN", SECRET)
+    shop = Shop()
+    branch = Branch(tools=shop.tools())
+    branch.gate(lambda call: lionops.Defer(reason=f"ask ops ({SECRET}, {KEY}) " + "x" * 5000))
+    await branch.operate(instruction="go", actions=True, middle=answer(("refund", {"order": "A", "amount": 1})))
+    [call] = branch.pending_calls()
+    assert SECRET not in call.reason and KEY not in call.reason and "[redacted]" in call.reason
+    assert len(call.reason) <= 203
+    seen = _everywhere(branch, tmp_path / "b.json")
+    assert SECRET not in seen and KEY not in seen and "x" * 300 not in seen
+
+
+@pytest.mark.parametrize("verdict", [Approve, Deny])
+async def test_a_decision_reason_keeps_no_secret_and_is_bounded(tmp_path, monkeypatch, verdict):
+    monkeypatch.setenv("SHOP_API_TOKEN", SECRET)
+    branch, _ = shop_branch()
+    await branch.operate(instruction="go", actions=True, middle=answer(("refund", {"order": "A", "amount": 1})))
+    result = await branch.resume({"c0": verdict(by="ann", reason=f"per {SECRET} and {KEY} " + "y" * 5000)})
+    [response] = result["action_responses"]
+    if verdict is Deny:
+        told = response.output["reason"]
+        assert "[redacted]" in told and len(told) <= 203
+    seen = _everywhere(branch, tmp_path / "b.json") + repr(response.output)
+    assert SECRET not in seen and KEY not in seen and "y" * 300 not in seen
+    assert branch.traces[-1].meta["approvals"][0]["by"] == "ann"
