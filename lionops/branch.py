@@ -838,10 +838,10 @@ class Branch:
             for d in doc.get("runs", []):
                 run, calls = run_from_dict(branch, d)
                 branch._suspended_runs.update(dict.fromkeys(calls, run))
-            branch.usage = UsageSoFar(**doc.get("usage", {}))
+            branch.usage = UsageSoFar.from_dict(doc.get("usage", {}))
         except SnapshotError:
             raise
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             raise SnapshotError(f"{path} is not a branch snapshot: {type(exc).__name__}: {safe_str(exc)}") from None
         return branch
 

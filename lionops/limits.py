@@ -82,6 +82,20 @@ class UsageSoFar:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: Any) -> UsageSoFar:
+        """Rebuild from :meth:`as_dict` (a snapshot's ``usage``): ValueError
+        for anything but known fields holding counts (ints) and a cost
+        (a number), none negative."""
+        if not isinstance(data, dict):
+            raise ValueError(f"usage must be an object, got {type(data).__name__}")
+        known = cls.__dataclass_fields__
+        for name, value in data.items():
+            kinds = (int, float) if name == "cost" else (int,)
+            if name not in known or isinstance(value, bool) or not isinstance(value, kinds) or not value >= 0:
+                raise ValueError(f"usage {str(name)[:40]!r} must be a known count, not negative")
+        return cls(**data)
+
 
 def check_request(limits: UsageLimits | None, used: UsageSoFar) -> UsageLimitExceeded | None:
     """The error a next model request would meet, else ``None``: one more

@@ -105,6 +105,10 @@ class Suspended:
         """Rebuild from :meth:`to_dict` (plain data: a dict result stays a dict)."""
         try:
             pending = [PendingCall.model_validate(p) for p in d["pending"]]
+            requests = d["requests"]
+            lost = [p.call_id for p in pending if not isinstance(requests.get(p.call_id), dict)]
+            if lost:  # a pending call without its request could be decided but never answered
+                raise ValueError(f"no request for pending calls {lost[:5]}")
             timeout = d.get("tool_timeout")
             param = ActionParam(
                 strategy=str(d["strategy"]), suppress_errors=d["suppress_errors"] is True,

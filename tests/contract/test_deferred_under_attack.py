@@ -6,13 +6,15 @@ the new doors": invariant 7)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 import lionops
-from lionops import Approve, Branch, CallAlreadyDecidedError, Deny, ToolChangedError
+from lionops import Approve, Branch, CallAlreadyDecidedError, Deny, SnapshotError, ToolChangedError
 from tests.contract.test_deferred import Shop, answer, shop_branch
 
 pytestmark = pytest.mark.anyio
@@ -106,3 +108,47 @@ async def test_a_decision_reason_keeps_no_secret_and_is_bounded(tmp_path, monkey
     seen = _everywhere(branch, tmp_path / "b.json") + repr(response.output)
     assert SECRET not in seen and KEY not in seen and "y" * 300 not in seen
     assert branch.traces[-1].meta["approvals"][0]["by"] == "ann"
+
+
+# ------------------------------------------------------------ malformed snapshots
+
+def _edited(path: Path, name: str, edit: Any) -> Path:
+    doc = json.loads(path.read_text())
+    edit(doc)
+    out = path.with_name(name)
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def _op(doc: dict[str, Any]) -> dict[str, Any]:
+    op: dict[str, Any] = doc["suspended"]["operations"][0]
+    return op
+
+
+EDITS = {
+    "no request for a pending call": lambda d: _op(d).update(requests={}),
+    "a request that is not an object": lambda d: _op(d)["requests"].update(c0=[1]),
+    "usage that is not a count": lambda d: d.update(usage={"requests": "lots"}),
+    "usage that is negative": lambda d: d.update(usage={"tool_calls": -5}),
+    "usage that is a bool": lambda d: d.update(usage={"requests": True}),
+    "usage that is not an object": lambda d: d.update(usage=[1]),
+}
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+async def test_a_malformed_snapshot_is_refused_when_restored_and_loses_nothing(tmp_path, edit):
+    path = await _deferred_snapshot(tmp_path)
+    bad = _edited(path, "bad.json", EDITS[edit])
+    with pytest.raises(SnapshotError):
+        Branch.restore(bad, tools=Shop().tools())
+    shop = Shop()  # the good file still decides and runs the call
+    await Branch.restore(path, tools=shop.tools()).resume({"c0": Approve(by="ann")})
+    assert shop.ran == [("refund", {"order": "A", "amount": 450})]
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"branch": ' * 50_000])
+def test_a_deeply_nested_snapshot_is_a_snapshot_error(tmp_path, text):
+    bad = tmp_path / "deep.json"
+    bad.write_text(text)
+    with pytest.raises(SnapshotError):
+        Branch.restore(bad)
