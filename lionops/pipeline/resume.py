@@ -82,6 +82,8 @@ class Suspended:
     requests: dict[str, tuple[Any, str | None]]
     #: call id -> the validated values the gate saw (in this process only; absent after a restore)
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: call id -> the Tool its gates saw (in this process only; absent after a restore)
+    tools: dict[str, Tool] = field(default_factory=dict)
     operative: Any = None
     #: resumptions of this operation in flight (only the last to end enriches)
     running: int = 0
@@ -239,6 +241,7 @@ def suspend(ctx: OperationContext, suspensions: Suspensions) -> Suspended | None
         values = copy.deepcopy(rec.arguments)
         stored = jsonable_arguments(values)
         op.values[call_id] = values
+        op.tools[call_id] = tool
         op.requests[call_id] = (rec.raw_arguments, rec.call_id)
         op.pending[call_id] = PendingCall(
             call_id=call_id, function=rec.function, arguments=copy.deepcopy(values), reason=rec.reason or "",
@@ -258,6 +261,10 @@ def _arguments(op: Suspended, call: PendingCall, tool: Tool | None) -> dict[str,
     if tool is None:
         raise ToolChangedError(call.call_id, call.function, "no tool of that name is registered")
     values = op.values.get(call.call_id)
+    seen = op.tools.get(call.call_id)
+    if seen is not None and tool is not seen:  # in process: the very Tool its gates saw
+        raise ToolChangedError(call.call_id, call.function,
+                               "a tool of that name was registered anew since it was deferred")
     stored = jsonable_arguments(values) if values is not None else call.arguments
     if call_digest(call.function, tool.offered_schema.json, stored) != call.digest:
         raise ToolChangedError(call.call_id, call.function,
@@ -397,6 +404,7 @@ async def phase(ctx: OperationContext, suspensions: Suspensions) -> None:
             del left[call_id]
             raw, provider_id = op.requests.pop(call_id)
             op.values.pop(call_id, None)
+            op.tools.pop(call_id, None)
             approved = isinstance(decision, Approve)
             reason = kept_reason(decision.reason)
             note = DecisionRecord(

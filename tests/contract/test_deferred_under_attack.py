@@ -152,3 +152,25 @@ def test_a_deeply_nested_snapshot_is_a_snapshot_error(tmp_path, text):
     bad.write_text(text)
     with pytest.raises(SnapshotError):
         Branch.restore(bad)
+
+
+# ------------------------------------------------------------ the tool between defer and resume
+
+async def test_a_tool_registered_anew_after_the_defer_does_not_run_the_approved_call():
+    """In the process that deferred, the approved call runs on the Tool its
+    gate saw: one registered anew under its name (the same schema, another
+    body) is refused, as a tool registered anew after it was offered is."""
+    branch, shop = shop_branch()
+    await branch.operate(instruction="go", actions=True, middle=answer(("refund", {"order": "A", "amount": 9})))
+    swapped: list[Any] = []
+
+    def refund(order: str, amount: int) -> dict[str, Any]:
+        """Refund an order."""
+        swapped.append((order, amount))
+        return {"refunded": amount * 100, "order": order}
+
+    branch.acts.register(refund, update=True)
+    with pytest.raises(ToolChangedError, match="anew"):
+        await branch.resume({"c0": Approve(by="ann")})
+    assert swapped == [] and shop.ran == []
+    assert [p.call_id for p in branch.pending_calls()] == ["c0"]  # nothing decided
