@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -275,9 +276,33 @@ def _arguments(op: Suspended, call: PendingCall, tool: Tool | None) -> dict[str,
         rebuilt = tool.validate_arguments(dict(call.arguments))
     except (ToolArgumentsError, ValueError) as exc:
         raise ToolChangedError(call.call_id, call.function, f"stored arguments do not decode: {exc}") from None
-    if jsonable_arguments(rebuilt) != call.arguments:
+    if jsonable_arguments(rebuilt) != call.arguments and not _fixed_point(tool, rebuilt, call.arguments):
         raise ToolChangedError(call.call_id, call.function, "stored arguments do not decode to the same values")
     return rebuilt
+
+
+def _fixed_point(tool: Tool, values: dict[str, Any], stored: dict[str, Any]) -> bool:
+    """Whether values decoded from a call's stored JSON differ from it only
+    in the order of lists the values do not hold in order (a set, written
+    in the order of the process that stored it), and decode again to
+    themselves: a validator that changes what it is given is never one."""
+    dumped = jsonable_arguments(values)
+    if _unordered(dumped) != _unordered(stored):
+        return False
+    try:
+        return bool(tool.validate_arguments(dumped) == values)
+    except (ToolArgumentsError, ValueError):
+        return False
+
+
+def _unordered(data: Any) -> Any:
+    """JSON data with every list's items in one order (to compare sets' JSON forms)."""
+    if isinstance(data, dict):
+        return {k: _unordered(v) for k, v in data.items()}
+    if isinstance(data, list):
+        items = [_unordered(v) for v in data]
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True, default=str))
+    return data
 
 
 def _take(suspensions: Suspensions, ledger: DecisionLedger, op: Suspended, verdicts: dict[str, str]) -> None:

@@ -7,15 +7,20 @@ the new doors": invariant 7)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import pytest
+from pydantic import AfterValidator
 
 import lionops
 from lionops import Approve, Branch, CallAlreadyDecidedError, Deny, SnapshotError, ToolChangedError
-from tests.contract.test_deferred import Shop, answer, shop_branch
+from tests.contract.test_deferred import ROOT, Shop, answer, shop_branch
+from tests.helpers import ScriptedMiddle
 
 pytestmark = pytest.mark.anyio
 
@@ -174,3 +179,65 @@ async def test_a_tool_registered_anew_after_the_defer_does_not_run_the_approved_
         await branch.resume({"c0": Approve(by="ann")})
     assert swapped == [] and shop.ran == []
     assert [p.call_id for p in branch.pending_calls()] == ["c0"]  # nothing decided
+
+
+# ------------------------------------------------------------ values whose JSON form has no one order
+
+DEFER_TAGS = """
+import sys, anyio
+from lionops import Branch, Defer
+from tests.contract.test_deferred_under_attack import tag_tools
+from tests.helpers import ScriptedMiddle
+
+async def main():
+    branch = Branch(tools=tag_tools([]))
+    branch.gate(lambda call: Defer(reason="tags need a person"))
+    tags = ["zeta", "alpha", "mid", "beta", "q", "r", "s", "t"]
+    await branch.operate(instruction="tag", actions=True, middle=ScriptedMiddle({"action_requests": [
+        {"function": "tag", "arguments": {"order": "A", "tags": tags}, "call_id": "c0"}]}))
+    branch.snapshot(sys.argv[1])
+
+anyio.run(main)
+"""
+
+
+def tag_tools(ran: list[Any]) -> list[Any]:
+    def tag(order: str, tags: set[str]) -> str:
+        """Tag an order."""
+        ran.append((order, tags))
+        return "tagged"
+
+    return [tag]
+
+
+def test_a_set_argument_deferred_in_another_process_runs_once_approved(tmp_path):
+    """A set's JSON form is a list in the order of the process that stored
+    it: after a restore under another hash seed it decodes to the same set,
+    so the approved call runs (and a validator that changes what it is given
+    again is still refused)."""
+    path = tmp_path / "tags.json"
+    done = subprocess.run([sys.executable, "-c", DEFER_TAGS, str(path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONHASHSEED": "1"})
+    assert done.returncode == 0, done.stderr
+    ran: list[Any] = []
+    branch = Branch.restore(path, tools=tag_tools(ran))
+    anyio.run(branch.resume, {"c0": Approve(by="ann")})
+    assert ran == [("A", {"zeta", "alpha", "mid", "beta", "q", "r", "s", "t"})]
+
+
+async def test_a_validator_that_changes_its_own_output_is_still_refused_after_a_restore(tmp_path):
+    ran: list[int] = []
+
+    def double(n: Annotated[int, AfterValidator(lambda v: v * 2)]) -> int:
+        """Doubles what it is given when validated."""
+        ran.append(n)
+        return n
+
+    branch = Branch(tools=[double])
+    branch.gate(lambda call: lionops.Defer(reason="ask"))
+    await branch.operate(instruction="go", actions=True, middle=ScriptedMiddle({"action_requests": [
+        {"function": "double", "arguments": {"n": 3}, "call_id": "c0"}]}))
+    path = branch.snapshot(tmp_path / "d.json")
+    with pytest.raises(ToolChangedError, match="same values"):
+        await Branch.restore(path, tools=[double]).resume({"c0": Approve(by="ann")})
+    assert ran == []
