@@ -167,22 +167,28 @@ async def test_a_later_gate_that_denies_wins_over_an_earlier_defer():
     assert branch.traces[-1].actions[0].decision == "denied"
 
 
-async def test_two_resumes_of_the_same_call_run_it_once():
-    branch, shop = shop_branch()
-    await branch.operate(instruction="go", actions=True, middle=answer(("refund", {"order": "A", "amount": 1})))
+async def race_approvals(branch_for: Any, *people: str) -> list[str]:
+    """Each person approves call ``c0`` at once, on ``branch_for(person)``:
+    ``"ran"`` or ``"refused"`` (CallAlreadyDecidedError) each, sorted."""
     outcomes: list[str] = []
 
     async def decide(by: str) -> None:
         try:
-            await branch.resume({"c0": Approve(by=by)})
+            await branch_for(by).resume({"c0": Approve(by=by)})
             outcomes.append("ran")
         except CallAlreadyDecidedError:
             outcomes.append("refused")
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(decide, "ann")
-        tg.start_soon(decide, "bob")
-    assert sorted(outcomes) == ["ran", "refused"] and len(shop.ran) == 1
+        for by in people:
+            tg.start_soon(decide, by)
+    return sorted(outcomes)
+
+
+async def test_two_resumes_of_the_same_call_run_it_once():
+    branch, shop = shop_branch()
+    await branch.operate(instruction="go", actions=True, middle=answer(("refund", {"order": "A", "amount": 1})))
+    assert await race_approvals(lambda _: branch, "ann", "bob") == ["ran", "refused"] and len(shop.ran) == 1
 
 
 async def test_both_engines_take_the_same_path_through_defer_and_resume():

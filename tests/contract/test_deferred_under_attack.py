@@ -19,7 +19,7 @@ from pydantic import AfterValidator
 
 import lionops
 from lionops import Approve, Branch, CallAlreadyDecidedError, Deny, SnapshotError, ToolChangedError
-from tests.contract.test_deferred import ROOT, Shop, answer, shop_branch
+from tests.contract.test_deferred import ROOT, Shop, answer, race_approvals, shop_branch
 from tests.helpers import ScriptedMiddle
 
 pytestmark = pytest.mark.anyio
@@ -46,20 +46,8 @@ async def test_two_restores_of_one_snapshot_decide_a_call_once(tmp_path):
 async def test_racing_restored_branches_run_the_call_once(tmp_path):
     path = await _deferred_snapshot(tmp_path)
     shop = Shop()
-    outcomes: list[str] = []
-
-    async def approve(by: str) -> None:
-        branch = Branch.restore(path, tools=shop.tools())
-        try:
-            await branch.resume({"c0": Approve(by=by)})
-            outcomes.append("ran")
-        except CallAlreadyDecidedError:
-            outcomes.append("refused")
-
-    async with anyio.create_task_group() as tg:
-        for by in ("ann", "bob", "eve"):
-            tg.start_soon(approve, by)
-    assert sorted(outcomes) == ["ran", "refused", "refused"]
+    outcomes = await race_approvals(lambda _: Branch.restore(path, tools=shop.tools()), "ann", "bob", "eve")
+    assert outcomes == ["ran", "refused", "refused"]
     assert len(shop.ran) == 1
 
 
