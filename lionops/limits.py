@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .errors import ArgumentTypeError, ConfigurationError, UsageLimitExceeded
+from .errors import ArgumentTypeError, ConfigurationError, SnapshotError, UsageLimitExceeded
 
 __all__ = [
     "UsageLimits", "UsageSoFar", "check_request", "check_parse_request", "claim_tool_call", "count_request",
@@ -84,16 +84,16 @@ class UsageSoFar:
 
     @classmethod
     def from_dict(cls, data: Any) -> UsageSoFar:
-        """Rebuild from :meth:`as_dict` (a snapshot's ``usage``): ValueError
+        """Rebuild from :meth:`as_dict` (a snapshot's ``usage``): SnapshotError
         for anything but known fields holding counts (ints) and a cost
         (a number), none negative."""
         if not isinstance(data, dict):
-            raise ValueError(f"usage must be an object, got {type(data).__name__}")
+            raise SnapshotError(f"usage must be an object, got {type(data).__name__}")
         known = cls.__dataclass_fields__
         for name, value in data.items():
             kinds = (int, float) if name == "cost" else (int,)
             if name not in known or isinstance(value, bool) or not isinstance(value, kinds) or not value >= 0:
-                raise ValueError(f"usage {str(name)[:40]!r} must be a known count, not negative")
+                raise SnapshotError(f"usage {str(name)[:40]!r} must be a known count, not negative")
         return cls(**data)
 
 

@@ -111,7 +111,7 @@ class Suspended:
             requests = d["requests"]
             lost = [p.call_id for p in pending if not isinstance(requests.get(p.call_id), dict)]
             if lost:  # a pending call without its request could be decided but never answered
-                raise ValueError(f"no request for pending calls {lost[:5]}")
+                raise SnapshotError(f"malformed suspended operation: no request for pending calls {lost[:5]}")
             timeout = d.get("tool_timeout")
             param = ActionParam(
                 strategy=str(d["strategy"]), suppress_errors=d["suppress_errors"] is True,
@@ -124,6 +124,8 @@ class Suspended:
                 pending={p.call_id: p for p in pending},
                 requests={k: (v.get("raw_arguments"), v.get("provider_call_id")) for k, v in d["requests"].items()},
             )
+        except SnapshotError:
+            raise
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise SnapshotError(f"malformed suspended operation: {type(exc).__name__}: {safe_str(exc)}") from None
 
