@@ -34,11 +34,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .errors import ArgumentTypeError, ConfigurationError, UsageLimitExceeded
+from .errors import ArgumentTypeError, ConfigurationError, SnapshotError, UsageLimitExceeded
 
 __all__ = [
     "UsageLimits", "UsageSoFar", "check_request", "check_parse_request", "claim_tool_call", "count_request",
-    "note_parse_request", "price_requests",
+    "note_parse_request", "price_requests", "reserve_request",
 ]
 
 #: the limits checked before a model request, in the order they are checked
@@ -82,6 +82,20 @@ class UsageSoFar:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: Any) -> UsageSoFar:
+        """Rebuild from :meth:`as_dict` (a snapshot's ``usage``): SnapshotError
+        for anything but known fields holding counts (ints) and a cost
+        (a number), none negative."""
+        if not isinstance(data, dict):
+            raise SnapshotError(f"usage must be an object, got {type(data).__name__}")
+        known = cls.__dataclass_fields__
+        for name, value in data.items():
+            kinds = (int, float) if name == "cost" else (int,)
+            if name not in known or isinstance(value, bool) or not isinstance(value, kinds) or not value >= 0:
+                raise SnapshotError(f"usage {str(name)[:40]!r} must be a known count, not negative")
+        return cls(**data)
+
 
 def check_request(limits: UsageLimits | None, used: UsageSoFar) -> UsageLimitExceeded | None:
     """The error a next model request would meet, else ``None``: one more
@@ -96,6 +110,18 @@ def check_request(limits: UsageLimits | None, used: UsageSoFar) -> UsageLimitExc
         if (spent + 1 > value) if name == "requests" else (spent >= value):
             return UsageLimitExceeded(name, value, used.as_dict())
     return None
+
+
+def reserve_request(limits: UsageLimits | None, used: UsageSoFar) -> UsageLimitExceeded | None:
+    """Check the next model request and count it at once, before it is
+    made: concurrent operations of a branch (and of its forks, which share
+    its usage) each take a slot, so together they never pass ``requests``,
+    and a request that fails after it was sent still counts. The error,
+    with nothing counted, when the request would pass a limit."""
+    over = check_request(limits, used)
+    if over is None:
+        used.requests += 1
+    return over
 
 
 def claim_tool_call(limits: UsageLimits | None, used: UsageSoFar) -> UsageLimitExceeded | None:
@@ -133,12 +159,15 @@ def _counts(meta: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
-def count_request(limits: UsageLimits | None, used: UsageSoFar, meta: dict[str, Any]) -> None:
+def count_request(limits: UsageLimits | None, used: UsageSoFar, meta: dict[str, Any], *,
+                  reserved: bool = False) -> None:
     """Add one model request and the usage its adapter reported (``meta``:
     the trace facts, ``tokens`` or ``usage``, ``provider``, ``model``,
     ``cost_usd``), and each parse-model request the operation made
-    (``meta["parse_requests"]``, the same facts each)."""
-    _count_one(limits, used, meta)
+    (``meta["parse_requests"]``, the same facts each). With ``reserved``
+    the model request itself was counted already (:func:`reserve_request`):
+    only its tokens and cost are added."""
+    _count_one(limits, used, meta, request=not reserved)
     for facts in meta.get("parse_requests") or ():
         if isinstance(facts, dict):
             _count_one(limits, used, facts)
@@ -153,13 +182,14 @@ def note_parse_request(meta: dict[str, Any], facts: dict[str, Any]) -> None:
 def check_parse_request(limits: UsageLimits | None, used: UsageSoFar,
                         meta: dict[str, Any]) -> UsageLimitExceeded | None:
     """The error a parse-model request would meet, else ``None``: the usage
-    so far with the operation's own requests counted (its model request and
-    the parse-model requests before this one, ``meta``), checked as before
-    any model request."""
+    so far (the operation's model request counted when it was reserved) with
+    the operation's own usage added (its model request's tokens and the
+    parse-model requests before this one, ``meta``), checked as before any
+    model request."""
     if limits is None:
         return None
     trial = UsageSoFar(**used.as_dict())
-    count_request(limits, trial, meta)
+    count_request(limits, trial, meta, reserved=True)
     return check_request(limits, trial)
 
 
@@ -176,8 +206,9 @@ def price_requests(limits: UsageLimits | None, meta: dict[str, Any]) -> None:
             facts["cost_usd"] = _price(facts.get("provider"), facts.get("model"), _counts(facts))
 
 
-def _count_one(limits: UsageLimits | None, used: UsageSoFar, meta: dict[str, Any]) -> None:
-    used.requests += 1
+def _count_one(limits: UsageLimits | None, used: UsageSoFar, meta: dict[str, Any], *, request: bool = True) -> None:
+    if request:
+        used.requests += 1
     if "tokens" not in meta and "usage" not in meta and (limits is None or limits.cost is None):
         return  # nothing reported and no price to work out: every count stays as it is
     counts = _counts(meta)

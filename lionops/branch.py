@@ -45,7 +45,7 @@ from .errors import (
     SnapshotError,
     did_you_mean,
 )
-from .governance import Approve, Defer, Deny, PendingCall
+from .governance import REASON_LIMIT, Approve, Defer, Deny, PendingCall, kept_reason
 from .messages import EventLog, MessageLog, to_jsonable
 from .models import ActionResponseModel
 from .observability import observe
@@ -63,7 +63,7 @@ from .pipeline.loop import (
 )
 from .pipeline.machine import ENGINES, run_operation
 from .pipeline.prepare import OperateKwargs, check_flags
-from .pipeline.resume import Suspensions, as_response_model, claim, release
+from .pipeline.resume import DecisionLedger, Suspensions, as_response_model, claim, release
 from .run import Ran
 from .tools import ActionManager, Tool, ToolInvocation
 from .trace import Trace, Traced
@@ -134,15 +134,13 @@ _WARNED_NOT_BOOL: set[str] = set()
 
 
 #: The longest denial reason a model is told (characters).
-DENIAL_REASON_LIMIT = 200
+DENIAL_REASON_LIMIT = REASON_LIMIT
 
 
 def denial_reason(deny: Deny) -> str:
     """The reason of a gate's :class:`Deny` as the model is told it: at most
     :data:`DENIAL_REASON_LIMIT` characters, secrets replaced (empty when none given)."""
-    if not deny.reason:
-        return ""
-    return scrubbed_message(deny.reason, os.environ, limit=DENIAL_REASON_LIMIT)
+    return (kept_reason(deny.reason) or "") if deny.reason else ""
 
 
 def _warn_not_bool(name: str, verdict: object) -> None:
@@ -412,7 +410,7 @@ class Branch:
         if record and _is_authorization(verdict):
             return Authorization(*verdict)
         if isinstance(verdict, Defer):
-            return Authorization("deferred", verdict.reason)
+            return Authorization("deferred", kept_reason(verdict.reason))
         if isinstance(verdict, Deny):
             told = denial_reason(verdict) or None
             return Authorization("denied", f"denied by gate {name} ({verdict.by})" + (f": {told}" if told else ""),
@@ -805,7 +803,11 @@ class Branch:
             "runs": self._runs_to_list(),
             "usage": self.usage.as_dict(),
         }
-        return atomic_write_text(path, json.dumps(doc, indent=2))
+        written = atomic_write_text(path, json.dumps(doc, indent=2))
+        if self.suspensions.ledger is None and self.suspensions.ops:
+            # from now on its calls are decided once with every restore of the file
+            self.suspensions.ledger = DecisionLedger.beside(written)
+        return written
 
     @classmethod
     def restore(cls, path: str | Path, *, chat_model: iModel | None = None, tools: Any = None,
@@ -838,13 +840,14 @@ class Branch:
                 branch.logs.log(str(e["kind"]), dict(e["content"]))
             branch.traces = [Trace.from_dict(t) for t in doc["traces"]]
             branch.suspensions = Suspensions.from_dict(doc.get("suspended", {}))
+            branch.suspensions.ledger = DecisionLedger.beside(path)
             for d in doc.get("runs", []):
                 run, calls = run_from_dict(branch, d)
                 branch._suspended_runs.update(dict.fromkeys(calls, run))
-            branch.usage = UsageSoFar(**doc.get("usage", {}))
+            branch.usage = UsageSoFar.from_dict(doc.get("usage", {}))
         except SnapshotError:
             raise
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             raise SnapshotError(f"{path} is not a branch snapshot: {type(exc).__name__}: {safe_str(exc)}") from None
         return branch
 

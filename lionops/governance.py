@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
+from ._secrets import scrubbed_message
+
 __all__ = [
     "Defer", "Approve", "Deny", "TaggedDecision", "PendingCall", "DecisionRecord", "call_digest", "jsonable_arguments",
-    "now_iso",
+    "now_iso", "kept_reason", "REASON_LIMIT",
 ]
 
 
@@ -112,6 +115,20 @@ class DecisionRecord(BaseModel):
     reason: str | None
     deferred_at: str
     decided_at: str
+
+
+#: The longest reason (a gate's ``Defer`` or ``Deny``, a person's decision) lionops keeps or tells (characters).
+REASON_LIMIT = 200
+
+
+def kept_reason(reason: str | None) -> str | None:
+    """A reason as it is kept (pending calls, records, log, messages, traces,
+    snapshots, spans) and told to the model: at most :data:`REASON_LIMIT`
+    characters (``...`` marks a cut), credentials and the values of secret
+    environment variables replaced by ``[redacted]``."""
+    if reason is None:
+        return None
+    return scrubbed_message(reason, os.environ, limit=REASON_LIMIT)
 
 
 def now_iso() -> str:

@@ -3,13 +3,14 @@ reads, once, what the result says about itself."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
-from .._limits import check_request, count_request
-from ..errors import UsageLimitExceeded
+from .._limits import count_request, reserve_request
+from ..errors import ConfigurationError, UsageLimitExceeded
 from ..middles.api import communicate
 from ..middles.cli import run_and_collect
 from ..observability import observe
@@ -48,8 +49,8 @@ async def phase(ctx: OperationContext) -> None:
     ctx.meta["middle"] = ctx.middle_name
     branch = ctx.branch
     limits, used = getattr(branch, "limits", None), getattr(branch, "usage", None)
-    if limits is not None and used is not None:  # a limit is checked before the request it limits
-        over = ctx.limit_error = check_request(limits, used)
+    if used is not None:  # a limit is checked, and the request counted, before the request is made
+        over = ctx.limit_error = reserve_request(limits, used)
         if over is not None:
             ctx.meta["usage_limit"] = {"limit": over.limit, "value": over.value, "usage": over.usage}
             return
@@ -68,10 +69,18 @@ async def phase(ctx: OperationContext) -> None:
         ctx.limit_error = over
         ctx.meta["usage_limit"] = {"limit": over.limit, "value": over.value, "usage": over.usage}
         if used is not None:
-            count_request(limits, used, ctx.meta)
+            count_request(limits, used, ctx.meta, reserved=True)
         return
+    except Exception:
+        # The request was counted when it was made; what the endpoint
+        # reported before the failure counts too (a price that cannot be
+        # worked out does not hide the failure itself).
+        if used is not None:
+            with contextlib.suppress(ConfigurationError):
+                count_request(limits, used, ctx.meta, reserved=True)
+        raise
     if used is not None:
-        count_request(limits, used, ctx.meta)
+        count_request(limits, used, ctx.meta, reserved=True)
     # What the result says about itself may run its code (a property, a
     # Mapping's get, a metaclass's __instancecheck__): read it once, here, so
     # the guards decide on plain values and act() runs the requests they saw.

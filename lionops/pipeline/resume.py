@@ -20,9 +20,12 @@ the round waits any more, ``enrich`` attaches every response of the round.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -38,7 +41,16 @@ from ..errors import (
     ToolChangedError,
     UnknownCallError,
 )
-from ..governance import Approve, DecisionRecord, Deny, PendingCall, call_digest, jsonable_arguments, now_iso
+from ..governance import (
+    Approve,
+    DecisionRecord,
+    Deny,
+    PendingCall,
+    call_digest,
+    jsonable_arguments,
+    kept_reason,
+    now_iso,
+)
 from ..messages import to_jsonable
 from ..models import ActionRecord
 from ..observability import observe
@@ -51,7 +63,8 @@ from .context import OperationContext
 from .enrich import can_attach_responses
 
 __all__ = [
-    "Suspended", "Suspensions", "ResumeWork", "suspend", "claim", "release", "phase", "act_phase", "as_response_model",
+    "DecisionLedger", "Suspended", "Suspensions", "ResumeWork", "suspend", "claim", "release", "phase", "act_phase",
+    "as_response_model",
 ]
 
 
@@ -70,6 +83,8 @@ class Suspended:
     requests: dict[str, tuple[Any, str | None]]
     #: call id -> the validated values the gate saw (in this process only; absent after a restore)
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: call id -> the Tool its gates saw (in this process only; absent after a restore)
+    tools: dict[str, Tool] = field(default_factory=dict)
     operative: Any = None
     #: resumptions of this operation in flight (only the last to end enriches)
     running: int = 0
@@ -93,6 +108,10 @@ class Suspended:
         """Rebuild from :meth:`to_dict` (plain data: a dict result stays a dict)."""
         try:
             pending = [PendingCall.model_validate(p) for p in d["pending"]]
+            requests = d["requests"]
+            lost = [p.call_id for p in pending if not isinstance(requests.get(p.call_id), dict)]
+            if lost:  # a pending call without its request could be decided but never answered
+                raise SnapshotError(f"malformed suspended operation: no request for pending calls {lost[:5]}")
             timeout = d.get("tool_timeout")
             param = ActionParam(
                 strategy=str(d["strategy"]), suppress_errors=d["suppress_errors"] is True,
@@ -105,17 +124,69 @@ class Suspended:
                 pending={p.call_id: p for p in pending},
                 requests={k: (v.get("raw_arguments"), v.get("provider_call_id")) for k, v in d["requests"].items()},
             )
+        except SnapshotError:
+            raise
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise SnapshotError(f"malformed suspended operation: {type(exc).__name__}: {safe_str(exc)}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionLedger:
+    """The decisions taken on the calls of one snapshot file, kept beside it
+    (``<file>.decided/``, one file per call, named by a hash of its id and
+    created exclusively): every branch restored from the file, in any
+    process, decides a call only if no other did, so restoring a snapshot
+    twice never runs a call twice."""
+
+    directory: Path
+
+    @classmethod
+    def beside(cls, path: str | os.PathLike[str]) -> DecisionLedger:
+        return cls(Path(str(Path(path).resolve()) + ".decided"))
+
+    def _file(self, call_id: str) -> Path:
+        return self.directory / hashlib.sha256(call_id.encode()).hexdigest()
+
+    def take(self, call_id: str, verdict: str) -> str | None:
+        """Record ``verdict`` for the call; ``None`` when this was the first
+        decision, else what was decided before."""
+        file = self._file(call_id)
+        try:
+            self.directory.mkdir(exist_ok=True)
+            fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            try:
+                return file.read_text() or "decided by another restore of the snapshot"
+            except OSError:
+                return "decided by another restore of the snapshot"
+        except OSError as exc:  # no record of the decision can be kept: nothing is decided
+            raise ResumeError(f"cannot record the decision beside the snapshot ({self.directory}): "
+                              f"{type(exc).__name__}") from None
+        with os.fdopen(fd, "w") as out:
+            out.write(verdict)
+        return None
+
+    def give_back(self, call_id: str) -> None:
+        """Forget the decision of a call that did not run (its resumption ended first)."""
+        self._file(call_id).unlink(missing_ok=True)
 
 
 @dataclass(eq=False, slots=True)
 class Suspensions:
     """A branch's suspended operations, and every call decided so far
-    (call id -> who decided what), so nothing is decided twice."""
+    (call id -> who decided what), so nothing is decided twice; ``ledger``:
+    the decisions of the snapshot file the branch was restored from or
+    first written to, shared by every restore of it."""
 
     ops: dict[str, Suspended] = field(default_factory=dict)
     decided: dict[str, str] = field(default_factory=dict)
+    ledger: DecisionLedger | None = None
+
+    def forget(self, call_id: str) -> None:
+        """A decided call that did not run is undecided again."""
+        self.decided.pop(call_id, None)
+        if self.ledger is not None:
+            self.ledger.give_back(call_id)
 
     def pending_calls(self) -> list[PendingCall]:
         return [p for op in self.ops.values() for p in sorted(op.pending.values(), key=lambda p: p.index)]
@@ -173,6 +244,7 @@ def suspend(ctx: OperationContext, suspensions: Suspensions) -> Suspended | None
         values = copy.deepcopy(rec.arguments)
         stored = jsonable_arguments(values)
         op.values[call_id] = values
+        op.tools[call_id] = tool
         op.requests[call_id] = (rec.raw_arguments, rec.call_id)
         op.pending[call_id] = PendingCall(
             call_id=call_id, function=rec.function, arguments=copy.deepcopy(values), reason=rec.reason or "",
@@ -192,6 +264,10 @@ def _arguments(op: Suspended, call: PendingCall, tool: Tool | None) -> dict[str,
     if tool is None:
         raise ToolChangedError(call.call_id, call.function, "no tool of that name is registered")
     values = op.values.get(call.call_id)
+    seen = op.tools.get(call.call_id)
+    if seen is not None and tool is not seen:  # in process: the very Tool its gates saw
+        raise ToolChangedError(call.call_id, call.function,
+                               "a tool of that name was registered anew since it was deferred")
     stored = jsonable_arguments(values) if values is not None else call.arguments
     if call_digest(call.function, tool.offered_schema.json, stored) != call.digest:
         raise ToolChangedError(call.call_id, call.function,
@@ -202,9 +278,52 @@ def _arguments(op: Suspended, call: PendingCall, tool: Tool | None) -> dict[str,
         rebuilt = tool.validate_arguments(dict(call.arguments))
     except (ToolArgumentsError, ValueError) as exc:
         raise ToolChangedError(call.call_id, call.function, f"stored arguments do not decode: {exc}") from None
-    if jsonable_arguments(rebuilt) != call.arguments:
+    if jsonable_arguments(rebuilt) != call.arguments and not _fixed_point(tool, rebuilt, call.arguments):
         raise ToolChangedError(call.call_id, call.function, "stored arguments do not decode to the same values")
     return rebuilt
+
+
+def _fixed_point(tool: Tool, values: dict[str, Any], stored: dict[str, Any]) -> bool:
+    """Whether values decoded from a call's stored JSON differ from it only
+    in the order of lists the values do not hold in order (a set, written
+    in the order of the process that stored it), and decode again to
+    themselves: a validator that changes what it is given is never one."""
+    dumped = jsonable_arguments(values)
+    if _unordered(dumped) != _unordered(stored):
+        return False
+    try:
+        return bool(tool.validate_arguments(dumped) == values)
+    except (ToolArgumentsError, ValueError):
+        return False
+
+
+def _unordered(data: Any) -> Any:
+    """JSON data with every list's items in one order (to compare sets' JSON forms)."""
+    if isinstance(data, dict):
+        return {k: _unordered(v) for k, v in data.items()}
+    if isinstance(data, list):
+        items = [_unordered(v) for v in data]
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True, default=str))
+    return data
+
+
+def _take(suspensions: Suspensions, ledger: DecisionLedger, op: Suspended, verdicts: dict[str, str]) -> None:
+    """Record each decision in the snapshot's ledger, all or none: a call a
+    branch restored from the same file decided is ``CallAlreadyDecidedError``
+    (and decided here too: it no longer waits)."""
+    taken: list[str] = []
+    try:
+        for call_id, verdict in verdicts.items():
+            before = ledger.take(call_id, verdict)
+            if before is not None:
+                suspensions.decided[call_id] = before
+                del op.pending[call_id]
+                raise CallAlreadyDecidedError(call_id, before)
+            taken.append(call_id)
+    except ResumeError:
+        for done in taken:
+            ledger.give_back(done)
+        raise
 
 
 def claim(suspensions: Suspensions, tools: Any, decisions: Any) -> ResumeWork:
@@ -237,10 +356,14 @@ def claim(suspensions: Suspensions, tools: Any, decisions: Any) -> ResumeWork:
         else:
             calls[call.call_id] = (call, decision, None, None)
     # Claimed at once, with nothing awaited since the checks: no other
-    # resumption can decide these calls, and none lists them as pending.
-    for call_id, (_, decision, _, _) in calls.items():
-        verb = "approved" if isinstance(decision, Approve) else "denied"
-        suspensions.decided[call_id] = f"{verb} by {decision.by}"
+    # resumption can decide these calls, and none lists them as pending;
+    # nor can a branch restored from the same snapshot (its ledger).
+    verdicts = {call_id: ("approved" if isinstance(decision, Approve) else "denied") + f" by {decision.by}"
+                for call_id, (_, decision, _, _) in calls.items()}
+    if suspensions.ledger is not None:
+        _take(suspensions, suspensions.ledger, op, verdicts)
+    for call_id, verdict in verdicts.items():
+        suspensions.decided[call_id] = verdict
         del op.pending[call_id]
     op.running += 1
     return ResumeWork(op, calls)
@@ -287,7 +410,7 @@ def release(suspensions: Suspensions, work: ResumeWork) -> None:
     work.started = True
     work.op.running -= 1
     for call_id, (call, _, _, _) in work.calls.items():
-        suspensions.decided.pop(call_id, None)
+        suspensions.forget(call_id)
         work.op.pending[call_id] = call
 
 
@@ -308,10 +431,12 @@ async def phase(ctx: OperationContext, suspensions: Suspensions) -> None:
             del left[call_id]
             raw, provider_id = op.requests.pop(call_id)
             op.values.pop(call_id, None)
+            op.tools.pop(call_id, None)
             approved = isinstance(decision, Approve)
+            reason = kept_reason(decision.reason)
             note = DecisionRecord(
                 call_id=call_id, function=call.function, decision="approved" if approved else "denied",
-                by=decision.by, reason=decision.reason, deferred_at=call.deferred_at, decided_at=now_iso(),
+                by=decision.by, reason=reason, deferred_at=call.deferred_at, decided_at=now_iso(),
             ).model_dump()
             approvals.append(note)
             notes[call.index] = note
@@ -322,13 +447,12 @@ async def phase(ctx: OperationContext, suspensions: Suspensions) -> None:
                 await observe.tool_call(branch, req, invoke(batch, req, tool, raw, values, copy.deepcopy(values),
                                                            call_params.retry_timeout))
             else:
-                output = {"error": DENIAL_ERROR, "function": call.function, "by": decision.by,
-                          "reason": decision.reason}
-                why = f"denied by {decision.by}" + (f": {decision.reason}" if decision.reason else "")
+                output = {"error": DENIAL_ERROR, "function": call.function, "by": decision.by, "reason": reason}
+                why = f"denied by {decision.by}" + (f": {reason}" if reason else "")
                 batch.keep(_record(req, raw, "denied", arguments=dict(call.arguments), reason=why, output=output))
     finally:
         for call_id, (call, _, _, _) in left.items():  # never reached (an earlier call raised): pending again
-            suspensions.decided.pop(call_id, None)
+            suspensions.forget(call_id)
             op.pending[call_id] = call
         new = sorted(batch.records.values(), key=lambda r: r.index)
         ctx.actions.extend(new)

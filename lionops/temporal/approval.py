@@ -45,7 +45,7 @@ from ..errors import (
     LionopsError,
     UnknownCallError,
 )
-from ..governance import Approve, DecisionRecord, Deny, PendingCall, TaggedDecision
+from ..governance import Approve, DecisionRecord, Deny, PendingCall, TaggedDecision, kept_reason
 from ..trace import current_meta
 from .errors import ApprovalError
 
@@ -132,7 +132,7 @@ class HumanApproval:
             decision="timed_out" if decision is None else ("approved" if isinstance(decision, Approve) else "denied"),
             approved=isinstance(decision, Approve),
             by=decision.by if decision else None,
-            reason=decision.reason if decision else f"no decision within {self.timeout_s:g}s",
+            reason=kept_reason(decision.reason) if decision else f"no decision within {self.timeout_s:g}s",
             deferred_at=call.deferred_at, decided_at=workflow.now().isoformat(),
         )
         state.records.append(record)

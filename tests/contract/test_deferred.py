@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -166,22 +167,28 @@ async def test_a_later_gate_that_denies_wins_over_an_earlier_defer():
     assert branch.traces[-1].actions[0].decision == "denied"
 
 
-async def test_two_resumes_of_the_same_call_run_it_once():
-    branch, shop = shop_branch()
-    await branch.operate(instruction="go", actions=True, middle=answer(("refund", {"order": "A", "amount": 1})))
+async def race_approvals(branch_for: Any, *people: str) -> list[str]:
+    """Each person approves call ``c0`` at once, on ``branch_for(person)``:
+    ``"ran"`` or ``"refused"`` (CallAlreadyDecidedError) each, sorted."""
     outcomes: list[str] = []
 
     async def decide(by: str) -> None:
         try:
-            await branch.resume({"c0": Approve(by=by)})
+            await branch_for(by).resume({"c0": Approve(by=by)})
             outcomes.append("ran")
         except CallAlreadyDecidedError:
             outcomes.append("refused")
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(decide, "ann")
-        tg.start_soon(decide, "bob")
-    assert sorted(outcomes) == ["ran", "refused"] and len(shop.ran) == 1
+        for by in people:
+            tg.start_soon(decide, by)
+    return sorted(outcomes)
+
+
+async def test_two_resumes_of_the_same_call_run_it_once():
+    branch, shop = shop_branch()
+    await branch.operate(instruction="go", actions=True, middle=answer(("refund", {"order": "A", "amount": 1})))
+    assert await race_approvals(lambda _: branch, "ann", "bob") == ["ran", "refused"] and len(shop.ran) == 1
 
 
 async def test_both_engines_take_the_same_path_through_defer_and_resume():
@@ -356,10 +363,11 @@ async def test_a_model_result_is_enriched_in_process_and_comes_back_as_data_afte
         {"function": "refund", "arguments": {"order": "A", "amount": 3}, "call_id": "c0"}]}))
     first = await branch.operate(instruction="go", response_format=Answer, actions=True, middle=middle)
     path = branch.snapshot(tmp_path / "b.json")
+    elsewhere = shutil.copy(path, tmp_path / "elsewhere.json")  # a copy: its own decisions
     result = await branch.resume({"c0": Approve(by="ann")})
     assert result is first and result.action_responses[0].output == {"refunded": 3, "order": "A"}
 
-    restored = Branch.restore(path, tools=Shop().tools())
+    restored = Branch.restore(elsewhere, tools=Shop().tools())
     data = await restored.resume({"c0": Approve(by="ann")})
     assert isinstance(data, dict) and data["answer"] == 7
     assert data["action_responses"][0].output == {"refunded": 3, "order": "A"}
@@ -494,13 +502,13 @@ async def test_a_restored_result_comes_back_as_the_model_the_caller_names(tmp_pa
     await branch.operate(instruction="go", actions=True, response_format=Summary, middle=ScriptedMiddle(planned))
     path = branch.snapshot(tmp_path / "branch.json")
 
-    plain = Branch.restore(path, tools=Shop().tools())
-    assert isinstance(await plain.resume({"c0": Approve(by="ann")}), dict)  # no model named: its JSON data
-
     wrong = Branch.restore(path, tools=Shop().tools())
     with pytest.raises(ResumeError, match="not Other data"):
         await wrong.resume({"c0": Approve(by="ann")}, response_format=Other)
     assert [p.call_id for p in wrong.pending_calls()] == ["c0"]  # nothing decided, nothing ran
+
+    plain = Branch.restore(shutil.copy(path, tmp_path / "copy.json"), tools=Shop().tools())  # its own decisions
+    assert isinstance(await plain.resume({"c0": Approve(by="ann")}), dict)  # no model named: its JSON data
 
     shop = Shop()
     later = Branch.restore(path, tools=shop.tools())
