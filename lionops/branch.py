@@ -8,7 +8,10 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
+import hashlib
+import hmac
 import inspect
 import json
 import logging
@@ -268,6 +271,8 @@ class Branch:
         self._suspended_runs: dict[str, RunContext] = {}
         self.engine = engine
         self._gates: list[GateCheck] = []
+        #: names of the gates a restored snapshot's branch had (see restore())
+        self._restored_gates: tuple[str, ...] = ()
         self._hooks: dict[HookPoint, list[HookHandler]] = {p: [] for p in _HOOK_POINTS}
         self._providers: list[Any] = []
         if system is not None:
@@ -647,6 +652,7 @@ class Branch:
     def _resumed_run(self, decisions: dict[str, Approve | Deny], max_rounds: int | None,
                      operate_kw: dict[str, Any] | None = None) -> RunContext:
         """The context of ``resume_run(decisions, max_rounds=, **operate_kw)``: the suspended run's keywords."""
+        self._check_restored_gates()
         if not isinstance(decisions, Mapping):
             raise ArgumentTypeError("decisions must be a non-empty mapping {call_id: Approve(...) | Deny(...)}")
         runs = {id(self._suspended_runs[c]): self._suspended_runs[c] for c in decisions if c in self._suspended_runs}
@@ -666,6 +672,16 @@ class Branch:
                               "has no chat_model: give it to Branch.restore(path, chat_model=..., tools=...) "
                               "(or middle= here); nothing was decided")
         return RunContext(self, kw, rounds, engine, resume=dict(decisions))
+
+    def _check_restored_gates(self) -> None:
+        """Refuse to resume a restored branch before a gate of each name the
+        snapshot recorded is registered again (nothing decided yet)."""
+        missing = sorted(set(self._restored_gates) - {_gate_name(check) for check in self._gates})
+        if missing:
+            raise ResumeError(
+                f"the snapshot's branch had the gates {missing}, and this restored branch has not registered "
+                "them: register each again (branch.gate(check)) before resuming, so the calls and rounds "
+                "that follow pass the same gates; nothing was decided")
 
     async def _run(self, ctx: RunContext) -> Ran:
         try:
@@ -770,6 +786,7 @@ class Branch:
                                  metadata=copy.deepcopy(msg.metadata))
         new.acts.register(list(self.acts.select()))
         new._gates = list(self._gates)
+        new._restored_gates = self._restored_gates
         new._hooks = {p: list(h) for p, h in self._hooks.items()}
         new._providers = list(self._providers)
         return new
@@ -787,12 +804,18 @@ class Branch:
             runs[id(run)] = run
         return [run_to_dict(run, calls[key]) for key, run in runs.items()]
 
-    def snapshot(self, path: str | Path) -> Path:
-        """Write messages, logs, traces, the usage so far, the suspended
-        operations (their pending calls) and the suspended runs (their
-        keywords, objects by name: see :meth:`resume_run`) as one JSON
-        document, atomically."""
-        doc = {
+    def snapshot(self, path: str | Path, *, key: str | bytes | None = None) -> Path:
+        """Write messages, logs, traces, the usage so far, the usage limits,
+        the names of the gates, the suspended operations (their pending
+        calls) and the suspended runs (their keywords, objects by name: see
+        :meth:`resume_run`) as one JSON document, atomically.
+
+        ``key``: sign the document (HMAC-SHA256 over its canonical JSON), so
+        that :meth:`restore` with the same key refuses a file anyone changed
+        (a pending call's arguments and their digest included). Without a
+        key the file is trusted as it is: keep it where only the app writes.
+        """
+        doc: dict[str, Any] = {
             "branch": self.id,
             "name": self.name,
             "messages": self.messages.to_list(),
@@ -802,7 +825,12 @@ class Branch:
             "suspended": self.suspensions.to_dict(),
             "runs": self._runs_to_list(),
             "usage": self.usage.as_dict(),
+            "limits": None if self.limits is None else dataclasses.asdict(self.limits),
+            "gates": [_gate_name(check) for check in self._gates],
         }
+        if key is not None:
+            doc = json.loads(json.dumps(doc))  # what restore() reads back is what is signed
+            doc["signature"] = {"alg": "hmac-sha256", "value": _signature(doc, key)}
         written = atomic_write_text(path, json.dumps(doc, indent=2))
         if self.suspensions.ledger is None and self.suspensions.ops:
             # from now on its calls are decided once with every restore of the file
@@ -811,7 +839,7 @@ class Branch:
 
     @classmethod
     def restore(cls, path: str | Path, *, chat_model: iModel | None = None, tools: Any = None,
-                **kwargs: Any) -> Self:
+                key: str | bytes | None = None, **kwargs: Any) -> Self:
         """A branch rebuilt from :meth:`snapshot` in this (or another) process:
         its id, name, messages, event log, traces and suspended operations,
         with ``chat_model``, ``tools`` and the other ``Branch`` keywords given
@@ -822,12 +850,29 @@ class Branch:
         data (a dict), and ``enrich`` attaches ``action_responses`` to it;
         ``resume(..., response_format=Model)`` gives it back as the model.
 
+        The usage limits come back from the file unless ``limits=`` is given.
+        Gates are code, so they are not in the file, only their names: a
+        restored branch refuses :meth:`resume_run` (``ResumeError``, nothing
+        decided) until a gate of each name is registered again
+        (``branch.gate(check)``), because the rounds that follow ask the
+        model again and their calls must pass the gates the first process
+        had. :meth:`resume` runs only the calls decided by hand.
+
+        ``key``: the key the file was signed with (``snapshot(path, key=)``);
+        a signed file needs it, and a file that does not match it is refused.
+
         Raises:
-            SnapshotError: the file is not a branch snapshot.
+            SnapshotError: the file is not a branch snapshot, is signed and
+                no key (or another key) was given, or a key was given and
+                the file is not signed.
         """
         try:
             doc = json.loads(Path(path).read_text())
+            _check_signature(path, doc, key)
+            if "limits" not in kwargs and isinstance(doc.get("limits"), dict):
+                kwargs["limits"] = UsageLimits(**doc["limits"])
             branch = cls(chat_model=chat_model, tools=tools, **kwargs)
+            branch._restored_gates = tuple(str(name) for name in doc.get("gates") or ())
             branch.id = str(doc["branch"])
             branch.name = doc.get("name", branch.name)
             branch.messages = MessageLog()
@@ -856,6 +901,36 @@ class Branch:
             f"Branch(id={self.id[:8]}, name={self.name!r}, model={self.chat_model!r}, "
             f"tools={self.acts.names}, messages={len(self.messages)}, traces={len(self.traces)})"
         )
+
+
+def _gate_name(check: Any) -> str:
+    """The name a gate is recorded under in a snapshot: its qualified name."""
+    return str(getattr(check, "__qualname__", None) or type(check).__qualname__)
+
+
+def _signature(doc: dict[str, Any], key: str | bytes) -> str:
+    """HMAC-SHA256 of ``doc``'s canonical JSON under ``key``."""
+    if isinstance(key, str):
+        key = key.encode()
+    if not isinstance(key, bytes) or not key:
+        raise ArgumentTypeError("key must be a non-empty str or bytes")
+    body = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+    return hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def _check_signature(path: str | Path, doc: Any, key: str | bytes | None) -> None:
+    """Refuse a snapshot whose signature the key does not confirm (the key is never shown)."""
+    signature = doc.pop("signature", None) if isinstance(doc, dict) else None
+    if key is None:
+        if signature is not None:
+            raise SnapshotError(f"{path} is signed: give Branch.restore(path, key=...) the key it was signed with")
+        return
+    if not isinstance(signature, dict) or signature.get("alg") != "hmac-sha256":
+        raise SnapshotError(f"{path} is not signed (or not with hmac-sha256), and a key was given: refused")
+    value = signature.get("value")
+    if not isinstance(value, str) or not hmac.compare_digest(value, _signature(doc, key)):
+        raise SnapshotError(f"{path} does not match its signature under the key given: the file was changed "
+                            "after it was written, or another key signed it; refused")
 
 
 def _is_authorization(value: Any) -> bool:

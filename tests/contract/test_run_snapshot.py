@@ -61,11 +61,12 @@ anyio.run(main, sys.argv[1], sys.argv[2], backend=sys.argv[3])
 RESUME = """
 import json, sys, anyio
 from lionops import Approve, Branch, iModel
-from tests.contract.test_run_snapshot import Answer, get_weather
+from tests.contract.test_run_snapshot import Answer, get_weather, needs_a_person
 
 async def main(path, base_url, call_id):
     model = iModel(provider="openai", model="gpt-4o-mini", base_url=base_url, api_key="sk-test-snap-0001")
     branch = Branch.restore(path, chat_model=model, tools=[get_weather])
+    branch.gate(needs_a_person)  # gates are code: registered again
     result, run = await branch.resume_run({call_id: Approve(by="ann", reason="fine")}, response_format=Answer)
     print(json.dumps({"result": result.model_dump(), "states": run.states, "exit": run.exit,
                       "rounds": [r.exit for r in run.rounds], "pending": len(branch.pending_calls())}))
@@ -128,6 +129,7 @@ async def test_a_restored_run_needs_its_response_model_again_with_the_same_schem
     with OpenAIServer(list(SCRIPT)) as server:
         path, model = await _suspended(tmp_path, server)
         restored = Branch.restore(path, chat_model=model, tools=[get_weather])
+        restored.gate(needs_a_person)
         (call,) = restored.pending_calls()
         with pytest.raises(ResumeError, match=r"\['response_format'\]"):
             await restored.resume_run({call.call_id: Approve(by="ann")})
@@ -157,6 +159,7 @@ async def test_a_restored_run_without_a_model_is_refused_before_any_decision(any
         await branch.run("Weather in Lisbon?", response_format=Answer)
         path = branch.snapshot(tmp_path / "branch.json")
         restored = Branch.restore(path, tools=[get_weather])  # chat_model forgotten
+        restored.gate(needs_a_person)
         (call,) = restored.pending_calls()
         with pytest.raises(ResumeError, match=r"no chat_model: give it to Branch\.restore\(path, chat_model="):
             await restored.resume_run({call.call_id: Approve(by="ann")}, response_format=Answer)
@@ -175,4 +178,74 @@ def test_a_malformed_suspended_run_in_a_snapshot_is_refused(tmp_path, bad):
     doc["runs"] = [bad]
     path.write_text(json.dumps(doc))
     with pytest.raises(SnapshotError):
+        Branch.restore(path)
+
+
+@pytest.mark.anyio
+async def test_a_restored_run_refuses_to_continue_before_its_gates_are_registered_again(anyio_backend, tmp_path):
+    """Gates are code, so the snapshot holds their names: the rounds after a
+    resume ask the model again, and their calls must pass the same gates.
+    Until a gate of each name is registered, resume_run decides nothing."""
+    ran: list[str] = []
+
+    def get_weather(city: str) -> dict[str, Any]:  # the module's tool, counting its calls
+        """Weather for a city."""
+        ran.append(city)
+        return {"city": city, "temp_c": 21}
+
+    with OpenAIServer(list(SCRIPT)) as server:
+        path, model = await _suspended(tmp_path, server)
+        restored = Branch.restore(path, chat_model=model, tools=[get_weather])
+        (call,) = restored.pending_calls()
+        with pytest.raises(ResumeError, match=r"gates \['needs_a_person'\].*branch\.gate\(check\)"):
+            await restored.resume_run({call.call_id: Approve(by="ann")}, response_format=Answer)
+        assert restored.pending_calls() == [call] and ran == []  # nothing decided, nothing ran
+        restored.gate(needs_a_person)
+        result, run = await restored.resume_run({call.call_id: Approve(by="ann")}, response_format=Answer)
+    assert isinstance(result, Answer) and run.exit == "answered" and ran == ["Lisbon"]
+
+
+def test_limits_come_back_from_the_snapshot_unless_given(tmp_path):
+    from lionops import UsageLimits
+
+    path = Branch(limits=UsageLimits(requests=2, cost=1.5)).snapshot(tmp_path / "b.json")
+    assert Branch.restore(path).limits == UsageLimits(requests=2, cost=1.5)
+    assert Branch.restore(path, limits=None).limits is None
+    assert Branch.restore(path, limits=UsageLimits(requests=9)).limits == UsageLimits(requests=9)
+
+
+KEY = "snapshot-signing-key-0123456789"
+
+
+@pytest.mark.parametrize("edit", ["name", "usage", "gates", "signature", "unsigned"])
+def test_a_signed_snapshot_refuses_any_change_and_never_shows_its_key(tmp_path, edit):
+    """snapshot(path, key=) signs the document; restore(path, key=) refuses a
+    file changed after it was written (a pending call's arguments with their
+    digest recomputed included), a missing signature, and another key."""
+    branch = Branch(name="desk")
+    branch.gate(needs_a_person)
+    path = branch.snapshot(tmp_path / "b.json", key=KEY)
+    assert Branch.restore(path, key=KEY).name == "desk"
+    doc = json.loads(path.read_text())
+    if edit == "name":
+        doc["name"] = "forged"
+    elif edit == "usage":
+        doc["usage"]["requests"] = 7
+    elif edit == "gates":
+        doc["gates"] = []
+    elif edit == "signature":
+        doc["signature"]["value"] = "0" * 64
+    else:
+        del doc["signature"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SnapshotError) as caught:
+        Branch.restore(path, key=KEY)
+    assert KEY not in str(caught.value)
+    with pytest.raises(SnapshotError):
+        Branch.restore(path, key="another-key")
+
+
+def test_a_signed_snapshot_needs_its_key(tmp_path):
+    path = Branch().snapshot(tmp_path / "b.json", key=b"k" * 32)
+    with pytest.raises(SnapshotError, match="is signed: give Branch.restore"):
         Branch.restore(path)
