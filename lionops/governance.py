@@ -19,7 +19,7 @@ import os
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import to_jsonable_python
 
 from ._secrets import scrubbed_message
@@ -51,6 +51,12 @@ class Approve(BaseModel):
     #: tells an approval from a denial in their JSON form (a durable approval's update payload)
     kind: Literal["approve"] = "approve"
 
+    @field_validator("by")
+    @classmethod
+    def _kept_by(cls, by: str) -> str:
+        """Who decided, kept as a reason is: bounded, credentials replaced."""
+        return kept_reason(by) or by
+
 
 class Deny(BaseModel):
     """A decision: never run the deferred call; the model gets a denial payload."""
@@ -61,6 +67,12 @@ class Deny(BaseModel):
     reason: str | None = None
     #: tells a denial from an approval in their JSON form
     kind: Literal["deny"] = "deny"
+
+    @field_validator("by")
+    @classmethod
+    def _kept_by(cls, by: str) -> str:
+        """Who decided, kept as a reason is: bounded, credentials replaced."""
+        return kept_reason(by) or by
 
 
 #: One decision as data: ``{"kind": "approve" | "deny", "by": ..., "reason": ...}``.

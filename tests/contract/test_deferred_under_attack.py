@@ -229,3 +229,11 @@ async def test_a_validator_that_changes_its_own_output_is_still_refused_after_a_
     with pytest.raises(ToolChangedError, match="same values"):
         await Branch.restore(path, tools=[double]).resume({"c0": Approve(by="ann")})
     assert ran == []
+
+
+@pytest.mark.parametrize("verdict", [Approve, lionops.Deny])
+def test_who_decided_is_kept_as_a_reason_is_bounded_and_without_secrets(monkeypatch, verdict):
+    monkeypatch.setenv("SHOP_API_TOKEN", SECRET)
+    decision = verdict(by=f"ann {SECRET} {KEY} " + "x" * 5000)
+    assert SECRET not in decision.by and KEY not in decision.by and len(decision.by) <= 203  # 200 and "..."
+    assert decision.by.startswith("ann ") and verdict(by="ann").by == "ann"
