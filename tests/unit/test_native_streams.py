@@ -117,3 +117,18 @@ def test_hostile_events_give_an_answer_or_a_typed_error(protocol, events):
         NORMALIZE[protocol](folder.result(done), answers(protocol))
     except EndpointError:
         pass
+
+
+@pytest.mark.parametrize("protocol", ["anthropic", "openai_responses", "google"])
+@pytest.mark.parametrize("kind", [[None], {"a": 1}, 7, True])
+def test_an_event_type_that_is_not_text_is_an_unknown_event(protocol, kind):
+    """A ``type`` that is a list, object, number or bool names no event: it is
+    ignored as unknown events are, never a TypeError from a lookup."""
+    from lionops.errors import EndpointError
+
+    folder = FOLDER[protocol](answers(protocol), 200)
+    try:
+        folder.feed(None, {"type": kind, "delta": "x"})
+        NORMALIZE[protocol](folder.result(False), answers(protocol))
+    except EndpointError:
+        pass

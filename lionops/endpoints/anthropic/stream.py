@@ -39,6 +39,8 @@ class MessagesFolder(Folder):
         if not isinstance(data, dict):
             raise self.broken("sent an event that is not a JSON object")
         kind = data.get("type") or event
+        if not isinstance(kind, str):
+            kind = None  # a type that is not text names no event: ignored as unknown events are
         if kind == "error":
             err = data.get("error")
             passing = isinstance(err, dict) and err.get("type") in ("overloaded_error", "api_error")

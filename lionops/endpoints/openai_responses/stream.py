@@ -37,6 +37,8 @@ class ResponsesFolder(Folder):
         if not isinstance(data, dict):
             raise self.broken("sent an event that is not a JSON object")
         kind = data.get("type") or event
+        if not isinstance(kind, str):
+            kind = None  # a type that is not text names no event: ignored as unknown events are
         if kind == "error":
             err = {"message": data.get("message"), "code": data.get("code")} if "message" in data else data.get("error")
             passing = isinstance(err, dict) and err.get("code") in ("server_error", "rate_limit_exceeded")
