@@ -234,7 +234,7 @@ def _scale(args: argparse.Namespace, systems: list[str], address: str, base_url:
     rows: dict[str, Any] = {}
     for system in systems:
         queue = f"bench-scale-{system}"
-        workers = [_worker(system, address, queue, base_url) for _ in range(args.workers)]
+        workers = [_worker(system, address, queue, base_url, n) for n in range(1, args.workers + 1)]
         try:
             rows[system] = asyncio.run(measure_scale(system, address, queue, [w.pid for w in workers],
                                                      args.scale, args.in_flight, f"t1s-{os.getpid()}"))
@@ -263,14 +263,14 @@ def _peer_python() -> Path | None:
     return path if path.exists() else None
 
 
-def _worker(system: str, address: str, queue: str, base_url: str) -> subprocess.Popen[str]:
+def _worker(system: str, address: str, queue: str, base_url: str, n: int = 0) -> subprocess.Popen[str]:
     env = {**os.environ, _BASE_URL: base_url}
     if system == "pydantic-ai":
         cmd = [str(_peer_python()), str(_here() / "durable_peer.py"), address, queue]
         env |= {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "sk-bench"}
     else:
         cmd = [sys.executable, str(_here() / "durable.py"), "worker", system, address, queue]
-    log = open(Path(tempfile.gettempdir()) / f"lionops-bench-{system}-worker.log", "w+")  # noqa: SIM115
+    log = open(Path(tempfile.gettempdir()) / f"lionops-bench-{system}-worker{n or ''}.log", "w+")  # noqa: SIM115
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
     assert proc.stdout is not None
     if "ready" not in proc.stdout.readline():
