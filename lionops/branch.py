@@ -412,6 +412,8 @@ class Branch:
         :class:`Deny` (its reason, bounded and without secrets, is also told
         to the model); anything else denies. With ``record``, an
         :class:`Authorization` answer (a policy's own ``authorization()``) is taken as it is."""
+        if verdict is True:  # the common answer: the one shared allowed decision
+            return _ALLOWED
         if record and _is_authorization(verdict):
             return Authorization(*verdict)
         if isinstance(verdict, Defer):

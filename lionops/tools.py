@@ -282,14 +282,65 @@ def _derivation_inputs(func: Any) -> tuple[Any, ...]:
             getattr(func, "__signature__", None), getattr(func, "__wrapped__", None))
 
 
+#: (module, qualname) -> (source fingerprint, name -> derived): a plain function's
+#: derivation kept across imports of its module. Temporal's workflow sandbox
+#: imports a workflow's module anew for every run, so the same source gives a new
+#: function object each time; one entry per module and qualname, replaced when
+#: the fingerprint differs.
+_BY_SOURCE: dict[tuple[str, str], tuple[tuple[Any, ...], dict[str, tuple[Any, str, bool, tuple[str, ...]]]]] = {}
+
+#: default values compared by value across imports (immutable, no identity of their own)
+_PLAIN_DEFAULTS = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
+def _source_fingerprint(func: Any) -> tuple[Any, ...] | None:
+    """What a plain function's derivation depends on, comparable across imports of
+    its module: its code object (compared by content: bytecode, constants, names,
+    line numbers), plain default values, its docstring and its parameters'
+    annotations evaluated in its globals (classes compared by identity, so a
+    class made again by the import is a different annotation). ``None`` when one
+    of them cannot be compared so (a non-plain default, an annotation that does
+    not evaluate, a ``__signature__`` or ``__wrapped__``): such a function is
+    derived per function object."""
+    if type(func) is not types.FunctionType:
+        return None
+    extra = func.__dict__
+    if extra.get("__signature__") is not None or extra.get("__wrapped__") is not None:
+        return None
+    defaults = func.__defaults__ or ()
+    kwdefaults = func.__kwdefaults__ or {}
+    if not all(type(d) in _PLAIN_DEFAULTS for d in (*defaults, *kwdefaults.values())):
+        return None
+    namespace = func.__globals__
+    annotations = []
+    for pname, ann in func.__annotations__.items():
+        if pname == "return":
+            continue
+        resolved = _annotation(ann, namespace)
+        if isinstance(resolved, str):  # resolved later by pydantic, in the module as it is then
+            return None
+        annotations.append((pname, resolved))
+    # defaults by type and repr: ``0.0`` and ``-0.0`` are equal but not the same default
+    return (func.__code__, tuple((type(d), repr(d)) for d in defaults),
+            tuple((k, type(v), repr(v)) for k, v in kwdefaults.items()), func.__doc__, tuple(annotations))
+
+
+def _same_source(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - an annotation whose == raises: not the same
+        return False
+
+
 def _derive(func: Any, name: str) -> tuple[Any, str, bool, tuple[str, ...]]:
     """(argument model, docstring description, is_async, positional-only names) of
-    ``func`` under ``name``, built once per function."""
+    ``func`` under ``name``, built once per function (and, for a plain function,
+    once per source: see ``_BY_SOURCE``)."""
     inputs = _derivation_inputs(func)
     try:
         entry = _DERIVED.get(func)
         if entry is None or not all(map(operator.is_, entry[0], inputs)):
-            entry = _DERIVED[func] = (inputs, {})
+            entry = _DERIVED[func] = (inputs, _by_source(func))
     except TypeError:  # neither hashable nor weakly referable: derived for this Tool only
         entry = (inputs, {})
     derived = entry[1].get(name)
@@ -303,6 +354,20 @@ def _derive(func: Any, name: str) -> tuple[Any, str, bool, tuple[str, ...]]:
                 not inspect.isclass(func) and inspect.iscoroutinefunction(func.__call__)),
             positional,
         )
+    return derived
+
+
+def _by_source(func: Any) -> dict[str, tuple[Any, str, bool, tuple[str, ...]]]:
+    """The derivations (by tool name) shared by every import of ``func``'s source."""
+    fingerprint = _source_fingerprint(func)
+    if fingerprint is None:
+        return {}
+    key = (func.__module__ or "<no module>", func.__qualname__)
+    known = _BY_SOURCE.get(key)
+    if known is not None and _same_source(known[0], fingerprint):
+        return known[1]
+    derived: dict[str, tuple[Any, str, bool, tuple[str, ...]]] = {}
+    _BY_SOURCE[key] = (fingerprint, derived)
     return derived
 
 

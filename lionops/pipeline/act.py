@@ -689,8 +689,10 @@ async def act(
                 raise batch.errors[cap]
             requests = requests[:cap]
         call_params = action_param.action_call_params or DEFAULT_ACTION_CALL_PARAMS
-        if strategy == "sequential":
-            for req in requests:  # each in its own copy of the context, as each request of a concurrent batch
+        if strategy == "sequential" or len(requests) == 1:
+            # each in its own copy of the context, as each request of a concurrent
+            # batch (one request alone is what alcall runs so too: in this task)
+            for req in requests:
                 results.append(await in_own_context(
                     observe.tool_call, branch, req, _act_one(batch, req, call_params.retry_timeout)))
         else:

@@ -17,7 +17,7 @@ import contextlib
 import dataclasses
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 # anyio picks its backend module by name at first use (importlib, which the
@@ -79,11 +79,21 @@ class _LionopsEncoding(EncodingPayloadConverter):
 
 
 class LionopsPayloadConverter(PydanticPayloadConverter):
-    """temporalio's pydantic payload converter, with lionops ``Trace``/``Traced`` first."""
+    """temporalio's pydantic payload converter, with lionops ``Trace``/``Traced`` first.
+
+    Temporal makes one for every workflow run; they share one set of encoding
+    converters (stateless but for the pydantic converter's bounded cache of
+    type adapters), made with the first, so a run reuses the type adapters
+    earlier runs built instead of building its own."""
+
+    _shared: dict[bytes, EncodingPayloadConverter] | None = None
 
     def __init__(self) -> None:
-        super().__init__()
-        self.converters = {_ENCODING.encode(): _LionopsEncoding(), **self.converters}
+        shared = LionopsPayloadConverter._shared
+        if shared is None:
+            super().__init__()
+            shared = LionopsPayloadConverter._shared = {_ENCODING.encode(): _LionopsEncoding(), **self.converters}
+        self.converters = shared
 
 
 #: The data converter the plugin installs.
@@ -169,15 +179,20 @@ class LionopsPlugin(SimplePlugin):
         self.durable_branches = tuple(durable_branches)
         for b in durable_branches:
             _REGISTRY[b.name] = b
-        activities = [fn for b in durable_branches for fn in b.activities()]
         super().__init__(
             "lionops.LionopsPlugin",
             data_converter=_converter,
-            activities=activities,
+            # made when a worker is configured, not when the plugin is: a workflow
+            # module that makes its plugin at import time is imported again by the
+            # sandbox for every run, and never configures a worker there
+            activities=self._activities,
             workflows=[OperateWorkflow],
             workflow_runner=_runner,
             workflow_failure_exception_types=[LionopsError],
         )
+
+    def _activities(self, existing: Sequence[Callable[..., Any]] | None) -> list[Callable[..., Any]]:
+        return [*(existing or ()), *(fn for b in self.durable_branches for fn in b.activities())]
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         async with contextlib.AsyncExitStack() as stack:

@@ -97,3 +97,66 @@ async def test_a_middle_is_handed_the_shared_offered_schemas():
     await Branch(tools=[lookup]).operate(instruction="y", actions=True, middle=mid)
     first, second = (seen["chat_param"].tool_schemas for seen in mid.seen)
     assert first[0] is second[0] is Tool(lookup).offered_schema
+
+
+_SOURCE = '''
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+
+class Item(BaseModel):
+    name: str
+
+
+def lookup(city: str, days: int = {days}) -> dict:
+    """Weather for a city."""
+    return {{"city": city, "days": days}}
+
+
+def order(item: Item) -> str:
+    """Order an item."""
+    return item.name
+'''
+
+
+def _import_anew(tmp_path, name: str, days: str = "3"):
+    """The module ``name`` imported again from its source, as Temporal's workflow
+    sandbox imports a workflow's module for every run (new function and class objects)."""
+    import importlib.util
+    import sys
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(_SOURCE.format(days=days))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_module_imported_again_shares_what_its_functions_derived(tmp_path):
+    first = _import_anew(tmp_path, "lionops_reimported_tools")
+    second = _import_anew(tmp_path, "lionops_reimported_tools")
+    assert first.lookup is not second.lookup
+    assert Tool(second.lookup).arguments_model is Tool(first.lookup).arguments_model
+    assert Tool(second.lookup).validate_arguments({"city": "Oslo"}) == {"city": "Oslo", "days": 3}
+
+
+def test_an_annotation_naming_a_class_made_again_is_derived_anew(tmp_path):
+    first = _import_anew(tmp_path, "lionops_reimported_models")
+    second = _import_anew(tmp_path, "lionops_reimported_models")
+    assert first.Item is not second.Item
+    old, new = Tool(first.order), Tool(second.order)
+    assert new.arguments_model is not old.arguments_model
+    assert type(new.validate_arguments({"item": {"name": "teapot"}})["item"]) is second.Item
+    assert type(old.validate_arguments({"item": {"name": "teapot"}})["item"]) is first.Item
+
+
+@pytest.mark.parametrize("days", ["4", "3.0", "-0.0", "None", "'3'"])
+def test_another_default_in_the_same_source_is_derived_anew(tmp_path, days):
+    first = _import_anew(tmp_path, f"lionops_reimported_default_{abs(hash(days))}", "0.0" if days == "-0.0" else "3")
+    second = _import_anew(tmp_path, first.__name__, days)
+    assert Tool(second.lookup).arguments_model is not Tool(first.lookup).arguments_model
+    assert Tool(second.lookup).validate_arguments({"city": "Oslo"})["days"] == eval(days)  # noqa: S307
+    assert repr(Tool(second.lookup).validate_arguments({"city": "Oslo"})["days"]) == repr(eval(days))  # noqa: S307
