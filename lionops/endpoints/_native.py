@@ -92,6 +92,13 @@ def count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+def event_kind(data: dict[str, Any], event: str | None) -> str | None:
+    """The event's type (its ``type``, else the SSE event name); a type that is
+    not text names no event, so it is ignored as unknown events are."""
+    kind = data.get("type") or event
+    return kind if isinstance(kind, str) else None
+
+
 class Folder:
     """Folds one protocol's server-sent events into the answer a plain call returns.
 

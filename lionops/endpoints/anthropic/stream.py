@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..._json import loads as bounded_json
-from .._native import Folder
+from .._native import Folder, event_kind
 
 __all__ = ["MessagesFolder"]
 
@@ -38,9 +38,7 @@ class MessagesFolder(Folder):
     def feed(self, event: str | None, data: Any) -> bool:
         if not isinstance(data, dict):
             raise self.broken("sent an event that is not a JSON object")
-        kind = data.get("type") or event
-        if not isinstance(kind, str):
-            kind = None  # a type that is not text names no event: ignored as unknown events are
+        kind = event_kind(data, event)
         if kind == "error":
             err = data.get("error")
             passing = isinstance(err, dict) and err.get("type") in ("overloaded_error", "api_error")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._native import Folder
+from .._native import Folder, event_kind
 
 __all__ = ["ResponsesFolder"]
 
@@ -36,9 +36,7 @@ class ResponsesFolder(Folder):
     def feed(self, event: str | None, data: Any) -> bool:
         if not isinstance(data, dict):
             raise self.broken("sent an event that is not a JSON object")
-        kind = data.get("type") or event
-        if not isinstance(kind, str):
-            kind = None  # a type that is not text names no event: ignored as unknown events are
+        kind = event_kind(data, event)
         if kind == "error":
             err = {"message": data.get("message"), "code": data.get("code")} if "message" in data else data.get("error")
             passing = isinstance(err, dict) and err.get("code") in ("server_error", "rate_limit_exceeded")
