@@ -689,9 +689,10 @@ async def act(
                 raise batch.errors[cap]
             requests = requests[:cap]
         call_params = action_param.action_call_params or DEFAULT_ACTION_CALL_PARAMS
-        if strategy == "sequential" or len(requests) == 1:
+        if strategy == "sequential" or (len(requests) == 1 and call_params is DEFAULT_ACTION_CALL_PARAMS):
             # each in its own copy of the context, as each request of a concurrent
-            # batch (one request alone is what alcall runs so too: in this task)
+            # batch (one request alone is what the default alcall runs so too: in
+            # this task); the caller's own call_params always run the batch
             for req in requests:
                 results.append(await in_own_context(
                     observe.tool_call, branch, req, _act_one(batch, req, call_params.retry_timeout)))
