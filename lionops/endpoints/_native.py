@@ -30,7 +30,7 @@ thought parts), which the endpoint sends back unchanged on the next turn.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -90,6 +90,13 @@ def usage_record(*, input_total: int | None, output: int | None, cache_read: int
 def count(value: Any) -> int | None:
     """``value`` when it is a token count (an int, not a bool, not negative), else ``None``."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def mapped_options(options: dict[str, Any], dropped: Collection[str], renamed: dict[str, str]) -> dict[str, Any]:
+    """A request's options as a protocol's body keys: ``None`` values and the
+    ``dropped`` keys left out, the ``renamed`` keys under their protocol name."""
+    return {renamed.get(key, key): value for key, value in options.items()
+            if value is not None and key not in dropped}
 
 
 def event_kind(data: dict[str, Any], event: str | None) -> str | None:

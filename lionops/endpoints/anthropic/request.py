@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .._native import cc_calls, data_url, json_schema_format, tool_specs
+from .._native import cc_calls, data_url, json_schema_format, mapped_options, tool_specs
 
 __all__ = ["ANSWER_TOOL", "DEFAULT_MAX_TOKENS", "API_VERSION", "messages_body"]
 
@@ -125,11 +125,7 @@ def messages_body(model: str, messages: list[dict[str, Any]], options: dict[str,
                   stream: bool) -> dict[str, Any]:
     """The ``POST /v1/messages`` body (see the module docstring)."""
     system, turns = messages_of(messages)
-    body: dict[str, Any] = {"model": model}
-    for key, value in options.items():
-        if value is None or key in _DROPPED:
-            continue
-        body[_RENAMED.get(key, key)] = value
+    body: dict[str, Any] = {"model": model, **mapped_options(options, _DROPPED, _RENAMED)}
     body.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
     if system is not None:
         given = body.get("system")

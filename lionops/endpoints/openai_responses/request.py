@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .._native import cc_calls
+from .._native import cc_calls, mapped_options
 
 __all__ = ["responses_body", "input_of"]
 
@@ -103,11 +103,7 @@ def responses_body(model: str, messages: list[dict[str, Any]], options: dict[str
                    stream: bool) -> dict[str, Any]:
     """The ``POST /responses`` body (see the module docstring)."""
     instructions, items = input_of(messages)
-    body: dict[str, Any] = {"model": model}
-    for key, value in options.items():
-        if value is None or key in _DROPPED:
-            continue
-        body[_RENAMED.get(key, key)] = value
+    body: dict[str, Any] = {"model": model, **mapped_options(options, _DROPPED, _RENAMED)}
     if instructions is not None:
         given = body.get("instructions")
         body["instructions"] = instructions if not given else f"{instructions}\n\n{given}"
