@@ -60,6 +60,17 @@ def _identifier(name: str) -> str:
     return re.sub(r"\W", "_", name, flags=re.ASCII)
 
 
+
+def _auth_secrets(auth: Any) -> list[str]:
+    """The tokens and client secret an OAuth provider of the SDK holds now (its ``context``),
+    so that an error quoting one of them is masked; nothing for any other ``httpx2.Auth``."""
+    context = getattr(auth, "context", None)
+    tokens = getattr(context, "current_tokens", None)
+    info = getattr(context, "client_info", None)
+    found = (getattr(tokens, "access_token", None), getattr(tokens, "refresh_token", None),
+             getattr(info, "client_secret", None))
+    return [v for v in found if isinstance(v, str)]
+
 class MCPServer:
     """One MCP server: a child process spoken to over stdio (``command``) or a
     streamable HTTP endpoint (``url``).
@@ -68,6 +79,10 @@ class MCPServer:
         command: the program and its arguments (stdio); ``env`` is laid over
             the SDK's default environment, ``cwd`` is its working folder.
         url: a streamable HTTP endpoint; ``headers`` go with every request.
+        auth: an ``httpx2.Auth`` for the HTTP endpoint, such as the SDK's
+            ``mcp.client.auth.OAuthClientProvider`` (OAuth 2.1 with discovery,
+            registration and refresh) or ``ClientCredentialsOAuthProvider``;
+            it signs every request, the first included.
         name: the name records, errors and pins use (default: the name the
             server gives itself).
         prefix: prepended to every tool name the model sees.
@@ -92,6 +107,7 @@ class MCPServer:
         cwd: str | os.PathLike[str] | None = None,
         url: str | None = None,
         headers: dict[str, str] | None = None,
+        auth: httpx2.Auth | None = None,
         name: str | None = None,
         prefix: str = "",
         start_timeout: float = DEFAULT_START_TIMEOUT,
@@ -109,6 +125,11 @@ class MCPServer:
             raise ConfigurationError("MCPServer command must be a non-empty list of strings")
         if url is not None and not isinstance(url, str):
             raise ConfigurationError(f"MCPServer url must be a string, got {type(url).__name__}")
+        if auth is not None and (url is None or not isinstance(auth, httpx2.Auth)):
+            raise ConfigurationError(
+                "MCPServer auth= is for url=... (streamable HTTP) and must be an httpx2.Auth, such as "
+                f"mcp.client.auth.OAuthClientProvider; got {type(auth).__name__}"
+                + ("" if url is not None else " with command=[...]"))
         if prefix and not (prefix + "x").isidentifier():
             raise ConfigurationError(f"MCPServer prefix must start an identifier, got {prefix!r}")
         for label, value in (("start_timeout", start_timeout), ("call_timeout", call_timeout)):
@@ -126,6 +147,7 @@ class MCPServer:
         except ValueError:  # a port that is no number: nothing of it is shown
             raise ConfigurationError("MCPServer url is not a URL (its port is no number)") from None
         self._headers = dict(headers) if headers is not None else None
+        self._auth = auth
         self._given_name = name
         self.prefix = prefix
         self.start_timeout = start_timeout
@@ -173,6 +195,7 @@ class MCPServer:
     def _secrets(self) -> list[str]:
         values = list((self.env or {}).values()) + list((self._headers or {}).values())
         values += url_secrets(self._url) if self._url is not None else []
+        values += _auth_secrets(self._auth)
         return [v for v in values if isinstance(v, str) and len(v) >= 4]
 
     def _scrub(self, text: str) -> str:
@@ -267,6 +290,7 @@ class MCPServer:
             assert self._url is not None
             client = create_mcp_http_client(
                 headers=self._headers,
+                auth=self._auth,
                 # no read timeout: the SDK keeps a stream open for the server's messages, and each
                 # call is bounded by call_timeout
                 timeout=httpx2.Timeout(self.start_timeout, read=None))

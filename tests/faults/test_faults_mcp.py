@@ -9,7 +9,10 @@ import os
 import socket
 
 import anyio
+import httpx2
 import pytest
+from mcp.client.auth import OAuthClientProvider, TokenStorage
+from mcp.shared.auth import OAuthClientMetadata, OAuthToken
 
 from lionops import Branch
 from lionops.errors import ConfigurationError, LionopsError
@@ -101,6 +104,45 @@ async def test_credentials_in_an_http_url_never_reach_its_name_repr_or_errors():
     assert f"127.0.0.1:{port}/mcp" in server.name
 
 
+class _NoStorage(TokenStorage):
+    async def get_tokens(self):
+        return None
+
+    async def set_tokens(self, tokens):
+        pass
+
+    async def get_client_info(self):
+        return None
+
+    async def set_client_info(self, client_info):
+        pass
+
+
+class _LeakyProvider(OAuthClientProvider):
+    """An OAuth provider whose failure quotes the tokens it holds."""
+
+    async def async_auth_flow(self, request):
+        tokens = self.context.current_tokens
+        raise RuntimeError(f"refresh failed: access {tokens.access_token} refresh {tokens.refresh_token}")
+        yield request  # pragma: no cover (makes this a generator, as the base class's flow is)
+
+
+async def test_an_oauth_providers_tokens_never_reach_an_error_message():
+    access, refresh = "at-abcdef123456", "rt-abcdef123456"
+    provider = _LeakyProvider(server_url="http://127.0.0.1:1/mcp", storage=_NoStorage(),
+                              client_metadata=OAuthClientMetadata(redirect_uris=["http://localhost:3000/cb"]))
+    provider.context.current_tokens = OAuthToken(access_token=access, refresh_token=refresh)
+    with pytest.raises(MCPServerError, match="could not start") as info:
+        async with MCPServer(url="http://127.0.0.1:1/mcp", auth=provider, name="oauth", start_timeout=10):
+            pass
+    chain, error = [], info.value
+    while error is not None:
+        chain.append(str(error))
+        error = error.__cause__ or error.__context__
+    text = " | ".join(chain)
+    assert "refresh failed" in text and access not in text and refresh not in text, text
+
+
 @pytest.mark.parametrize(("pages", "error", "text"), [
     ("loop", MCPServerError, "cursor 'again' again"),
     ("endless", MCPResultTooLargeError, "max_result_bytes=20000"),
@@ -180,6 +222,8 @@ async def test_pins_that_are_not_pins_are_refused(tmp_path):
     ({"command": ["x"], "prefix": "1x"}, "prefix"),
     ({"url": 42}, "url must be a string"),
     ({"url": "http://127.0.0.1:port/mcp"}, "port is no number"),
+    ({"command": ["x"], "auth": httpx2.BasicAuth("user", "pw-abcdef123456")}, "auth= is for url=.*with command"),
+    ({"url": "http://127.0.0.1:1/mcp", "auth": "Bearer tok-abcdef123456"}, "must be an httpx2.Auth.*got str$"),
 ])
 def test_bad_configuration_is_refused_at_construction(kwargs, text):
     with pytest.raises(ConfigurationError, match=text):
