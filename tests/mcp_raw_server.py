@@ -5,12 +5,13 @@ starts at once) whose tools misbehave on purpose, for lionops.mcp's fault tests.
 
 Tools: ``ok`` (answers "fine"), ``crash`` (the process exits mid-call),
 ``garbage`` (a line that is not JSON), ``malformed`` (a result whose
-``content`` is not a list), ``huge`` (one frame of 2 MB), ``hang`` (never
+``content`` is not a list), ``huge`` (a result of 200 KB), ``flood`` (one
+frame of 32 MB, written in pieces), ``hang`` (never
 answers), ``sample`` (asks the client to sample a message and answers with
 what it said). ``exit``: writes to stderr and exits before reading anything.
 ``RAW_VARIANT=2`` changes ``ok``'s description; ``RAW_PAGES=loop`` lists
 its tools with the same next cursor on every page, ``RAW_PAGES=endless`` with
-a fresh one on every page; ``RAW_PID`` names a file
+a fresh one on every page, ``RAW_PAGES=flood`` in one page of 32 MB; ``RAW_PID`` names a file
 it writes its process id to.
 """
 
@@ -22,7 +23,7 @@ import sys
 
 TOOLS = [
     {"name": name, "description": f"The {name} fault.", "inputSchema": {"type": "object", "properties": {}}}
-    for name in ("ok", "crash", "garbage", "malformed", "huge", "hang", "sample")
+    for name in ("ok", "crash", "garbage", "malformed", "huge", "flood", "hang", "sample")
 ]
 TOOLS[0]["annotations"] = {"readOnlyHint": True}
 if os.environ.get("RAW_VARIANT") == "2":  # a changed definition of "ok"
@@ -34,6 +35,19 @@ def send(message: dict) -> None:
     sys.stdout.flush()
 
 
+def listing(request: dict) -> dict:
+    """The answer to ``tools/list`` (``RAW_PAGES`` picks a faulty one)."""
+    pages = os.environ.get("RAW_PAGES")
+    if pages == "loop":  # the same next cursor on every page
+        return {"tools": TOOLS, "nextCursor": "again"}
+    if pages == "endless":  # a fresh next cursor on every page
+        cursor = (request.get("params") or {}).get("cursor") or "0"
+        return {"tools": TOOLS, "nextCursor": str(int(cursor) + 1)}
+    if pages == "flood":  # one page of 32 MB
+        return {"tools": [{**TOOLS[0], "description": "x" * 32_000_000}]}
+    return {"tools": TOOLS}
+
+
 def answer(request: dict) -> dict | None:
     method, rid = request.get("method"), request.get("id")
     if method == "initialize":
@@ -41,13 +55,7 @@ def answer(request: dict) -> dict | None:
         return {"protocolVersion": version, "capabilities": {"tools": {}},
                 "serverInfo": {"name": "raw-faults", "version": "1"}}
     if method == "tools/list":
-        pages = os.environ.get("RAW_PAGES")
-        if pages == "loop":  # the same next cursor on every page
-            return {"tools": TOOLS, "nextCursor": "again"}
-        if pages == "endless":  # a fresh next cursor on every page
-            cursor = (request.get("params") or {}).get("cursor") or "0"
-            return {"tools": TOOLS, "nextCursor": str(int(cursor) + 1)}
-        return {"tools": TOOLS}
+        return listing(request)
     if method == "tools/call":
         name = request["params"]["name"]
         if name == "crash":
@@ -59,7 +67,16 @@ def answer(request: dict) -> dict | None:
         if name == "malformed":
             return {"content": "not a list"}
         if name == "huge":
-            return {"content": [{"type": "text", "text": "x" * 2_000_000}]}
+            return {"content": [{"type": "text", "text": "x" * 200_000}]}
+        if name == "flood":  # one frame of 32 MB, written in pieces
+            sys.stdout.write(f'{{"jsonrpc": "2.0", "id": {json.dumps(rid)}, "result": {{"content": '
+                             '[{"type": "text", "text": "')
+            for _ in range(32):
+                sys.stdout.write("x" * 1_000_000)
+            send_tail = '"}]}}'
+            sys.stdout.write(send_tail + "\n")
+            sys.stdout.flush()
+            return None
         if name == "hang":
             return None
         if name == "sample":  # ask the client to sample, and answer with what it said

@@ -18,7 +18,7 @@ import anyio.abc
 import httpx2
 import mcp.types as mt
 from mcp.client.session import ClientRequestContext, ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError as SDKError
@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from .._secrets import scrub_url, url_secrets
 from .._text import summarize
 from ..errors import ConfigurationError
+from ._stdio import FrameTooLargeError, bounded_stdio_client
 from .errors import (
     MCPDefinitionChangedError,
     MCPNameError,
@@ -153,6 +154,9 @@ class MCPServer:
         self.start_timeout = start_timeout
         self.call_timeout = call_timeout
         self.max_result_bytes = max_result_bytes
+        #: the longest frame read from a stdio server: a result's JSON text may take up to six bytes
+        #: a character (``\\uXXXX``), and the envelope some more
+        self.max_frame_bytes = 6 * max_result_bytes + 64 * 1024
         self.pins = pins if pins is not None else ToolPins()
         self._callbacks = (sampling, elicitation, list_roots)
         self._group: anyio.abc.TaskGroup | None = None
@@ -162,6 +166,7 @@ class MCPServer:
         self._fault: BaseException | None = None  # a frame the transport could not read
         self._broken: Exception | None = None  # the transport's own failure
         self._calls: set[anyio.CancelScope] = set()
+        self._too_large: set[anyio.CancelScope] = set()  # calls cut by a frame over the transport's bound
         #: remote tool name -> hash of the definition this connection listed last;
         #: None until it lists, and again once the server says its tools changed
         self._listed: dict[str, str] | None = None
@@ -285,7 +290,8 @@ class MCPServer:
         if self.command is not None:
             params = StdioServerParameters(command=self.command[0], args=self.command[1:], env=self.env,
                                            cwd=None if self.cwd is None else os.fspath(self.cwd))
-            streams = await stack.enter_async_context(stdio_client(params, errlog=self._stderr))
+            streams = await stack.enter_async_context(
+                bounded_stdio_client(params, self._stderr, max_frame_bytes=self.max_frame_bytes))
         else:
             assert self._url is not None
             client = create_mcp_http_client(
@@ -357,6 +363,10 @@ class MCPServer:
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, mt.ToolListChangedNotification):
             self._tools_changed()
+        elif isinstance(message, FrameTooLargeError):  # the connection goes on; the calls in flight fail
+            self._too_large.update(self._calls)
+            for scope in list(self._calls):
+                scope.cancel()
         elif isinstance(message, Exception):  # a frame the transport could not read
             self._fault = message
             for scope in list(self._calls):
@@ -372,8 +382,10 @@ class MCPServer:
         cursor: str | None = None
         cursors: set[str] = set()
         size = 0
+        scope = anyio.CancelScope(deadline=anyio.current_time() + (self.call_timeout or DEFAULT_CALL_TIMEOUT))
+        self._calls.add(scope)
         try:
-            with anyio.fail_after(self.call_timeout or DEFAULT_CALL_TIMEOUT):
+            with scope:
                 while True:
                     params = mt.PaginatedRequestParams(cursor=cursor) if cursor else None
                     page = await session.list_tools(params=params)
@@ -393,6 +405,10 @@ class MCPServer:
                     cursors.add(cursor)
         except Exception as exc:  # noqa: BLE001 - every failure of the server is its typed error
             raise self._failure(exc, "tools/list") from None
+        finally:
+            self._calls.discard(scope)
+        if scope.cancel_called:
+            raise self._cut(scope, "tools/list")
         listed: dict[str, str] = {}
         for definition in definitions:
             remote = definition.get("name")
@@ -515,13 +531,23 @@ class MCPServer:
         finally:
             self._calls.discard(scope)
         if result is None:  # cut by the deadline, a fault of the transport, or the server's close
-            failed = self._fault or self._broken
-            if failed is not None:
-                raise self._failure(failed, what)
-            if self._group is None:
-                raise self._error(f"{what}: the server was stopped during the call")
-            raise self._error(f"{what} did not return within {timeout}s", MCPTimeoutError)
+            raise self._cut(scope, what)
         return self._output(tool, result)
+
+    def _cut(self, scope: anyio.CancelScope, what: str) -> MCPServerError:
+        """The error of a request whose scope was cancelled before its answer came."""
+        if scope in self._too_large:
+            self._too_large.discard(scope)
+            return self._error(f"{what}: the server wrote a frame longer than {self.max_frame_bytes} bytes while "
+                               f"this request waited (max_result_bytes={self.max_result_bytes}; the frame was "
+                               f"skipped and the connection goes on)", MCPResultTooLargeError)
+        failed = self._fault or self._broken
+        if failed is not None:
+            return self._failure(failed, what)
+        if self._group is None:
+            return self._error(f"{what}: the server was stopped during the call")
+        return self._error(f"{what} did not return within {self.call_timeout or DEFAULT_CALL_TIMEOUT}s",
+                           MCPTimeoutError)
 
     def _output(self, tool: MCPTool, result: mt.CallToolResult) -> Any:
         texts: list[str] | None = []

@@ -48,7 +48,8 @@ def gone(pid: int) -> bool:
     ("crash", MCPServerError, "the server exited?"),
     ("garbage", MCPServerError, "a frame that is not JSON-RPC"),
     ("malformed", MCPServerError, "malformed result"),
-    ("huge", MCPServerError, "more than max_result_bytes=100000"),
+    ("huge", MCPResultTooLargeError, "more than max_result_bytes=100000"),
+    ("flood", MCPResultTooLargeError, "a frame longer than 665536 bytes"),
     ("hang", MCPTimeoutError, "did not return within 0.5s"),
 ])
 async def test_a_bad_server_is_a_typed_error_naming_it_and_leaves_no_child(tool, error, text, tmp_path):
@@ -65,6 +66,23 @@ async def test_a_bad_server_is_a_typed_error_naming_it_and_leaves_no_child(tool,
     assert isinstance(info.value, LionopsError) and info.value.server == "faulty"
     assert "MCP server 'faulty'" in str(info.value) and text in str(info.value)
     assert gone(int(pid_file.read_text()))
+
+
+async def test_a_frame_over_the_bound_is_skipped_and_the_connection_goes_on():
+    async with MCPServer(RAW, name="flooding", max_result_bytes=100_000) as server:
+        assert server.max_frame_bytes == 6 * 100_000 + 64 * 1024
+        branch = Branch(tools=await server.tools())
+        (before,) = await branch.act([call("ok")])
+        (flood,) = await branch.act([call("flood")])
+        (after,) = await branch.act([call("ok")])
+    assert before.output == after.output == "fine"
+    assert flood.record.decision == "error" and "a frame longer than 665536 bytes" in flood.output["error"]
+
+
+async def test_a_listing_page_over_the_bound_is_a_typed_error():
+    async with MCPServer(RAW, env={"RAW_PAGES": "flood"}, name="flooding", max_result_bytes=100_000) as server:
+        with pytest.raises(MCPResultTooLargeError, match="tools/list: the server wrote a frame longer than"):
+            await server.tools()
 
 
 @pytest.mark.parametrize("command", [[*RAW, "exit"], ["/nonexistent/mcp-server"]])
