@@ -113,6 +113,11 @@ async def bounded_stdio_client(params: StdioServerParameters, errlog: TextIO,
             with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):
                 async for frame in _frames(process.stdout, max_frame_bytes):
                     await to_session.send(frame)
+        # the session is gone: what the server still writes is read and dropped, so that a
+        # server flushing its output on exit is not held on a full pipe
+        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
+            async for _ in process.stdout:
+                pass
 
     async def writer() -> None:
         assert process.stdin is not None
