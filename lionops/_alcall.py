@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
+import sniffio
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from . import clock
@@ -134,12 +135,19 @@ async def _awaited(awaitable: Awaitable[R]) -> R:
     return await awaitable
 
 
-@types.coroutine
-def in_own_context(call: Callable[..., Awaitable[R]], *args: Any) -> Generator[Any, Any, R]:
+def in_own_context(call: Callable[..., Awaitable[R]], *args: Any) -> Awaitable[R]:
     """Await ``call(*args)`` in this task, the call and each step of what it
     returns in one copy of the current context: what it sets in context
     variables stays its own, as in a task started for it, without the task
     (what ``yield from`` does, with every step run through ``Context.run``)."""
+    return _in_own_context(None, call, args)
+
+
+@types.coroutine
+def _in_own_context(on_wait: Callable[[], None] | None, call: Callable[..., Awaitable[R]],
+                    args: tuple[Any, ...]) -> Generator[Any, Any, R]:
+    """:func:`in_own_context`; ``on_wait`` (when given) is called once, when the
+    call first hands control to the event loop, before it does."""
     context = contextvars.copy_context()
     awaitable = context.run(call, *args)
     coro = awaitable if isinstance(awaitable, types.CoroutineType) else _awaited(awaitable)
@@ -153,6 +161,9 @@ def in_own_context(call: Callable[..., Awaitable[R]], *args: Any) -> Generator[A
             except StopIteration as stop:
                 result: R = stop.value
                 return result
+            if on_wait is not None:
+                on_wait()
+                on_wait = None
             value, error = None, None
             try:
                 value = yield yielded
@@ -162,6 +173,54 @@ def in_own_context(call: Callable[..., Awaitable[R]], *args: Any) -> Generator[A
                 error = exc
     finally:
         coro.close()
+
+
+async def _inline_until_a_wait(tg: Any, n: int, run_one: Callable[[int, anyio.CancelScope], Awaitable[None]]) -> None:
+    """Run calls ``0..n-1`` of a batch in this task, one after the other, each
+    in its own copy of the context, until one of them first waits: then the
+    calls not yet started are spawned in ``tg`` before control goes to the
+    event loop. On asyncio (ready callbacks run in the order they were
+    scheduled) this is the order a task per call gives: call 0 runs until it
+    first waits, then call 1 starts, and so on; a call that never waits ends
+    before the next starts. After a failure (``run_one`` cancels the group)
+    the calls not yet started get their tasks as they had them already: the
+    group's cancellation reaches each at its first wait."""
+    scope = tg.cancel_scope
+    following = 0
+
+    def start_the_rest() -> None:
+        nonlocal following
+        for j in range(following, n):
+            tg.start_soon(run_one, j, scope)
+        following = n
+
+    while following < n:
+        i = following
+        following += 1
+        await _in_own_context(start_the_rest, run_one, (i, scope))
+        if scope.cancel_called:
+            start_the_rest()
+
+
+class _Throttle:
+    """Spaces the starts of calls by at least ``period`` seconds (the clock's)."""
+
+    __slots__ = ("period", "lock", "last")
+
+    def __init__(self, period: float) -> None:
+        self.period = period
+        self.lock = anyio.Lock()
+        self.last: float | None = None
+
+    async def wait(self) -> None:
+        async with self.lock:
+            now = clock.monotonic()
+            if self.last is not None:
+                wait = self.last + self.period - now
+                if wait > 0:
+                    await clock.sleep(wait)
+                    now = clock.monotonic()
+            self.last = now
 
 
 #: whether a result is kept under ``output_dropna`` (it is not ``None``)
@@ -195,23 +254,10 @@ async def alcall(
     # A limit of at least n never makes a call wait: no semaphore then.
     limit = params.max_concurrent or n
     slots = anyio.Semaphore(limit) if limit < n else None
-    period = params.throttle_period or 0.0
-    start_lock = anyio.Lock() if period else None
-    last_start: list[float | None] = [None]
+    throttle = _Throttle(params.throttle_period) if params.throttle_period else None
     # The awaitable of one call: func's own when neither retries nor an attempt limit apply.
     attempt = (func if params.retry_attempts == 0 and params.retry_timeout is None
                else functools.partial(_call_with_retries, func, params=params))
-
-    async def throttle() -> None:
-        assert start_lock is not None
-        async with start_lock:
-            now = clock.monotonic()
-            if last_start[0] is not None:
-                wait = last_start[0] + period - now
-                if wait > 0:
-                    await clock.sleep(wait)
-                    now = clock.monotonic()
-            last_start[0] = now
 
     async def run_one(i: int, scope: anyio.CancelScope) -> None:
         try:
@@ -226,12 +272,20 @@ async def alcall(
                 slots.release()
 
     async with anyio.create_task_group() as tg:
-        for i in range(n):
-            if slots is not None:
-                await slots.acquire()
-            if start_lock is not None:
-                await throttle()
-            tg.start_soon(run_one, i, tg.cancel_scope)
+        # Nothing makes a start wait: on asyncio the calls run in this task
+        # until one waits, then the rest get their tasks (the same order; see
+        # _inline_until_a_wait). trio runs a batch of ready tasks in an order
+        # of its own choosing, which a call started early in this task would
+        # change (it would get a step ahead of its siblings): a task each.
+        if slots is None and throttle is None and sniffio.current_async_library() == "asyncio":
+            await _inline_until_a_wait(tg, n, run_one)
+        else:
+            for i in range(n):
+                if slots is not None:
+                    await slots.acquire()
+                if throttle is not None:
+                    await throttle.wait()
+                tg.start_soon(run_one, i, tg.cancel_scope)
 
     if errors:
         raise errors[min(errors)]
