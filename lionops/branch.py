@@ -52,7 +52,7 @@ from .governance import REASON_LIMIT, Approve, Defer, Deny, PendingCall, kept_re
 from .messages import EventLog, MessageLog, to_jsonable
 from .models import ActionResponseModel
 from .observability import observe
-from .params import ActionParam
+from .params import ACTION_STRATEGIES, ActionParam
 from .pipeline.act import act as act_fn
 from .pipeline.context import Authorization, OperationContext
 from .pipeline.loop import (
@@ -170,6 +170,14 @@ def _check_limit(name: str, value: Any, *, integer: bool = False) -> Any:
     if not value > 0:
         raise ConfigurationError(f"{name} must be > 0 or None, got {value!r}")
     return value
+
+
+#: the one frozen ActionParam of an ``act()`` call without ``call_params`` and
+#: ``tools``, by (strategy, suppress_errors, verbose_action); any other call builds its own
+_ACT_PARAMS: dict[tuple[str, bool, bool], ActionParam] = {
+    (strategy, suppress, verbose): ActionParam(action_call_params=DEFAULT_ACTION_CALL_PARAMS, tools=None,
+                                               strategy=strategy, suppress_errors=suppress, verbose_action=verbose)
+    for strategy in ACTION_STRATEGIES for suppress in (False, True) for verbose in (False, True)}
 
 
 class Branch:
@@ -388,7 +396,8 @@ class Branch:
         cut = False
         try:
             verdict = check(invocation)
-            if inspect.isawaitable(verdict):  # only an awaited answer can be interrupted: its own timer
+            # only an awaited answer can be interrupted: its own timer (a bool never is one)
+            if type(verdict) is not bool and inspect.isawaitable(verdict):
                 with anyio.CancelScope(deadline=deadline) as scope:
                     verdict = await verdict
                 cut = scope.cancelled_caught
@@ -716,13 +725,16 @@ class Branch:
         typed :class:`~lionops.models.ActionRecord` of its decision.
         """
         check_flags({"suppress_errors": suppress_errors, "verbose_action": verbose_action})
-        param = ActionParam(
-            action_call_params=call_params or DEFAULT_ACTION_CALL_PARAMS,
-            tools=tools,
-            strategy=strategy,
-            suppress_errors=suppress_errors,
-            verbose_action=verbose_action,
-        )
+        param = (_ACT_PARAMS.get((strategy, suppress_errors, verbose_action))
+                 if call_params is None and tools is None and type(strategy) is str else None)
+        if param is None:
+            param = ActionParam(
+                action_call_params=call_params or DEFAULT_ACTION_CALL_PARAMS,
+                tools=tools,
+                strategy=strategy,
+                suppress_errors=suppress_errors,
+                verbose_action=verbose_action,
+            )
         try:
             return await act_fn(self, action_request, param)
         finally:

@@ -57,6 +57,11 @@ def _flat(exc: BaseException) -> BaseException:
     return exc
 
 
+def _what(tool: MCPTool) -> str:
+    """How errors name a call of ``tool``."""
+    return f"tools/call {tool.remote_name!r}"
+
+
 def _identifier(name: str) -> str:
     return re.sub(r"\W", "_", name, flags=re.ASCII)
 
@@ -515,7 +520,6 @@ class MCPServer:
         listed = self._listed
         if listed is None or listed.get(tool.remote_name) != tool.definition_hash:
             await self._check_definition(tool)
-        what = f"tools/call {tool.remote_name!r}"
         # one scope: the call's deadline, and what a failing transport or the server's close cancels
         timeout = self.call_timeout
         scope = anyio.CancelScope(deadline=anyio.current_time() + timeout if timeout is not None else math.inf)
@@ -524,14 +528,14 @@ class MCPServer:
         try:
             with scope:
                 if self._fault is not None:
-                    raise self._failure(self._fault, what)
+                    raise self._failure(self._fault, _what(tool))
                 result = await session.call_tool(tool.remote_name, arguments)
         except Exception as exc:  # noqa: BLE001 - every failure of the server is its typed error
-            raise self._failure(exc, what) from None
+            raise self._failure(exc, _what(tool)) from None
         finally:
             self._calls.discard(scope)
         if result is None:  # cut by the deadline, a fault of the transport, or the server's close
-            raise self._cut(scope, what)
+            raise self._cut(scope, _what(tool))
         return self._output(tool, result)
 
     def _cut(self, scope: anyio.CancelScope, what: str) -> MCPServerError:

@@ -165,6 +165,8 @@ _new_request = tuple.__new__
 
 def _normalize(index: int, item: Any) -> _Request:
     """Check one request's shape (ADR-0022 D4); raise ValueError if it has none."""
+    if type(item) is dict:  # a plain dict (never a model): the Mapping branch below
+        return _from_mapping(index, item)
     if isinstance(item, ActionRequestModel):
         function, arguments = item.function, item.arguments
         mark = item.invalid
@@ -179,15 +181,20 @@ def _normalize(index: int, item: Any) -> _Request:
                                  else extra.get("invalid"))
         call_id = getattr(item, "call_id", None)
     elif isinstance(item, Mapping):
-        data = normalize_request_keys(dict(item))
-        if not {"function", "arguments"} <= set(data):
-            raise InvalidActionRequest(f"{_SHAPE_ERROR} Request {index} has keys {sorted(map(str, data))}.")
-        function, arguments = data["function"], data["arguments"]
-        invalid = invalid_reason(data.get("invalid"))
-        call_id = item.get("call_id")
+        return _from_mapping(index, item)
     else:
         raise InvalidActionRequest(f"{_SHAPE_ERROR} Request {index} is {type(item).__name__}.")
     return _new_request(_Request, (index, function, arguments, invalid, call_id if isinstance(call_id, str) else None))
+
+
+def _from_mapping(index: int, item: Mapping[str, Any]) -> _Request:
+    """A request given as a mapping: its keys read with their aliases (a copy; ``item`` is left as it is)."""
+    data = normalize_request_keys(item)
+    if "function" not in data or "arguments" not in data:
+        raise InvalidActionRequest(f"{_SHAPE_ERROR} Request {index} has keys {sorted(map(str, data))}.")
+    call_id = item.get("call_id")
+    return _new_request(_Request, (index, data["function"], data["arguments"], invalid_reason(data.get("invalid")),
+                                   call_id if isinstance(call_id, str) else None))
 
 
 #: value types a deep copy returns as they are (immutable, no parts)
