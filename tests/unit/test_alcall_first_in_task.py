@@ -20,6 +20,16 @@ pytestmark = pytest.mark.anyio
 var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="caller")
 
 
+async def _wait_long(x: int, cancelled: list[int]) -> int:
+    """Wait far longer than any test; note ``x`` in ``cancelled`` when cancelled."""
+    try:
+        await anyio.sleep(10)
+    except anyio.get_cancelled_exc_class():
+        cancelled.append(x)
+        raise
+    return x
+
+
 async def test_an_early_call_waits_for_a_later_one_and_all_finish():
     """Call 0 waits on what call 2 sets: run one after the other, this would never end."""
     last_ran = anyio.Event()
@@ -86,12 +96,7 @@ async def test_a_failure_cancels_the_other_calls_at_their_first_wait_and_is_rais
     async def f(x):
         if x == 1:
             raise KeyError("second fails")
-        try:
-            await anyio.sleep(10)
-        except anyio.get_cancelled_exc_class():
-            cancelled.append(x)
-            raise
-        return x
+        return await _wait_long(x, cancelled)
 
     with anyio.fail_after(5), pytest.raises(KeyError, match="second fails"):
         await AlcallParams()([0, 1, 2], f)
@@ -119,16 +124,8 @@ async def test_after_a_failure_before_any_wait_the_others_run_until_their_first_
 async def test_the_callers_cancellation_ends_every_call():
     cancelled: list[int] = []
 
-    async def f(x):
-        try:
-            await anyio.sleep(10)
-        except anyio.get_cancelled_exc_class():
-            cancelled.append(x)
-            raise
-        return x
-
     with anyio.move_on_after(0.05) as scope:
-        await AlcallParams()([0, 1, 2], f)
+        await AlcallParams()([0, 1, 2], lambda x: _wait_long(x, cancelled))
     assert scope.cancelled_caught and sorted(cancelled) == [0, 1, 2]
 
 
