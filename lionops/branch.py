@@ -265,8 +265,10 @@ class Branch:
         self.logs = EventLog()
         self.acts = ActionManager()
         self.traces: list[Trace] = []
-        #: call configurations already prepared (ADR-0022 D1), see :func:`lionops.pipeline.prepare.prepared_key`
-        self._prepared: dict[Any, Any] = {}
+        #: call configurations already prepared (ADR-0022 D1; made at the second call of one),
+        #: see :func:`lionops.pipeline.prepare.prepared_key`, and the hash of the last one seen
+        self._prepared: dict[Any, Any] | None = None
+        self._prepared_seen = 0
         #: operations a gate's ``Defer`` suspended, and the calls decided so far
         self.suspensions = Suspensions()
         #: call id of a deferred call -> the run that waits on it (resume_run)
@@ -792,7 +794,7 @@ class Branch:
         new.messages = MessageLog()
         new.logs = EventLog()
         new.traces = []
-        new._prepared = {}
+        new._prepared = None
         new.suspensions = Suspensions()
         new.acts = ActionManager()
         for msg in self.messages:

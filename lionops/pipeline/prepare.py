@@ -484,7 +484,7 @@ class PreparedEntry:
 
     __slots__ = ("prepared", "plain", "chat_model", "parse_model", "user", "id", "is_cli", "extras", "schema")
 
-    def __init__(self, prepared: Prepared, plain: bool, branch: BranchLike, extras: dict[str, Any]) -> None:
+    def __init__(self, prepared: Prepared, plain: bool, branch: BranchLike, extras: dict[str, Any] | None) -> None:
         self.prepared = prepared
         #: the instruction is no part of the key (:func:`prepared_key`)
         self.plain = plain
@@ -493,7 +493,7 @@ class PreparedEntry:
         self.user = branch.user
         self.id = branch.id
         self.is_cli = bool(getattr(branch.chat_model, "is_cli", False))
-        self.extras = extras  # the request options, a copy of its own
+        self.extras = extras  # the request options, a copy of its own (``None``: none)
         self.schema: tuple[Any, ...] | None = None
 
     def holds_for(self, branch: BranchLike) -> bool:
@@ -504,7 +504,7 @@ class PreparedEntry:
         return (branch.chat_model is self.chat_model and branch.parse_model is self.parse_model
                 and branch.user is self.user and branch.id is self.id
                 and bool(getattr(self.chat_model, "is_cli", False)) is self.is_cli
-                and p.chat_param.imodel_kw == self.extras
+                and (p.chat_param.imodel_kw == self.extras if self.extras else not p.chat_param.imodel_kw)
                 and (p.parse_param is None or not p.parse_param.imodel_kw))
 
 
@@ -512,22 +512,31 @@ def _prepared_cached(branch: BranchLike, kwargs: dict[str, Any]) -> tuple[Prepar
     """:func:`_prepared` of ``kwargs``, reused from the branch's cache when
     the call's keywords are the same immutable values and classes as an
     earlier call's (:func:`prepared_key`) and the branch still holds what
-    that call read (:meth:`PreparedEntry.holds_for`). The instruction is
-    this call's own."""
-    cache: dict[Any, PreparedEntry] | None = getattr(branch, "_prepared", None)
-    key = prepared_key(kwargs) if cache is not None else None
-    if key is None:
+    that call read (:meth:`PreparedEntry.holds_for`).
+
+    A configuration is kept from its second call on: the first is
+    remembered by the hash of its key alone, so a branch that makes one
+    call (a server's branch per request) holds nothing more than before."""
+    seen = getattr(branch, "_prepared_seen", None)
+    key = prepared_key(kwargs) if seen is not None else None
+    if key is None:  # a branch without the cache, or keywords that cannot key it
         return _prepared(branch, **kwargs), None
-    assert cache is not None
-    entry = cache.get(key)
-    if entry is None or not entry.holds_for(branch):
-        p = _prepared(branch, **kwargs)
-        if len(cache) >= PREPARED_PER_BRANCH and entry is None:
-            del cache[next(iter(cache))]
-        extras = {k: v for k, v in kwargs.items() if k not in _PREPARED_KEYWORDS}
-        entry = cache[key] = PreparedEntry(p, key[-1], branch, extras)
-        return p, entry
-    return entry.prepared, entry
+    cache: dict[Any, PreparedEntry] | None = getattr(branch, "_prepared", None)
+    entry = cache.get(key) if cache is not None else None
+    if entry is not None and entry.holds_for(branch):
+        return entry.prepared, entry
+    p = _prepared(branch, **kwargs)
+    h = hash(key)
+    if entry is None and seen != h:  # the first call of this configuration
+        branch._prepared_seen = h  # type: ignore[attr-defined]
+        return p, None
+    if cache is None:
+        cache = branch._prepared = {}  # type: ignore[attr-defined]
+    elif entry is None and len(cache) >= PREPARED_PER_BRANCH:
+        del cache[next(iter(cache))]
+    extras = {k: v for k, v in kwargs.items() if k not in _PREPARED_KEYWORDS} or None
+    entry = cache[key] = PreparedEntry(p, key[-1], branch, extras)
+    return p, entry
 
 
 async def phase(ctx: OperationContext) -> None:

@@ -42,8 +42,9 @@ async def test_the_same_configuration_reuses_its_parameters_and_each_call_keeps_
         result = await branch.operate(instruction=text, response_format=Answer, middle=middle)
         assert isinstance(result, Answer) and result.city == "Lisbon"
     assert [s["instruction"] for s in seen] == ["first", "second", "first"]
-    assert seen[0]["chat_param"] is seen[1]["chat_param"] is seen[2]["chat_param"]
-    assert seen[0]["parse_param"] is seen[2]["parse_param"]
+    # kept from the configuration's second call on (the first is remembered by its key's hash only)
+    assert seen[1]["chat_param"] is seen[2]["chat_param"]
+    assert seen[1]["parse_param"] is seen[2]["parse_param"]
     assert len(branch.traces) == 3  # every call is traced all the same
     assert [r.source for r in branch.traces[0].transitions] == [r.source for r in branch.traces[2].transitions]
 
@@ -54,14 +55,15 @@ async def test_a_mutable_keyword_is_never_reused_and_its_change_is_seen(anyio_ba
     seen: list[dict[str, Any]] = []
     middle = recording_middle(seen)
     branch = Branch()
-    await branch.operate(instruction="x", context=context, response_format=Answer, middle=middle)
+    for _ in range(2):
+        await branch.operate(instruction="x", context=context, response_format=Answer, middle=middle)
     if isinstance(context, list):
         context.append("b")
     else:
         context["k2"] = "w"
     await branch.operate(instruction="x", context=context, response_format=Answer, middle=middle)
-    assert seen[0]["chat_param"] is not seen[1]["chat_param"]
-    assert seen[1]["chat_param"].context == context
+    assert seen[1]["chat_param"] is not seen[2]["chat_param"]
+    assert seen[2]["chat_param"].context == context
 
 
 class Tagged(str):
@@ -86,7 +88,8 @@ def test_keys_tell_bool_from_int_and_refuse_subclasses_and_containers() -> None:
 async def test_a_bad_flag_after_a_good_one_of_equal_value_is_refused(anyio_backend: str) -> None:
     middle = recording_middle([])
     branch = Branch()
-    await branch.operate(instruction="x", response_format=Answer, reason=True, middle=middle)
+    for _ in range(2):
+        await branch.operate(instruction="x", response_format=Answer, reason=True, middle=middle)
     with pytest.raises(ArgumentTypeError):
         await branch.operate(instruction="x", response_format=Answer, reason=1, middle=middle)  # type: ignore[arg-type]
 
@@ -96,13 +99,15 @@ async def test_a_change_on_the_branch_prepares_anew(anyio_backend: str) -> None:
     seen: list[dict[str, Any]] = []
     middle = recording_middle(seen)
     branch = Branch(user="ana")
-    await branch.operate(instruction="x", response_format=Answer, middle=middle)
+    for _ in range(2):
+        await branch.operate(instruction="x", response_format=Answer, middle=middle)
     branch.user = "bea"
     await branch.operate(instruction="x", response_format=Answer, middle=middle)
-    assert [s["chat_param"].sender for s in seen] == ["ana", "bea"]
+    assert [s["chat_param"].sender for s in seen] == ["ana", "ana", "bea"]
     fork = branch.fork()
-    await fork.operate(instruction="x", response_format=Answer, middle=middle)
-    assert seen[2]["chat_param"].recipient == fork.id != branch.id
+    for _ in range(2):
+        await fork.operate(instruction="x", response_format=Answer, middle=middle)
+    assert seen[3]["chat_param"].recipient == seen[4]["chat_param"].recipient == fork.id != branch.id
 
 
 @pytest.mark.anyio
@@ -116,10 +121,10 @@ async def test_parameters_a_middle_changed_are_not_handed_on(anyio_backend: str)
         return await inner(branch, instruction, chat_param, parse_param, clear_messages, skip_validation)
 
     branch = Branch()
-    await branch.operate(instruction="x", response_format=Answer, middle=meddling, top_p=0.5)
-    await branch.operate(instruction="x", response_format=Answer, middle=meddling, top_p=0.5)
-    assert seen[0]["chat_param"] is not seen[1]["chat_param"]
-    assert seen[1]["chat_param"].imodel_kw == {"top_p": 0.5, "temperature": 2.0}  # changed again by this call
+    for _ in range(3):
+        await branch.operate(instruction="x", response_format=Answer, middle=meddling, top_p=0.5)
+    assert seen[1]["chat_param"] is not seen[2]["chat_param"]
+    assert seen[2]["chat_param"].imodel_kw == {"top_p": 0.5, "temperature": 2.0}  # changed again by this call
 
 
 @pytest.mark.anyio
@@ -135,17 +140,21 @@ async def test_tools_registered_between_calls_are_offered(anyio_backend: str) ->
     seen: list[dict[str, Any]] = []
     middle = recording_middle(seen)
     branch = Branch(tools=[add])
-    await branch.operate(instruction="x", response_format=Answer, actions=True, middle=middle)
+    for _ in range(2):
+        await branch.operate(instruction="x", response_format=Answer, actions=True, middle=middle)
     branch.register_tools(echo)
     await branch.operate(instruction="x", response_format=Answer, actions=True, middle=middle)
     names = [[s["function"]["name"] for s in call["chat_param"].tool_schemas] for call in seen]
-    assert names == [["add"], ["add", "echo"]]
+    assert names == [["add"], ["add"], ["add", "echo"]]
 
 
 @pytest.mark.anyio
 async def test_the_cache_is_bounded(anyio_backend: str) -> None:
     middle = recording_middle([], value="text")
     branch = Branch()
+    await branch.operate(instruction="x", middle=middle)
+    assert branch._prepared is None  # one call of a configuration keeps nothing
     for i in range(PREPARED_PER_BRANCH + 5):
-        await branch.operate(instruction="x", guidance=f"g{i}", middle=middle)
-    assert len(branch._prepared) == PREPARED_PER_BRANCH
+        for _ in range(2):
+            await branch.operate(instruction="x", guidance=f"g{i}", middle=middle)
+    assert branch._prepared is not None and len(branch._prepared) == PREPARED_PER_BRANCH
