@@ -128,7 +128,7 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, clock: ClockLike | No
                     if fired is None:  # no guard held
                         fired, evaluated = settle(ctx, state, fire, evaluated, None)
                     error = describe(ctx.error) if fired.trigger == failure_trigger and ctx.error else None
-                    record(((fired.trigger, state, fired.dest, evaluated, error), at, p0))
+                    record((fired.trigger, state, fired.dest, evaluated, error, at, p0))  # one tuple a row
                     state = fired.dest
             finally:
                 run.close()
