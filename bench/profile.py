@@ -1,6 +1,7 @@
 """Profile lionops on S1, S2, S3, S5-1 and H2 with pyinstrument (``make bench`` installs it).
 
     python bench/profile.py [--seconds 2] [--system lionops] [--scenarios S1,S2,S3,S5-1,H2]
+    python bench/profile.py --waiting [--system reference]   # what an S4 call holds while it waits
 
 S1, S2, S3 and S5-1 run in-process with the zero-latency Middle; H2 runs the real
 API adapter against the loopback peer (``bench/peer.py``, its own process),
@@ -45,13 +46,47 @@ async def profile(case: tuple[Any, Any], label: str, seconds: float) -> str:
                                        timeline=False, processor_options={"filter_threshold": 0.02})
 
 
+async def waiting(system: str, calls: int = 1000, top: int = 15) -> str:
+    """What an S4 call holds while it waits in its Middle: ``calls`` calls on
+    their own branches (made before the first snapshot), ``tracemalloc``
+    snapshots before they start and while all of them wait; per call, by
+    the line that allocated it."""
+    import gc
+    import tracemalloc
+
+    from common import S4_SLEEP
+
+    new_branch, call = build(system).scenario("structured", 0, S4_SLEEP)
+    warm = [new_branch() for _ in range(20)]
+    await asyncio.gather(*(call(b) for b in warm))
+    branches = [new_branch() for _ in range(calls)]
+    gc.collect()
+    tracemalloc.start(10)
+    before = tracemalloc.take_snapshot()
+    tasks = [asyncio.ensure_future(call(b)) for b in branches]
+    await asyncio.sleep(S4_SLEEP / 2)  # every call is in its Middle's sleep now
+    during = tracemalloc.take_snapshot()
+    await asyncio.gather(*tasks)
+    tracemalloc.stop()
+    diff = during.compare_to(before, "lineno")
+    lines = [f"{system}: {sum(d.size_diff for d in diff) / calls:,.0f} bytes a waiting call ({calls} calls)"]
+    for d in diff[:top]:
+        frame = d.traceback[0]
+        lines.append(f"{d.size_diff / calls:8,.0f}  {frame.filename}:{frame.lineno}")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--system", default="lionops")
     ap.add_argument("--scenarios", default="S1,S2,S3,S5-1,H2")
     ap.add_argument("--out", default=str(HERE.parent / "out" / "bench"))
+    ap.add_argument("--waiting", action="store_true", help="what an S4 call holds while it waits (tracemalloc)")
     args = ap.parse_args()
+    if args.waiting:
+        print(asyncio.run(waiting(args.system)))
+        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for scenario in args.scenarios.split(","):

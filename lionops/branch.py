@@ -64,7 +64,7 @@ from .pipeline.loop import (
     run_loop,
     run_to_dict,
 )
-from .pipeline.machine import ENGINES, run_operation
+from .pipeline.machine import ENGINES, run_operation, start_operation
 from .pipeline.prepare import OperateKwargs, check_flags
 from .pipeline.resume import DecisionLedger, Suspensions, as_response_model, claim, release
 from .run import Ran
@@ -273,6 +273,10 @@ class Branch:
         self.logs = EventLog()
         self.acts = ActionManager()
         self.traces: list[Trace] = []
+        #: call configurations already prepared (ADR-0022 D1; made at the second call of one),
+        #: see :func:`lionops.pipeline.prepare.prepared_key`, and the hash of the last one seen
+        self._prepared: dict[Any, Any] | None = None
+        self._prepared_seen = 0
         #: operations a gate's ``Defer`` suspended, and the calls decided so far
         self.suspensions = Suspensions()
         #: call id of a deferred call -> the run that waits on it (resume_run)
@@ -529,12 +533,17 @@ class Branch:
 
     async def operate_traced(self, **kw: Unpack[OperateKwargs]) -> Traced:
         """``operate()`` returning ``Traced(result, trace)`` ."""
-        kwargs: dict[str, Any] = kw  # type: ignore[assignment] # a fresh dict of this call's keywords
+        return await run_operation(*self._operation(kw))
+
+    def _operation(self, kw: OperateKwargs) -> tuple[OperationContext, Any]:
+        """The context of an ``operate()`` call with keywords ``kw`` (a fresh
+        dict of this call's own) and the engine it names."""
+        kwargs: dict[str, Any] = kw  # type: ignore[assignment]
         engine = kwargs.pop("engine", None)
         # ADR-0022 D1: the facade default is the truthy "concurrent", always
         # forwarded, so it shadows Instruct.action_strategy (documented seam).
         kwargs.setdefault("action_strategy", "concurrent")
-        return await run_operation(OperationContext(branch=self, call_kwargs=kwargs), engine)
+        return OperationContext(branch=self, call_kwargs=kwargs), engine
 
     async def operate(self, **kw: Unpack[OperateKwargs]) -> Any:
         """Run one composed operation (ADR-0022 D1–D4) as the operate machine.
@@ -556,7 +565,13 @@ class Branch:
             ConfigurationError: bad strategy or no endpoint.
             Exception: adapter errors and unsuppressed tool errors, unchanged.
         """
-        return (await self.operate_traced(**kw)).result
+        if type(self).operate_traced is not _OPERATE_TRACED or "operate_traced" in self.__dict__:
+            # an operate_traced of a subclass's own, or set on the branch: it is called
+            return (await self.operate_traced(**kw)).result
+        # operate_traced() and run_operation() without their coroutine frames:
+        # two frames less for every call waiting
+        run, _ = start_operation(*self._operation(kw))
+        return await run
 
     def pending_calls(self) -> list[PendingCall]:
         """The deferred calls waiting for a decision, oldest operation first,
@@ -791,6 +806,7 @@ class Branch:
         new.messages = MessageLog()
         new.logs = EventLog()
         new.traces = []
+        new._prepared = None
         new.suspensions = Suspensions()
         new.acts = ActionManager()
         for msg in self.messages:
@@ -964,6 +980,11 @@ def _bounded_authorization(own: Callable[[Any, ToolInvocation], Any]) -> Callabl
     functools.update_wrapper(authorization, own)
     authorization._bounded = True  # type: ignore[attr-defined]
     return authorization
+
+
+#: Branch's own operate_traced as defined: operate() runs the operation itself
+#: only while the branch's class (or the branch) has not replaced it
+_OPERATE_TRACED = Branch.operate_traced
 
 
 def _copy_slots(source: Any, target: Any) -> None:

@@ -106,9 +106,9 @@ class Trace:
             request ``act()`` decided in this call, in request order (empty
             when no tool phase ran); in JSON under ``"actions"``.
 
-    The driver records each transition as a plain row,
-    ``((trigger, source, dest, guards, error), at, start)``, whose first
-    part may be shared by the rows of many traces; ``at`` and ``start`` are
+    The driver records each transition as one plain tuple,
+    ``(trigger, source, dest, guards, error, at, start)`` (``guards`` shared
+    by the rows of many traces, never changed); ``at`` and ``start`` are
     the clock's readings (``perf_counter_ns``) that ended and started the
     source state's phase (the same one when no handler ran), and the trace
     keeps the reading its run started at. Rows become
@@ -136,7 +136,7 @@ class Trace:
         self.meta: dict[str, Any] = {} if meta is None else meta
         self.actions: list[ActionRecord] = [] if actions is None else actions
         self._records: list[TransitionRecord] = list(transitions) if transitions else []
-        #: rows ``((trigger, source, dest, guards, error), at, start)`` not yet materialized
+        #: rows ``(trigger, source, dest, guards, error, at, start)`` not yet materialized
         self._rows: list[tuple[Any, ...]] = []
         #: the clock reading the run started at (set by the driver before it records a row)
         self._t0 = 0
@@ -147,7 +147,7 @@ class Trace:
             t0 = self._t0
             self._records.extend(
                 TransitionRecord(trigger, source, dest, dict(guards), at - t0, at - start, error)
-                for (trigger, source, dest, guards, error), at, start in self._rows
+                for trigger, source, dest, guards, error, at, start in self._rows
             )
             self._rows.clear()
         return self._records

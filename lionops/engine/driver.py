@@ -68,7 +68,7 @@ def new_trace(engine: Engine, meta: dict[str, Any] | None = None, clock: ClockLi
 
 
 async def drive(ctx: Any, engine: Engine, trace: Trace, *, clock: ClockLike | None = None,
-                as_operation: bool = True) -> Any:
+                as_operation: bool = True, keep: Any = None) -> Any:
     """Run the machine on ``ctx``; return the outcome value or raise it.
 
     ``ctx`` is the caller's context object: the driver reads and sets only
@@ -79,6 +79,10 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, clock: ClockLike | No
     first handed to the observers as one operation
     (:func:`~lionops.observability.observe.observe_operation`); false for a
     run that is no operation (the run loop, observed as a step of its own).
+    ``keep``: the branch whose ``traces`` the trace is appended to at the
+    end of the run, and whose history limits are then applied, also when
+    the run raises (after the observers are done with it); ``None``: the
+    caller keeps the trace.
 
     The loop of every run, on every engine. Per state: await its phase
     handler unless the context already holds an error (what it raises
@@ -90,53 +94,60 @@ async def drive(ctx: Any, engine: Engine, trace: Trace, *, clock: ClockLike | No
     exit taken is called on the context; an exception it raises is noted on
     the last row (unless that row has an error) and propagates.
     """
-    if as_operation and observe.observers:  # instrumentation seam: one check when nothing observes
-        return await observe.observe_operation(ctx, engine, trace, _observed_drive)
-    timer = (clock or current_clock()).perf_counter_ns  # the real clock unless one is installed
-    handlers = engine.handlers
-    terminals = engine.terminals
-    failure_trigger = engine.failure_trigger
-    record = trace._rows.append
-    fired: TransitionDef | None = None
-    trace._t0 = timer()
-    token = _enter_trace(trace.meta)  # annotate() writes to this trace
     try:
-        run = engine.begin(ctx)
-        fire = run.fire
-        state = run.state
+        if as_operation and observe.observers:  # instrumentation seam: one check when nothing observes
+            return await observe.observe_operation(ctx, engine, trace, _observed_drive)
+        timer = (clock or current_clock()).perf_counter_ns  # the real clock unless one is installed
+        handlers = engine.handlers
+        terminals = engine.terminals
+        failure_trigger = engine.failure_trigger
+        record = trace._rows.append
+        fired: TransitionDef | None = None
+        trace._t0 = timer()
+        token = _enter_trace(trace.meta)  # annotate() writes to this trace
         try:
-            while state not in terminals:
-                handler = handlers[state]
-                if handler is not None and ctx.error is None:
-                    p0 = timer()
+            run = engine.begin(ctx)
+            fire = run.fire
+            state = run.state
+            try:
+                while state not in terminals:
+                    handler = handlers[state]
+                    if handler is not None and ctx.error is None:
+                        p0 = timer()
+                        try:
+                            await handler(ctx)
+                        except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised by the outcome
+                            ctx.error = exc
+                        at = timer()
+                    else:  # no handler ran: a decision-only state, or a phase skipped after an error
+                        p0 = at = timer()
                     try:
-                        await handler(ctx)
-                    except BaseException as exc:  # noqa: BLE001 - recorded, then re-raised by the outcome
-                        ctx.error = exc
-                    at = timer()
-                else:  # no handler ran: a decision-only state, or a phase skipped after an error
-                    p0 = at = timer()
-                try:
-                    fired, evaluated = fire()
-                except Exception as exc:  # a guard raised: the phase failed
-                    fired, evaluated = settle(ctx, state, fire, {}, exc)
-                if fired is None:  # no guard held
-                    fired, evaluated = settle(ctx, state, fire, evaluated, None)
-                error = describe(ctx.error) if fired.trigger == failure_trigger and ctx.error else None
-                record(((fired.trigger, state, fired.dest, evaluated, error), at, p0))
-                state = fired.dest
+                        fired, evaluated = fire()
+                    except Exception as exc:  # a guard raised: the phase failed
+                        fired, evaluated = settle(ctx, state, fire, {}, exc)
+                    if fired is None:  # no guard held
+                        fired, evaluated = settle(ctx, state, fire, evaluated, None)
+                    error = describe(ctx.error) if fired.trigger == failure_trigger and ctx.error else None
+                    record((fired.trigger, state, fired.dest, evaluated, error, at, p0))  # one tuple a row
+                    state = fired.dest
+            finally:
+                run.close()
         finally:
-            run.close()
+            _leave(token)
+        assert fired is not None and fired.outcome is not None
+        try:
+            return engine.outcomes[fired.outcome](ctx)
+        except BaseException as exc:
+            rec = trace.transitions[-1]
+            if rec.error is None:
+                rec.error = describe(exc)
+            raise
     finally:
-        _leave(token)
-    assert fired is not None and fired.outcome is not None
-    try:
-        return engine.outcomes[fired.outcome](ctx)
-    except BaseException as exc:
-        rec = trace.transitions[-1]
-        if rec.error is None:
-            rec.error = describe(exc)
-        raise
+        if keep is not None:
+            try:
+                keep.traces.append(trace)
+            finally:
+                keep.trim_history()
 
 
 async def _observed_drive(ctx: Any, engine: Engine, trace: Trace) -> Any:

@@ -99,6 +99,9 @@ class OperationContext:
     field_models: list[Any] | None = None
     operative: Operative | None = None
     middle: Any = None
+    #: the branch's cached preparation these parameters came from (``None``:
+    #: prepared for this call alone); the schema phase keeps its result there
+    prepared_entry: Any = None
     # schema (D2)
     model_class: type | None = None
     tool_schemas_published: bool = False

@@ -9,7 +9,7 @@ guard and each exit's outcome; this module gives the engine those tables
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from ..clock import current_clock
@@ -27,7 +27,7 @@ from .validate import GUARDS
 
 __all__ = [
     "PHASES", "FAILURE_GUARD", "CompiledEngine", "TransitionsEngine", "ENGINES", "get_engine",
-    "resolve_engine", "begin_operation", "run_operation",
+    "resolve_engine", "begin_operation", "start_operation", "run_operation",
 ]
 
 #: handler name (as in states/operate.toml) -> coroutine function of the context.
@@ -107,23 +107,30 @@ def begin_operation(ctx: OperationContext, engine: Engine | str | None = None) -
     return chosen, trace, clock
 
 
-async def run_operation(ctx: OperationContext, engine: Engine | str | None = None) -> Traced:
-    """Drive ``ctx`` to a terminal state on ``engine`` (default: the branch's).
+def start_operation(ctx: OperationContext,
+                    engine: Engine | str | None = None) -> tuple[Coroutine[Any, Any, Any], Trace]:
+    """The run of ``ctx`` on ``engine`` (default: the branch's), to be
+    awaited, and its trace.
 
-    The trace is appended to ``ctx.branch.traces`` and the branch's history
-    limits are applied in every case, also when this raises. Every
-    operation runs here, through :func:`~lionops.engine.driver.drive`.
+    The run appends the trace to ``ctx.branch.traces`` and applies the
+    branch's history limits at its end in every case, also when it raises.
+    Every operation runs here, through :func:`~lionops.engine.driver.drive`;
+    awaiting the run is one coroutine frame (the driver's) for the whole
+    operation.
     """
     chosen, trace, clock = begin_operation(ctx, engine)
-    branch = ctx.branch
-    try:
-        try:
-            result = await drive(ctx, chosen, trace, clock=clock)
-        finally:
-            branch.traces.append(trace)
-    finally:
-        branch.trim_history()
-    return _traced(Traced, (result, trace))
+    return drive(ctx, chosen, trace, clock=clock, keep=ctx.branch), trace
+
+
+async def run_operation(ctx: OperationContext, engine: Engine | str | None = None) -> Traced:
+    """Drive ``ctx`` to a terminal state on ``engine`` (default: the branch's):
+    :func:`start_operation` awaited, its result with its trace.
+
+    The trace is appended to ``ctx.branch.traces`` and the branch's history
+    limits are applied in every case, also when this raises.
+    """
+    run, trace = start_operation(ctx, engine)
+    return _traced(Traced, (await run, trace))
 
 
 #: ``Traced(result, trace)`` without the generated ``__new__``'s frame.

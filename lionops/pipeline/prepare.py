@@ -4,6 +4,8 @@ typed parameters; the ``prepare`` phase puts them on the operation context."""
 from __future__ import annotations
 
 import functools
+import inspect
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, ParamSpec, TypedDict
 
@@ -420,14 +422,133 @@ _SHARED_ACTION_PARAMS = _shared_action_params()
 
 prepare_operate_kw = _as_mapping(_prepared)
 
+#: the named keywords of :func:`_prepared` (the rest are request options)
+_PREPARED_KEYWORDS = frozenset(inspect.signature(_prepared).parameters) - {"branch", "kwargs"}
+
+
+#: how many call configurations a branch keeps prepared (the oldest goes first)
+PREPARED_PER_BRANCH = 16
+#: types whose values are immutable and compared by value; ``bool`` and
+#: ``int`` are told apart by the key's types (``True == 1``)
+_BY_VALUE: frozenset[type] = frozenset({str, int, float, bool, type(None), types.FunctionType})
+#: the value types found :func:`_keyable` so far
+_KEYABLE: set[type] = set(_BY_VALUE)
+
+
+def _keyable(t: type) -> bool:
+    """Whether a keyword value of exactly type ``t`` may key the prepared
+    cache: an immutable value (:data:`_BY_VALUE`: a subclass never is, it may
+    hold state of its own), or a class whose metaclass keeps ``type``'s
+    identity hash and equality (a model class, a dataclass)."""
+    if t in _BY_VALUE:
+        return True
+    return issubclass(t, type) and t.__hash__ is type.__hash__ and t.__eq__ is type.__eq__
+
+
+def prepared_key(kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The cache key of a call's keywords, or ``None`` when one of them is
+    not :func:`_keyable` (a list, a dict, an ``Instruct``, an ``iModel``, the
+    caller's own subclass of ``str``: anything that can change after the call
+    or compare equal to something else). The key holds the values themselves
+    and their types, so it keeps them alive and ``True`` never serves ``1``.
+
+    A plain ``instruction`` (a ``str`` or ``None``, with no ``instruct`` and a
+    plain ``guidance`` and ``context``) is handed on as it is
+    (:func:`_instructed`), so it is no part of the key: a call that only asks
+    something else reuses the configuration."""
+    plain = (kwargs.get("instruct") is None and type(kwargs.get("guidance")) in _PLAIN
+             and type(kwargs.get("context")) in _PLAIN and type(kwargs.get("instruction")) in _PLAIN)
+    if plain and "instruction" in kwargs:
+        kwargs = kwargs.copy()
+        del kwargs["instruction"]
+    kinds = tuple(map(type, kwargs.values()))
+    if not _KEYABLE.issuperset(kinds) and not all(map(_learn_keyable, kinds)):
+        return None
+    return tuple(kwargs.items()), kinds, plain
+
+
+def _learn_keyable(t: type) -> bool:
+    """:func:`_keyable`, remembered in :data:`_KEYABLE` when true."""
+    if t in _KEYABLE:
+        return True
+    if _keyable(t):
+        _KEYABLE.add(t)
+        return True
+    return False
+
+
+class PreparedEntry:
+    """One call configuration's :class:`Prepared` and what it read of the
+    branch; ``schema``: the schema phase's result on it when that reads
+    nothing else (no actions: see :mod:`lionops.pipeline.schema`)."""
+
+    __slots__ = ("prepared", "plain", "chat_model", "parse_model", "user", "id", "is_cli", "extras", "schema")
+
+    def __init__(self, prepared: Prepared, plain: bool, branch: BranchLike, extras: dict[str, Any] | None) -> None:
+        self.prepared = prepared
+        #: the instruction is no part of the key (:func:`prepared_key`)
+        self.plain = plain
+        self.chat_model = branch.chat_model
+        self.parse_model = branch.parse_model
+        self.user = branch.user
+        self.id = branch.id
+        self.is_cli = bool(getattr(branch.chat_model, "is_cli", False))
+        self.extras = extras  # the request options, a copy of its own (``None``: none)
+        self.schema: tuple[Any, ...] | None = None
+
+    def holds_for(self, branch: BranchLike) -> bool:
+        """Whether the branch still holds what the entry was prepared from and
+        its parameters still hold their request options (a Middle handed them
+        could change the mappings inside)."""
+        p = self.prepared
+        return (branch.chat_model is self.chat_model and branch.parse_model is self.parse_model
+                and branch.user is self.user and branch.id is self.id
+                and bool(getattr(self.chat_model, "is_cli", False)) is self.is_cli
+                and (p.chat_param.imodel_kw == self.extras if self.extras else not p.chat_param.imodel_kw)
+                and (p.parse_param is None or not p.parse_param.imodel_kw))
+
+
+def _prepared_cached(branch: BranchLike, kwargs: dict[str, Any]) -> tuple[Prepared, PreparedEntry | None]:
+    """:func:`_prepared` of ``kwargs``, reused from the branch's cache when
+    the call's keywords are the same immutable values and classes as an
+    earlier call's (:func:`prepared_key`) and the branch still holds what
+    that call read (:meth:`PreparedEntry.holds_for`).
+
+    A configuration is kept from its second call on: the first is
+    remembered by the hash of its key alone, so a branch that makes one
+    call (a server's branch per request) holds nothing more than before."""
+    seen = getattr(branch, "_prepared_seen", None)
+    key = prepared_key(kwargs) if seen is not None else None
+    if key is None:  # a branch without the cache, or keywords that cannot key it
+        return _prepared(branch, **kwargs), None
+    cache: dict[Any, PreparedEntry] | None = getattr(branch, "_prepared", None)
+    entry = cache.get(key) if cache is not None else None
+    if entry is not None and entry.holds_for(branch):
+        return entry.prepared, entry
+    p = _prepared(branch, **kwargs)
+    h = hash(key)
+    if entry is None and seen != h:  # the first call of this configuration
+        branch._prepared_seen = h  # type: ignore[attr-defined]
+        return p, None
+    if cache is None:
+        cache = branch._prepared = {}  # type: ignore[attr-defined]
+    elif entry is None and len(cache) >= PREPARED_PER_BRANCH:
+        del cache[next(iter(cache))]
+    extras = {k: v for k, v in kwargs.items() if k not in _PREPARED_KEYWORDS} or None
+    entry = cache[key] = PreparedEntry(p, key[-1], branch, extras)
+    return p, entry
+
 
 async def phase(ctx: OperationContext) -> None:
     """D1: normalize the public keywords (when given) into typed parameters
     (a resumption has none: it continues a prepared operation)."""
     if ctx.call_kwargs is None:
         return
-    p = _prepared(ctx.branch, **ctx.call_kwargs)
-    ctx.instruction = p.instruction
+    kwargs = ctx.call_kwargs
+    p, entry = _prepared_cached(ctx.branch, kwargs)
+    ctx.prepared_entry = entry
+    # a plain instruction is handed on as it is (:func:`prepared_key`): this call's own
+    ctx.instruction = kwargs.get("instruction") if entry is not None and entry.plain else p.instruction
     ctx.chat_param = p.chat_param
     ctx.parse_param = p.parse_param
     ctx.action_param = p.action_param

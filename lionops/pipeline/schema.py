@@ -25,7 +25,18 @@ def model_class_of(response_format: Any) -> type[BaseModel] | None:
 
 
 async def phase(ctx: OperationContext) -> None:
-    """D2: tool schemas, model class, Operative, effective response format."""
+    """D2: tool schemas, model class, Operative, effective response format.
+
+    Without actions this reads only the prepared parameters (and the
+    branch's parse model, which the cached preparation was checked
+    against): the result is kept on the branch's cached preparation and
+    reused by the next call of that configuration. With actions it reads the
+    branch's tools, which can change between calls: worked out every call."""
+    entry = ctx.prepared_entry
+    if entry is not None and entry.schema is not None and ctx.chat_param is entry.prepared.chat_param:
+        ctx.model_class, ctx.operative, ctx.chat_param, ctx.parse_param = entry.schema
+        ctx.schema_done = True
+        return
     cp = ctx.chat_param
     assert cp is not None
     action_param = ctx.action_param
@@ -62,6 +73,9 @@ async def phase(ctx: OperationContext) -> None:
         pp = pp.with_updates(handle_validation="return_value")
     if cp_changes:
         cp = cp.with_updates(**cp_changes)
+    if (entry is not None and action_param is None and ctx.operative is None
+            and ctx.chat_param is entry.prepared.chat_param and ctx.parse_param is entry.prepared.parse_param):
+        entry.schema = (model_class, operative, cp, pp)
     ctx.model_class = model_class
     ctx.operative = operative
     ctx.chat_param = cp
