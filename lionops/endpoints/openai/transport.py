@@ -274,7 +274,7 @@ class ChatCompletionsEndpoint:
 
     is_cli = False
     #: Seconds a stream's reader waits, after the stream's last event, for the
-    #: end of its body, so the connection can be reused (:meth:`_finish_stream`).
+    #: end of its body, so the connection can be reused (:meth:`_stream_events`).
     stream_end_grace: float = 0.05
 
     def __init__(
