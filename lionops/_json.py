@@ -40,6 +40,8 @@ def check_text(text: str | bytes | bytearray, *, max_depth: int = MAX_JSON_DEPTH
     if max_chars is not None and len(text) > max_chars:
         raise JSONLimitError(f"{what} has {len(text)} characters (at most {max_chars})", limit="size",
                              found=len(text), maximum=max_chars)
+    if len(text) <= max_depth:  # each level takes a character: cannot nest deeper (most stream events)
+        return text
     if isinstance(text, (bytes, bytearray)):
         opens = text.count(b"[") + text.count(b"{")
     else:

@@ -29,21 +29,19 @@ thought parts), which the endpoint sends back unchanged on the next turn.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import anyio
 import httpx2
 from pydantic import SecretStr
 
 from .._json import loads as bounded_json
-from ..errors import ConfigurationError, EndpointError, EndpointProviderError, EndpointResponseError
+from ..errors import ConfigurationError, EndpointProviderError, EndpointResponseError
 from .openai.config import BODY_PREVIEW
 from .openai.response import Answers, ChatCompletion
 from .openai.stream import LINE_BREAK, EventFields
-from .openai.transport import ChatCompletionsEndpoint, _note_chunks
+from .openai.transport import ChatCompletionsEndpoint
 
 __all__ = ["NativeEndpoint", "NativeCompletion", "NativeAnswers", "Folder", "usage_record",
            "count", "loads_object", "data_url", "cc_calls", "tool_specs", "json_schema_format"]
@@ -328,34 +326,15 @@ class NativeEndpoint(ChatCompletionsEndpoint):
     async def _read_native_events(self, response: httpx2.Response, answers: NativeAnswers) -> dict[str, Any]:
         """Fold a server-sent-event stream into one answer object, bounded as
         the Chat Completions stream is: ``silence_timeout`` between ``data:``
-        events (comments do not count) and ``max_response_bytes`` in all."""
+        events (comments do not count) and ``max_response_bytes`` in all.
+        What follows a whole answer without a last event of its own (a
+        trailing usage chunk after Gemini's finish reason) is folded for at
+        most ``stream_end_grace`` (:meth:`_stream_events`)."""
         folder = self._folder(response.status_code)
-        async with contextlib.aclosing(self._event_batches(response)) as batches:
-            async for payloads in batches:
-                if payloads:  # time to first chunk, time per chunk
-                    _note_chunks(payloads, skip=_NOT_CHUNKS)
-                if self._fold(folder, payloads, answers, response.status_code):
-                    await self._finish_stream(batches)
-                    return folder.result(True)
-                if folder.settled():
-                    await self._settle_stream(folder, batches, answers, response.status_code)
-                    return folder.result(True)
-        return folder.result(False)
-
-    async def _settle_stream(self, folder: Folder, batches: AsyncIterator[list[tuple[str | None, str]]],
-                             answers: NativeAnswers, status: int) -> None:
-        """Fold what follows a whole answer (a trailing usage chunk) for at most
-        ``stream_end_grace``; a server that holds the stream open, cuts it or
-        sends more past that is cut off, the answer kept. An error the provider
-        sends in that time is still its typed error."""
-        with anyio.move_on_after(self.stream_end_grace):
-            try:
-                async for payloads in batches:
-                    self._fold(folder, payloads, answers, status)
-            except EndpointProviderError:
-                raise
-            except (EndpointError, httpx2.HTTPError):
-                return
+        status = response.status_code
+        whole = await self._stream_events(response, lambda payloads: self._fold(folder, payloads, answers, status),
+                                          settled=folder.settled, skip=_NOT_CHUNKS)
+        return folder.result(whole)
 
     def _status_error(self, response: httpx2.Response, url: str, attempt: int) -> Any:
         """The Chat Completions status error, with the provider's error type

@@ -23,7 +23,7 @@ import ssl
 import time
 import weakref
 import zlib
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -44,6 +44,7 @@ from ...errors import (
     EndpointAuthError,
     EndpointConnectionError,
     EndpointError,
+    EndpointProviderError,
     EndpointRateLimitError,
     EndpointResponseError,
     EndpointStatusError,
@@ -273,7 +274,7 @@ class ChatCompletionsEndpoint:
 
     is_cli = False
     #: Seconds a stream's reader waits, after the stream's last event, for the
-    #: end of its body, so the connection can be reused (:meth:`_finish_stream`).
+    #: end of its body, so the connection can be reused (:meth:`_stream_events`).
     stream_end_grace: float = 0.05
 
     def __init__(
@@ -788,68 +789,71 @@ class ChatCompletionsEndpoint:
         ``silence_timeout`` (comments and blank lines do not reset it); the
         bytes read are bounded by ``max_response_bytes``."""
         acc = StreamAccumulator()
-        async with contextlib.aclosing(self._event_batches(response)) as batches:
-            async for payloads in batches:
-                if payloads:
-                    _note_chunks(payloads)
-                if fold_events(acc, payloads, response.status_code, self._answers):
-                    await self._finish_stream(batches)
-                    return stream_end(acc, True, response.status_code, self._answers)
-        return stream_end(acc, False, response.status_code, self._answers)
+        status = response.status_code
+        whole = await self._stream_events(response, lambda payloads: fold_events(acc, payloads, status, self._answers))
+        return stream_end(acc, whole, status, self._answers)
 
-    async def _finish_stream(self, batches: AsyncIterator[list[tuple[str | None, str]]]) -> None:
-        """Read what is left of a stream whose last event arrived: normally the
-        body's closing chunk, already received with that event. A body read to
-        its end puts the connection back in the pool for the next call; one
-        left unread closes it, and the next call connects again. The wait is
-        bounded by ``stream_end_grace`` (and the stream's own bounds); a server
-        that sends more is cut off there, and what it sends is ignored."""
-        with anyio.move_on_after(self.stream_end_grace), contextlib.suppress(EndpointError, httpx2.HTTPError):
-            async for _ in batches:
-                pass
+    async def _stream_events(self, response: httpx2.Response, fold: Callable[[list[tuple[str | None, str]]], bool],
+                             *, settled: Callable[[], bool] | None = None,
+                             skip: frozenset[str] = frozenset()) -> bool:
+        """Read a server-sent-event stream, handing ``fold`` the events (name,
+        ``data``) of each chunk read; whether the stream's answer is whole.
 
-    async def _event_batches(self, response: httpx2.Response) -> AsyncGenerator[list[tuple[str | None, str]], None]:
-        """The events (name, ``data``) of a server-sent-event stream, one list per
-        chunk read (the last one flushed at the end), for every protocol's
-        stream: each wait for the next ``data:`` event is bounded by
-        ``silence_timeout`` (comments and blank lines do not reset it), the
-        bytes read by ``max_response_bytes``. Close it (``contextlib.aclosing``)
-        to release the response's byte stream when the reader stops early."""
-        fields = EventFields()
-        chunks = _decoded(response).__aiter__()
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        pending, total, ended = "", 0, False
-        last_data = anyio.current_time()
+        Bounds: each wait for the next ``data:`` event by ``silence_timeout``
+        (comments and blank lines do not reset it), the bytes read by
+        ``max_response_bytes``. One cancel scope covers the whole read, its
+        deadline moved to ``silence_timeout`` after each chunk that brought a
+        ``data:`` event: the same bound as a scope per read, at one scope a
+        stream.
+
+        Once ``fold`` says the stream's last event arrived, what is left (normally
+        the body's closing chunk, already received with that event) is read
+        and ignored, so a body read to its end puts the connection back in the
+        pool for the next call (one left unread closes it, and the next call
+        connects again); once ``settled`` says the answer is whole though the
+        stream has no last event of its own (Gemini's chunk with the finish
+        reason), what follows is still folded (a trailing usage chunk), and a
+        provider's error sent in that time is still its typed error. Either
+        wait is bounded by ``stream_end_grace`` (and the stream's own
+        bounds); a server that holds the stream open, cuts it or sends more
+        past that is cut off there, the answer kept.
+        """
+        reader = _EventReader(self, response)
+        ending: str | None = None  # "done": the last event arrived; "settled": the answer is whole
+        ends_at = 0.0
         try:
-            while not ended:
-                chunk: bytes | None = None
-                wait = last_data + self.silence_timeout - anyio.current_time()
-                with anyio.move_on_after(max(wait, 0.0)):
-                    try:
-                        chunk = await chunks.__anext__()
-                    except StopAsyncIteration:
-                        ended = True
-                if chunk is None and not ended:
-                    raise EndpointTimeoutError(
-                        f"{self.provider}: the stream from POST {self.url} sent no data event for "
-                        f"{self.silence_timeout:g} s (silence_timeout; keep-alive comments do not count)",
-                        provider=self.provider, url=self.url,
-                    )
-                if chunk:
-                    total += len(chunk)
-                    if total > self.max_response_bytes:
-                        raise self._too_large(response.status_code)
-                pending += decoder.decode(chunk or b"", final=ended)
-                held = "" if ended or not pending.endswith("\r") else "\r"  # maybe the first half of \r\n
-                lines = LINE_BREAK.split(pending[: len(pending) - len(held)])
-                pending = "" if ended else lines.pop() + held
-                payloads = fields.feed(lines, end=ended)
-                if payloads:
-                    last_data = anyio.current_time()
-                yield payloads
+            with anyio.CancelScope(deadline=reader.deadline) as scope:
+                try:
+                    while (payloads := await reader.batch()) is not None:
+                        if ending == "settled":
+                            fold(payloads)
+                        elif ending is None:
+                            if payloads:  # time to first chunk, time per chunk
+                                _note_chunks(payloads, skip=skip)
+                            if fold(payloads):
+                                ending = "done"
+                            elif settled is not None and settled():
+                                ending = "settled"
+                            if ending is not None:
+                                ends_at = anyio.current_time() + self.stream_end_grace
+                        deadline = reader.deadline if ending is None else min(reader.deadline, ends_at)
+                        if deadline != scope.deadline:
+                            scope.deadline = deadline
+                except EndpointProviderError:
+                    raise
+                except (EndpointError, httpx2.HTTPError):
+                    if ending is None:
+                        raise
+                    return True  # past the answer's end: cut off there, the answer kept
         finally:
-            with contextlib.suppress(Exception):
-                await chunks.aclose()  # type: ignore[attr-defined]
+            await reader.aclose()
+        if scope.cancelled_caught and ending is None:
+            raise EndpointTimeoutError(
+                f"{self.provider}: the stream from POST {self.url} sent no data event for "
+                f"{self.silence_timeout:g} s (silence_timeout; keep-alive comments do not count)",
+                provider=self.provider, url=self.url,
+            )
+        return ending is not None
 
     def _status_error(self, response: httpx2.Response, url: str, attempt: int) -> EndpointStatusError:
         status = response.status_code
@@ -903,13 +907,30 @@ def _deeply_frozen(value: Any) -> bool:
     return not isinstance(value, (dict, list))
 
 
-def _json_text(value: Any) -> str:
-    """``value`` as JSON text; a shared read-only container (a request schema,
-    a tool schema: built once per type and configuration), also as an item of
-    a plain list (the offered tools), is encoded once."""
-    if type(value) is list and value:
-        return "[" + ",".join(map(_shared_text, value)) + "]"
+#: How deep below the body a plain dict or list is written part by part, so a
+#: shared read-only container inside it (the answer schema under ``text.format``
+#: or ``generationConfig``, a tool's ``input_schema``) is encoded once.
+_PLAIN_DEPTH = 3
+
+
+def _json_text(value: Any, depth: int = 1) -> str:
+    """``value`` as JSON text, the same text as ``_ENCODE(value)``; a shared
+    read-only container (a request schema, a tool schema: built once per type
+    and configuration), also inside a plain dict or list of the body's first
+    levels (the offered tools, the answer format), is encoded once."""
+    kind = type(value)
+    if kind is dict and value and depth < _PLAIN_DEPTH and all(type(key) is str for key in value):
+        return "{" + ",".join(f"{_ENCODE(key)}:{_json_text(item, depth + 1)}" for key, item in value.items()) + "}"
+    if kind is list and value and depth < _PLAIN_DEPTH:
+        return "[" + ",".join([_json_text(item, depth + 1) for item in value]) + "]"
+    if kind is int:  # the encoder's own text of an int, without its set-up
+        return int.__repr__(value)
+    if kind is bool or value is None:
+        return _CONSTANTS[value]
     return _shared_text(value)
+
+
+_CONSTANTS = {True: "true", False: "false", None: "null"}
 
 
 def _shared_text(value: Any) -> str:
@@ -986,6 +1007,52 @@ async def _decoded(response: httpx2.Response) -> AsyncIterator[bytes]:
     tail = inflater.flush()
     if tail:
         yield tail
+
+
+class _EventReader:
+    """The events (name, ``data``) of a server-sent-event stream, one list per
+    chunk read (the last one flushed at the end), for every protocol's
+    stream; the bytes read are bounded by ``max_response_bytes``, and
+    :attr:`deadline` is when ``silence_timeout`` passes after the last chunk
+    that brought a ``data:`` event (the reader's caller holds the scope)."""
+
+    __slots__ = ("_endpoint", "_status", "_fields", "_chunks", "_decoder", "_pending", "_total", "_ended", "deadline")
+
+    def __init__(self, endpoint: ChatCompletionsEndpoint, response: httpx2.Response) -> None:
+        self._endpoint = endpoint
+        self._status = response.status_code
+        self._fields = EventFields()
+        self._chunks = _decoded(response).__aiter__()
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending, self._total, self._ended = "", 0, False
+        self.deadline = anyio.current_time() + endpoint.silence_timeout
+
+    async def batch(self) -> list[tuple[str | None, str]] | None:
+        """The events of the next chunk read (maybe none); ``None`` after the end."""
+        if self._ended:
+            return None
+        try:
+            chunk = await self._chunks.__anext__()
+        except StopAsyncIteration:
+            chunk, self._ended = b"", True
+        if chunk:
+            self._total += len(chunk)
+            if self._total > self._endpoint.max_response_bytes:
+                raise self._endpoint._too_large(self._status)
+        ended = self._ended
+        pending = self._pending + self._decoder.decode(chunk, final=ended)
+        held = "" if ended or not pending.endswith("\r") else "\r"  # maybe the first half of \r\n
+        lines = LINE_BREAK.split(pending[: len(pending) - len(held)])
+        self._pending = "" if ended else lines.pop() + held
+        payloads = self._fields.feed(lines, end=ended)
+        if payloads:
+            self.deadline = anyio.current_time() + self._endpoint.silence_timeout
+        return payloads
+
+    async def aclose(self) -> None:
+        """Release the response's byte stream (the reader may stop early)."""
+        with contextlib.suppress(Exception):
+            await self._chunks.aclose()  # type: ignore[attr-defined]
 
 
 class _PastDeadline(stop_base):
