@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, ParamSpec, TypedDict
@@ -464,7 +465,10 @@ def prepared_key(kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
     kinds = tuple(map(type, kwargs.values()))
     if not _KEYABLE.issuperset(kinds) and not all(map(_learn_keyable, kinds)):
         return None
-    return tuple(kwargs.items()), kinds, plain
+    items = tuple(kwargs.items())
+    if float in kinds:  # -0.0 == 0.0 with one hash, yet the request writes them apart
+        items = tuple((k, (v, math.copysign(1.0, v))) if type(v) is float else (k, v) for k, v in items)
+    return items, kinds, plain
 
 
 def _learn_keyable(t: type) -> bool:

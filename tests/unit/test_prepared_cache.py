@@ -5,6 +5,7 @@ every other call is prepared anew."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -82,6 +83,22 @@ def test_keys_tell_bool_from_int_and_refuse_subclasses_and_containers() -> None:
         {"instruction": "b", "response_format": Answer})
     # an instruction of another type is
     assert prepared_key({"instruction": 1}) != prepared_key({"instruction": 2})
+
+
+def test_keys_tell_negative_zero_from_zero() -> None:
+    # equal and of one hash, yet JSON writes them apart: -0.0 is sent as the caller gave it
+    assert prepared_key({"temperature": -0.0}) != prepared_key({"temperature": 0.0})
+    assert prepared_key({"temperature": 0.5}) == prepared_key({"temperature": 0.5})
+
+
+@pytest.mark.anyio
+async def test_a_negative_zero_after_a_zero_is_sent_as_given(anyio_backend: str) -> None:
+    seen: list[dict[str, Any]] = []
+    middle = recording_middle(seen)
+    branch = Branch()
+    for value in (0.0, 0.0, -0.0):
+        await branch.operate(instruction="x", response_format=Answer, temperature=value, middle=middle)
+    assert [math.copysign(1.0, s["chat_param"].imodel_kw["temperature"]) for s in seen] == [1.0, 1.0, -1.0]
 
 
 @pytest.mark.anyio
