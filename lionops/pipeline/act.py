@@ -221,16 +221,16 @@ def _copies(function: str, kwargs: dict[str, Any], raw: Any) -> tuple[FrozenArgu
     return shown, shown_raw, dict(kwargs) if flat else _copied(function, kwargs)
 
 
-def _tool_copy(function: str, kwargs: dict[str, Any], raw: Any) -> dict[str, Any]:
+def _tool_copy(function: str, kwargs: dict[str, Any], raw: Any) -> tuple[dict[str, Any], Any]:
     """The tool's own copy of the validated arguments when no gate is asked
-    (the gate's two are never made), under the rule of :func:`_copies`: raw
-    arguments that have no deep copy are refused all the same."""
-    if not _flat(raw):
-        _copied(function, raw)
+    (the gate's two are never made), and the record's copy of the raw ones,
+    under the rule of :func:`_copies`: raw arguments that have no deep copy
+    are refused all the same."""
+    kept = dict(raw) if _flat(raw) else _copied(function, raw)
     if _flat(kwargs):
-        return dict(kwargs)
+        return dict(kwargs), kept
     given: dict[str, Any] = _copied(function, kwargs)
-    return given
+    return given, kept
 
 
 def _copied(function: str, value: Any) -> Any:
@@ -402,8 +402,11 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         # can change what the tool receives or what is recorded.
         if gated:
             shown, shown_raw, given = _copies(function, kwargs, raw)
+            raw = dict(raw) if _flat(raw) else _copied(function, raw)
         else:
-            given = _tool_copy(function, kwargs, raw)
+            given, raw = _tool_copy(function, kwargs, raw)
+        if not _flat(kwargs):  # what is recorded: a copy, never the caller's own values
+            kwargs = _copied(function, kwargs)
     except ValueError as exc:
         return _failed(batch, req, raw, "rejected", exc)
     if gated:  # 3. governance, on exactly what the tool will receive: fail closed
