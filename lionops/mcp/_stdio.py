@@ -62,6 +62,8 @@ async def _frames(stdout: anyio.abc.ByteReceiveStream, limit: int) -> AsyncItera
             scanned = 0
             if skipping:
                 skipping = False
+            elif end > limit:  # its newline came in the same read as the bytes over the bound
+                yield FrameTooLargeError(limit)
             elif line.strip():
                 yield _parse(line)
         scanned = len(pending)

@@ -246,3 +246,28 @@ async def test_pins_that_are_not_pins_are_refused(tmp_path):
 def test_bad_configuration_is_refused_at_construction(kwargs, text):
     with pytest.raises(ConfigurationError, match=text):
         MCPServer(**kwargs)
+
+
+async def _frames_of(chunks, limit):
+    from lionops.mcp._stdio import _frames
+
+    send, receive = anyio.create_memory_object_stream(len(chunks))
+    for chunk in chunks:
+        send.send_nowait(chunk)
+    send.close()
+    return [frame async for frame in _frames(receive, limit)]
+
+
+@pytest.mark.parametrize("split", [None, 1, 7])
+async def test_a_frame_over_the_bound_is_refused_however_its_bytes_arrive(split):
+    from lionops.mcp._stdio import FrameTooLargeError
+
+    ok = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": []}}).encode()
+    limit = len(ok)
+    over = json.dumps({"jsonrpc": "2.0", "id": 2, "result": {"content": [], "x": ""}}).encode()
+    assert len(over) > limit
+    data = ok + b"\n" + over + b"\n" + ok + b"\n"
+    chunks = [data] if split is None else [data[i:i + split] for i in range(0, len(data), split)]
+    frames = await _frames_of(chunks, limit)
+    assert [type(f).__name__ for f in frames] == ["SessionMessage", "FrameTooLargeError", "SessionMessage"]
+    assert isinstance(frames[1], FrameTooLargeError) and frames[1].limit == limit
