@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 import anyio
 import anyio.abc
+import mcp.types as mt
 from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 from mcp.shared.message import SessionMessage
 
@@ -40,8 +41,6 @@ class FrameTooLargeError(Exception):
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:
-    import mcp.types as mt
-
     try:
         return SessionMessage(mt.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as exc:  # the session hands it to the message handler: the server's fault
