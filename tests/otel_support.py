@@ -56,8 +56,15 @@ class Telemetry:
         return sorted(kids, key=lambda s: s.start_time or 0)
 
     def dump(self) -> str:
-        """Everything exported (names, attributes, events, statuses) as one text."""
-        return json.dumps([json.loads(s.to_json()) for s in self.spans()])
+        """What the run exported (names, kinds, statuses, attributes, events, links) as one text.
+
+        Left out is what the SDK or the run draws at random or reads from a
+        clock: trace and span ids, timestamps, the resource's instance id, and
+        the values of the id attributes the run generates and of measured floats. A
+        test that asserts a text is absent can then not be failed by chance, as
+        ``"4111"`` once was by a span id.
+        """
+        return json.dumps([_exported(json.loads(s.to_json())) for s in self.spans()])
 
     def metrics(self) -> dict[str, Any]:
         """metric name -> the SDK metric (its data points and unit)."""
@@ -68,6 +75,25 @@ class Telemetry:
                 for metric in scope.metrics:
                     out[metric.name] = metric
         return out
+
+
+_GENERATED_KEYS = ("context", "parent_id", "start_time", "end_time", "resource")
+# attribute values the run draws or counts: branch ids are random, response ids count up per process
+_GENERATED_ATTRIBUTES = {"gen_ai.conversation.id", "lionops.branch.id", "gen_ai.response.id", "lionops.response.id"}
+
+
+def _generated(attributes: dict[str, Any]) -> dict[str, Any]:
+    """The attributes with generated ids and measured floats set to ``None``."""
+    return {k: None if k in _GENERATED_ATTRIBUTES or isinstance(v, float) else v for k, v in attributes.items()}
+
+
+def _exported(span: dict[str, Any]) -> dict[str, Any]:
+    kept = {k: v for k, v in span.items() if k not in _GENERATED_KEYS}
+    kept["attributes"] = _generated(span.get("attributes", {}))
+    kept["events"] = [{"name": e["name"], "attributes": _generated(e["attributes"])}
+                      for e in span.get("events", [])]
+    kept["links"] = [{"attributes": link.get("attributes", {})} for link in span.get("links", [])]
+    return kept
 
 
 def telemetry(capture_content: bool = False) -> Iterator[Telemetry]:
