@@ -25,7 +25,8 @@ into their protocol and their answers back (docs/api.md, "Native protocols"):
    parsed; a native endpoint's own turn (thinking blocks with signatures,
    reasoning items, thought parts) is kept as ``metadata["native"]`` and
    handed back to that endpoint with the history;
-4. a ``finish_reason: "length"`` cut-off or a refusal is returned as a
+4. a ``finish_reason: "length"`` cut-off, a refusal, or an answer with no
+   finish reason or one that marks no whole answer is returned as a
    :class:`~lionops.models.RawOutput`, never parsed, repaired or turned into
    tool calls; otherwise the raw text under ``skip_validation``,
    else the inner parse with the native ``tool_calls`` merged into
@@ -557,6 +558,21 @@ def _no_finish_reason(text: str | None) -> RawOutput:
         "unparsed, and no tool was run"))
 
 
+#: the normalized finish reasons of a whole answer (every endpoint maps its own to these)
+_WHOLE = frozenset({"stop", "tool_calls", "function_call"})
+
+
+def _not_said_whole(text: str, finish_reason: Any) -> RawOutput:
+    """The text of an answer whose finish reason is missing or unknown, uncoerced."""
+    if finish_reason is None:
+        return RawOutput(text, reason="no_finish_reason", detail=(
+            "the server sent no finish reason: the text is returned as it came, unparsed, and no tool was run"))
+    shown = "".join(c if c.isalnum() or c in "_-." else "?" for c in str(finish_reason)[:40])
+    return RawOutput(text, reason="unknown_finish_reason", detail=(
+        f"the server's finish reason {shown!r} is not one that marks a whole answer: the text is returned "
+        "as it came, unparsed, and no tool was run"))
+
+
 def _uncoerced(completion: Any, text: str | None) -> RawOutput | None:
     """A ``RawOutput`` for a cut-off (``length``) or a refusal (``refusal`` text
     or ``content_filter``); ``None`` for an answer that may be parsed."""
@@ -576,4 +592,9 @@ def _uncoerced(completion: Any, text: str | None) -> RawOutput | None:
         return RawOutput(text, reason="length", detail=(
             f"the answer ends inside a JSON value although the server reported finish_reason "
             f"{completion.finish_reason!r}; treated as cut off"))
+    if completion.finish_reason not in _WHOLE:
+        # A whole answer says so: with no finish reason, or one no endpoint maps
+        # (a host's own cut such as "model_length" or "insufficient_system_resource"),
+        # the answer is not taken for a whole one, and no tool runs from it.
+        return _not_said_whole(text, completion.finish_reason)
     return None
