@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from lionops import Branch, RawOutput, iModel
+from lionops.endpoints.openai.response import WHOLE_FINISH_REASONS
 from lionops.testing import completion, tool_call
 from lionops.testing.native import NativeReply, Turn, anthropic_body, google_body, responses_body
 from tests.helpers import Answer, ToolBox
@@ -80,3 +81,25 @@ async def test_a_finish_reason_is_shown_in_the_detail_without_its_hostile_charac
     result, _ = await _operate(make_model(server))
     assert result.reason == "unknown_finish_reason"
     assert "'cut???31m" in result.detail and "\n" not in result.detail and "x" * 41 not in result.detail
+
+
+@pytest.mark.parametrize("finish", ["eos_token", "eos", "stop_sequence", "end_turn"])
+async def test_a_hosts_own_word_for_a_whole_answer_runs_its_tools(server, finish, anyio_backend):  # noqa: F811
+    answer = completion(json.dumps({"answer": 1}), tool_calls=[tool_call("get_weather", {"city": "Oslo"}, "c1")])
+    answer["choices"][0]["finish_reason"] = finish
+    server.push(answer)
+    result, box = await _operate(make_model(server))
+    assert result.answer == 1 and box.calls == {"get_weather": 1}
+
+
+async def test_an_endpoint_told_another_whole_reason_runs_its_tools(server, anyio_backend):  # noqa: F811
+    answer = completion(json.dumps({"answer": 1}), tool_calls=[tool_call("get_weather", {"city": "Oslo"}, "c1")])
+    answer["choices"][0]["finish_reason"] = "done"
+    server.push(answer, answer)
+    model = make_model(server)
+    result, box = await _operate(model)
+    assert result.reason == "unknown_finish_reason" and "whole_finish_reasons" in result.detail and box.calls == {}
+    model = make_model(server)
+    model.endpoint.whole_finish_reasons = WHOLE_FINISH_REASONS | {"done"}
+    result, box = await _operate(model)
+    assert result.answer == 1 and box.calls == {"get_weather": 1}
