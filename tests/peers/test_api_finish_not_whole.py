@@ -14,7 +14,7 @@ import pytest
 
 from lionops import Branch, RawOutput, iModel
 from lionops.endpoints.openai.response import WHOLE_FINISH_REASONS
-from lionops.testing import completion, tool_call
+from lionops.testing import Reply, chunked, completion, tool_call
 from lionops.testing.native import NativeReply, Turn, anthropic_body, google_body, responses_body
 from tests.helpers import Answer, ToolBox
 from tests.native_recordings import ScriptPeer, endpoint_options
@@ -103,3 +103,12 @@ async def test_an_endpoint_told_another_whole_reason_runs_its_tools(server, anyi
     model.endpoint.whole_finish_reasons = WHOLE_FINISH_REASONS | {"done"}
     result, box = await _operate(model)
     assert result.answer == 1 and box.calls == {"get_weather": 1}
+
+
+@pytest.mark.parametrize("finish", ["model_length", "insufficient_system_resource"])
+async def test_a_stream_ending_with_an_unknown_finish_reason_runs_nothing(server, finish, anyio_backend):  # noqa: F811
+    answer = completion(json.dumps({"answer": 1}), tool_calls=[tool_call("get_weather", {"city": "Oslo"}, "c1")])
+    answer["choices"][0]["finish_reason"] = finish
+    server.push(Reply(stream=chunked(answer)))
+    result, box = await _operate(make_model(server, stream=True))
+    assert isinstance(result, RawOutput) and result.reason == "unknown_finish_reason" and box.calls == {}
