@@ -563,7 +563,7 @@ def _no_finish_reason(text: str | None) -> RawOutput:
 
 def _not_said_whole(text: str, finish_reason: Any) -> RawOutput:
     """The text of an answer whose finish reason is missing or unknown, uncoerced."""
-    if finish_reason is None:
+    if finish_reason is None or finish_reason == "":
         return RawOutput(text, reason="no_finish_reason", detail=(
             "the server sent no finish reason: the text is returned as it came, unparsed, and no tool was run"))
     shown = "".join(c if c.isalnum() or c in "_-." else "?" for c in str(finish_reason)[:40])

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
 
 TURN = Turn(text=json.dumps({"answer": 1}), calls=[("c1", "get_weather", {"city": "Oslo"})])
 #: finish marker -> the RawOutput's reason
-FINISHES: dict[Any, str] = {None: "no_finish_reason", "model_length": "unknown_finish_reason",
+FINISHES: dict[Any, str] = {None: "no_finish_reason", "": "no_finish_reason", "model_length": "unknown_finish_reason",
                             "insufficient_system_resource": "unknown_finish_reason"}
 
 
