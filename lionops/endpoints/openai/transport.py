@@ -851,7 +851,7 @@ class ChatCompletionsEndpoint:
             raise EndpointTimeoutError(
                 f"{self.provider}: the stream from POST {self.url} sent no data event for "
                 f"{self.silence_timeout:g} s (silence_timeout; keep-alive comments do not count)",
-                provider=self.provider, url=self.url,
+                limit="silence_timeout", seconds=self.silence_timeout, provider=self.provider, url=self.url,
             )
         return ending is not None
 

@@ -1,0 +1,163 @@
+"""The bounds of a stream read under one moving cancel scope, attacked: a
+server that stalls after data, sends only comments, trickles one event a byte
+at a time, holds the connection open after a whole answer or drops it inside
+an event; a total deadline below the silence bound; the caller's own
+cancellation. Each bound that ends the call is the one named in its typed
+error (``limit`` and ``seconds``), on Chat Completions and the native
+protocols alike, on asyncio and trio."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import Any
+
+import anyio
+import pytest
+
+from lionops import Branch, iModel
+from lionops.errors import EndpointError, EndpointTimeoutError
+from lionops.testing.native import Turn, anthropic_events, google_chunks, responses_events, sse
+from lionops.testing.openai_server import Reply
+from tests.openai_server import make_model, server  # noqa: F401 - fixture
+from tests.peers.test_stream_one_silence_scope import Paced, chunk
+
+pytestmark = pytest.mark.anyio
+
+MESSAGES = [{"role": "user", "content": "x"}]
+
+
+async def _chat(server: Any, reply: Reply, **kw: Any) -> Any:
+    server.push(reply)
+    m = make_model(server, stream=True, max_retries=0, **kw)
+    try:
+        with anyio.fail_after(5):  # a hang guard, far past every bound below
+            return await m.endpoint.chat(MESSAGES)
+    finally:
+        await m.aclose()
+
+
+async def test_data_then_a_stall_ends_at_silence_timeout_named_in_the_error(server):
+    with pytest.raises(EndpointTimeoutError, match="silence_timeout") as info:
+        await _chat(server, Reply(stream=[chunk("a")], done=False, then="silence"), silence_timeout=0.2)
+    assert (info.value.limit, info.value.seconds) == ("silence_timeout", 0.2)
+
+
+async def test_comments_only_end_at_silence_timeout_named_in_the_error(server):
+    with pytest.raises(EndpointTimeoutError, match="silence_timeout") as info:
+        await _chat(server, Reply(stream=[": ping\n\n"], done=False, then="ping"), silence_timeout=0.2)
+    assert (info.value.limit, info.value.seconds) == ("silence_timeout", 0.2)
+
+
+async def test_one_event_trickled_a_byte_at_a_time_ends_at_silence_timeout(server):
+    """Bytes keep coming (no read waits past ``timeout``), but no event is whole."""
+    with pytest.raises(EndpointTimeoutError, match="silence_timeout") as info:
+        await _chat(server, Reply(stream=[chunk("slow")], drip_s=0.02), silence_timeout=0.2, timeout=1)
+    assert info.value.limit == "silence_timeout"
+
+
+async def test_a_whole_answer_then_a_held_connection_returns_the_answer(server):
+    got = await _chat(server, Reply(stream=[chunk("whole", finish="stop")], then="silence"), silence_timeout=2)
+    assert got.text == "whole"
+
+
+async def test_a_deadline_below_the_silence_bound_ends_the_call_named_as_the_deadline(server):
+    with pytest.raises(EndpointTimeoutError, match="deadline") as info:
+        await _chat(server, Reply(stream=[chunk("a")], done=False, then="silence"), silence_timeout=3, deadline=0.2)
+    assert (info.value.limit, info.value.seconds) == ("deadline", 0.2)
+
+
+async def test_a_read_timeout_below_the_silence_bound_is_named_as_the_timeout(server):
+    with pytest.raises(EndpointTimeoutError) as info:
+        await _chat(server, Reply(stream=[chunk("a")], done=False, then="silence"), silence_timeout=3, timeout=0.2)
+    assert (info.value.limit, info.value.seconds) == ("timeout", 0.2)
+
+
+@pytest.mark.parametrize("where", ["after data", "before data"])
+async def test_the_callers_cancellation_during_a_read_propagates_unchanged(server, where):
+    stream: list[Any] = [chunk("a")] if where == "after data" else [": ping\n\n"]
+    server.push(Reply(stream=stream, done=False, then="silence"))
+    m = make_model(server, stream=True, max_retries=0, silence_timeout=3)
+    with anyio.fail_after(5):
+        with anyio.move_on_after(0.2) as scope:
+            await m.endpoint.chat(MESSAGES)
+            pytest.fail("the caller's scope ended the read")
+    assert scope.cancelled_caught
+    await m.aclose()
+    await anyio.sleep(0)  # no cancellation left pending on this task
+
+
+class Dropping:
+    """A loopback server that answers a POST with a chunked event stream,
+    sends ``head`` (bytes of the body, maybe part of one event, maybe part of
+    one chunk) and then closes the connection."""
+
+    def __init__(self, head: bytes, *, in_chunk: bool) -> None:
+        self.head, self.in_chunk = head, in_chunk
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        try:
+            conn, _ = self.sock.accept()
+        except OSError:
+            return
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, rest = data.partition(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length")))
+            while len(rest) < length:
+                rest += conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            size = len(self.head) + (40 if self.in_chunk else 0)  # a chunk announced longer than sent
+            conn.sendall(f"{size:x}\r\n".encode() + self.head + (b"" if self.in_chunk else b"\r\n"))
+
+    def __enter__(self) -> Dropping:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.sock.close()
+
+
+@pytest.mark.parametrize("in_chunk", [False, True], ids=["between chunks", "inside a chunk"])
+async def test_a_connection_dropped_inside_an_event_is_a_typed_error(in_chunk):
+    head = b'data: {"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "del'
+    with Dropping(head, in_chunk=in_chunk) as peer:
+        m = iModel(provider="openai", model="m", base_url=peer.base_url, api_key="k", stream=True, max_retries=0,
+                   silence_timeout=3)
+        with anyio.fail_after(5), pytest.raises(EndpointError):
+            await m.endpoint.chat(MESSAGES)
+        await m.aclose()
+
+
+# ---------------------------------------------------------------- native protocols
+
+
+def _native_parts(protocol: str) -> bytes:
+    turn = Turn(text="partial")
+    if protocol == "anthropic":
+        return sse(anthropic_events(turn, cut=True)[:1])
+    if protocol == "openai_responses":
+        return sse(responses_events(turn)[:1])
+    return b": only a comment\n\n"
+
+
+@pytest.mark.parametrize("protocol", ["anthropic", "google", "openai_responses"])
+async def test_a_native_stream_that_stalls_ends_at_silence_timeout_named_in_the_error(protocol):
+    with Paced([_native_parts(protocol), b": late\n\n"], 30) as peer:
+        model = {"anthropic": "claude-peer", "google": "gemini-peer", "openai_responses": "gpt-peer"}[protocol]
+        m = iModel(provider=protocol, model=model, base_url=peer.base_url, api_key="k", stream=True, max_retries=0,
+                   silence_timeout=0.2)
+        with anyio.fail_after(5), pytest.raises(EndpointTimeoutError, match="silence_timeout") as info:
+            await Branch(chat_model=m).operate(instruction="x")
+        assert (info.value.limit, info.value.seconds) == ("silence_timeout", 0.2)
