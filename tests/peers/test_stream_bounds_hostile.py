@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from typing import Any
 
 import anyio
@@ -17,7 +18,7 @@ import pytest
 
 from lionops import Branch, iModel
 from lionops.errors import EndpointError, EndpointTimeoutError
-from lionops.testing.native import Turn, anthropic_events, google_chunks, responses_events, sse
+from lionops.testing.native import Turn, anthropic_events, responses_events, sse
 from lionops.testing.openai_server import Reply
 from tests.openai_server import make_model, server  # noqa: F401 - fixture
 from tests.peers.test_stream_one_silence_scope import Paced, chunk
@@ -85,6 +86,33 @@ async def test_the_callers_cancellation_during_a_read_propagates_unchanged(serve
     assert scope.cancelled_caught
     await m.aclose()
     await anyio.sleep(0)  # no cancellation left pending on this task
+
+
+@pytest.mark.parametrize("outer", ["caller", "deadline"])
+async def test_an_outer_bound_that_runs_out_with_the_silence_bound_wins(server, outer):
+    """The event loop is held until the silence bound and an outer one (the
+    caller's scope, the call's deadline) have both passed: the outer one ends
+    the call, never turned into the silence error."""
+    server.push(Reply(stream=[chunk("a")], done=False, then="silence", hang_s=5))
+    m = make_model(server, stream=True, max_retries=0, silence_timeout=0.15,
+                   **({"deadline": 0.1} if outer == "deadline" else {}))
+
+    async def hold_the_loop() -> None:
+        await anyio.sleep(0.05)
+        time.sleep(0.3)  # noqa: ASYNC251 - holds the loop on purpose, past both bounds
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hold_the_loop)
+            with anyio.move_on_after(0.1 if outer == "caller" else 5) as scope:
+                if outer == "caller":
+                    await m.endpoint.chat(MESSAGES)
+                else:
+                    with pytest.raises(EndpointTimeoutError) as info:
+                        await m.endpoint.chat(MESSAGES)
+                    assert info.value.limit == "deadline"
+    assert scope.cancelled_caught is (outer == "caller")
+    await m.aclose()
 
 
 class Dropping:
