@@ -18,7 +18,7 @@ import pytest
 
 from lionops import Branch, iModel
 from lionops.errors import EndpointError, EndpointTimeoutError
-from lionops.testing.native import Turn, anthropic_events, responses_events, sse
+from lionops.testing.native import Turn, anthropic_events, google_chunks, responses_events, sse
 from lionops.testing.openai_server import Reply
 from tests.openai_server import make_model, server  # noqa: F401 - fixture
 from tests.peers.test_stream_one_silence_scope import Paced, chunk
@@ -189,3 +189,22 @@ async def test_a_native_stream_that_stalls_ends_at_silence_timeout_named_in_the_
         with anyio.fail_after(5), pytest.raises(EndpointTimeoutError, match="silence_timeout") as info:
             await Branch(chat_model=m).operate(instruction="x")
         assert (info.value.limit, info.value.seconds) == ("silence_timeout", 0.2)
+
+
+def _whole(protocol: str) -> bytes:
+    turn = Turn(text="whole")
+    if protocol == "anthropic":
+        return sse(anthropic_events(turn))
+    if protocol == "openai_responses":
+        return sse(responses_events(turn))
+    return sse([(None, c) for c in google_chunks(turn)])
+
+
+@pytest.mark.parametrize("protocol", ["anthropic", "google", "openai_responses"])
+async def test_a_whole_native_answer_then_a_held_connection_returns_the_answer(protocol):
+    with Paced([_whole(protocol), b": late\n\n"], 30) as peer:
+        model = {"anthropic": "claude-peer", "google": "gemini-peer", "openai_responses": "gpt-peer"}[protocol]
+        m = iModel(provider=protocol, model=model, base_url=peer.base_url, api_key="k", stream=True, max_retries=0,
+                   silence_timeout=3)
+        with anyio.fail_after(2):  # below silence_timeout: the answer's end, not the silence bound, ends the read
+            assert await Branch(chat_model=m).operate(instruction="x") == "whole"
