@@ -62,6 +62,16 @@ async def test_a_whole_answer_then_a_held_connection_returns_the_answer(server):
     assert got.text == "whole"
 
 
+@pytest.mark.parametrize("then", ["silence", "ping"])
+async def test_a_finish_reason_without_done_then_a_held_connection_is_the_answer(server, then):
+    """A finish reason with or without ``[DONE]`` is the assembled answer: a
+    server that then holds the stream open (silent, or with comments) ends
+    the read at ``silence_timeout`` with the answer, as one that closes it does."""
+    got = await _chat(server, Reply(stream=[chunk("whole"), chunk(finish="stop")], done=False, then=then),
+                      silence_timeout=0.2)
+    assert (got.text, got.finish_reason) == ("whole", "stop")
+
+
 async def test_a_deadline_below_the_silence_bound_ends_the_call_named_as_the_deadline(server):
     with pytest.raises(EndpointTimeoutError, match="deadline") as info:
         await _chat(server, Reply(stream=[chunk("a")], done=False, then="silence"), silence_timeout=3, deadline=0.2)

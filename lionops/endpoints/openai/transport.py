@@ -787,10 +787,19 @@ class ChatCompletionsEndpoint:
 
         Every wait for the next ``data:`` event is bounded by
         ``silence_timeout`` (comments and blank lines do not reset it); the
-        bytes read are bounded by ``max_response_bytes``."""
+        bytes read are bounded by ``max_response_bytes``. A stream held open
+        past a finish reason without ``[DONE]`` ends there with its answer."""
         acc = StreamAccumulator()
         status = response.status_code
-        whole = await self._stream_events(response, lambda payloads: fold_events(acc, payloads, status, self._answers))
+        try:
+            whole = await self._stream_events(response, lambda payloads: fold_events(acc, payloads, status,
+                                                                                     self._answers))
+        except EndpointTimeoutError as exc:
+            # A finish reason came and the server holds the stream open without
+            # [DONE]: the answer, as when the body ends there (stream_end).
+            if exc.limit != "silence_timeout" or acc.finish_reason is None:
+                raise
+            whole = False
         return stream_end(acc, whole, status, self._answers)
 
     async def _stream_events(self, response: httpx2.Response, fold: Callable[[list[tuple[str | None, str]]], bool],
