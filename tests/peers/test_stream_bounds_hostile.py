@@ -181,6 +181,12 @@ async def test_a_connection_dropped_inside_an_event_is_a_typed_error(in_chunk):
 # ---------------------------------------------------------------- native protocols
 
 
+def _held(protocol: str, peer: Paced, silence_timeout: float) -> iModel:
+    model = {"anthropic": "claude-peer", "google": "gemini-peer", "openai_responses": "gpt-peer"}[protocol]
+    return iModel(provider=protocol, model=model, base_url=peer.base_url, api_key="k", stream=True, max_retries=0,
+                  silence_timeout=silence_timeout)
+
+
 def _native_parts(protocol: str) -> bytes:
     turn = Turn(text="partial")
     if protocol == "anthropic":
@@ -192,12 +198,9 @@ def _native_parts(protocol: str) -> bytes:
 
 @pytest.mark.parametrize("protocol", ["anthropic", "google", "openai_responses"])
 async def test_a_native_stream_that_stalls_ends_at_silence_timeout_named_in_the_error(protocol):
-    with Paced([_native_parts(protocol), b": late\n\n"], 30) as peer:
-        model = {"anthropic": "claude-peer", "google": "gemini-peer", "openai_responses": "gpt-peer"}[protocol]
-        m = iModel(provider=protocol, model=model, base_url=peer.base_url, api_key="k", stream=True, max_retries=0,
-                   silence_timeout=0.2)
+    with Paced([_native_parts(protocol), b": late\n\n"], 30) as peer:  # then held open
         with anyio.fail_after(5), pytest.raises(EndpointTimeoutError, match="silence_timeout") as info:
-            await Branch(chat_model=m).operate(instruction="x")
+            await Branch(chat_model=_held(protocol, peer, 0.2)).operate(instruction="x")
         assert (info.value.limit, info.value.seconds) == ("silence_timeout", 0.2)
 
 
@@ -212,9 +215,6 @@ def _whole(protocol: str) -> bytes:
 
 @pytest.mark.parametrize("protocol", ["anthropic", "google", "openai_responses"])
 async def test_a_whole_native_answer_then_a_held_connection_returns_the_answer(protocol):
-    with Paced([_whole(protocol), b": late\n\n"], 30) as peer:
-        model = {"anthropic": "claude-peer", "google": "gemini-peer", "openai_responses": "gpt-peer"}[protocol]
-        m = iModel(provider=protocol, model=model, base_url=peer.base_url, api_key="k", stream=True, max_retries=0,
-                   silence_timeout=3)
+    with Paced([_whole(protocol), b": late\n\n"], 30) as peer:  # then held open
         with anyio.fail_after(2):  # below silence_timeout: the answer's end, not the silence bound, ends the read
-            assert await Branch(chat_model=m).operate(instruction="x") == "whole"
+            assert await Branch(chat_model=_held(protocol, peer, 3)).operate(instruction="x") == "whole"
