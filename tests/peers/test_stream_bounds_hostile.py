@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from lionops import Branch, iModel
-from lionops.errors import EndpointError, EndpointTimeoutError
+from lionops.errors import EndpointError, EndpointResponseError, EndpointTimeoutError
 from lionops.testing.native import Turn, anthropic_events, google_chunks, responses_events, sse
 from lionops.testing.openai_server import Reply
 from tests.openai_server import make_model, server  # noqa: F401 - fixture
@@ -60,6 +60,14 @@ async def test_one_event_trickled_a_byte_at_a_time_ends_at_silence_timeout(serve
 async def test_a_whole_answer_then_a_held_connection_returns_the_answer(server):
     got = await _chat(server, Reply(stream=[chunk("whole", finish="stop")], then="silence"), silence_timeout=2)
     assert got.text == "whole"
+
+
+@pytest.mark.parametrize("kind", ["comments", "data"])
+async def test_a_stream_past_max_response_bytes_is_cut_naming_the_bound(server, kind):
+    """Comments count toward the bytes read, as data events do."""
+    line = ": " + "x" * 1000 + "\n\n" if kind == "comments" else chunk("x" * 1000)
+    with pytest.raises(EndpointResponseError, match="max_response_bytes=10000"):
+        await _chat(server, Reply(stream=[line] * 30, done=False), silence_timeout=3, max_response_bytes=10_000)
 
 
 @pytest.mark.parametrize("then", ["silence", "ping"])
