@@ -8,6 +8,7 @@ protocols alike, on asyncio and trio."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -57,8 +58,11 @@ async def test_one_event_trickled_a_byte_at_a_time_ends_at_silence_timeout(serve
     assert info.value.limit == "silence_timeout"
 
 
-async def test_a_whole_answer_then_a_held_connection_returns_the_answer(server):
-    got = await _chat(server, Reply(stream=[chunk("whole", finish="stop")], then="silence"), silence_timeout=2)
+@pytest.mark.parametrize("line_break", ["\n", "\r\n", "\r"], ids=["lf", "crlf", "cr"])
+async def test_a_whole_answer_then_a_held_connection_returns_the_answer(server, line_break):
+    events = [f"data: {json.dumps(chunk('whole', finish='stop'))}\n\n", "data: [DONE]\n\n"]
+    reply = Reply(stream=[e.replace("\n", line_break) for e in events], done=False, then="silence")
+    got = await _chat(server, reply, silence_timeout=30)  # _chat's hang guard ends it long before
     assert got.text == "whole"
 
 
@@ -221,8 +225,11 @@ def _whole(protocol: str) -> bytes:
     return sse([(None, c) for c in google_chunks(turn)])
 
 
+@pytest.mark.parametrize("line_break", [b"\n", b"\r\n", b"\r"], ids=["lf", "crlf", "cr"])
 @pytest.mark.parametrize("protocol", ["anthropic", "google", "openai_responses"])
-async def test_a_whole_native_answer_then_a_held_connection_returns_the_answer(protocol):
-    with Paced([_whole(protocol), b": late\n\n"], 30) as peer:  # then held open
-        with anyio.fail_after(2):  # below silence_timeout: the answer's end, not the silence bound, ends the read
-            assert await Branch(chat_model=_held(protocol, peer, 3)).operate(instruction="x") == "whole"
+async def test_a_whole_native_answer_then_a_held_connection_returns_the_answer(protocol, line_break):
+    """Whatever its line breaks: a last CR is a line break at once (a LF after
+    it, in the next read, is its second half and no line of its own)."""
+    with Paced([_whole(protocol).replace(b"\n", line_break), b": late\n\n"], 30) as peer:  # then held open
+        with anyio.fail_after(5):  # far below silence_timeout: the answer's end, not the silence bound, ends the read
+            assert await Branch(chat_model=_held(protocol, peer, 30)).operate(instruction="x") == "whole"
