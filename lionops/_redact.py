@@ -10,7 +10,8 @@ A :class:`Redactor` replaces secrets in text and in JSON-compatible values:
 - built-in patterns for common key shapes (``sk-...``, ``Bearer ...``, AWS,
   GitHub, Slack, Google keys) and the caller's ``patterns`` (regular expressions);
 - literal ``secrets`` and, by default, the values of environment variables
-  whose names say key, token, secret or password.
+  whose names say key, token, secret or password; of those 16 characters
+  long or more, also every run of 8 of their characters (a partial echo).
 
 The same redactor normalizes a live request before it is compared with a
 recorded one, so a secret in the request never makes replay diverge.
@@ -31,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ._secrets import MARK, MIN_SECRET, is_secret_name, redact_header, scrub_url, secret_variables
+from ._secrets import MARK, MIN_SECRET, is_secret_name, mask_partial_echoes, redact_header, scrub_url, secret_variables
 
 __all__ = ["Redactor", "DEFAULT_PATTERNS", "REPLACEMENT", "pattern_problem", "MAX_PATTERN_LENGTH",
            "MAX_PATTERNS", "MAX_QUANTIFIER", "MAX_WORK"]
@@ -197,6 +198,7 @@ class Redactor:
         """``value`` with every known secret replaced by :data:`REPLACEMENT`."""
         for literal in self._literals:
             value = value.replace(literal, REPLACEMENT)
+        value = mask_partial_echoes(value, self._literals, REPLACEMENT)
         for pattern in self._compiled:
             value = pattern.sub(REPLACEMENT, value)
         for scrub in self.scrubbers:

@@ -15,7 +15,10 @@ redactor (:mod:`lionops._redact`) and the loopback test server
   messages of HTTP endpoints, :data:`TEXT_MARK` (``[redacted]``) in the
   stderr tail and messages of CLI agent errors;
 - :func:`scrub_url`: a URL without user info and fragment, its query left
-  out or its values redacted.
+  out or its values redacted;
+- partial echoes: every run of :data:`PARTIAL_ECHO` characters of a long
+  key-like secret is masked as the whole one is (:func:`mask_partial_echoes`,
+  part of :func:`replace_secrets`).
 
 This module is at the bottom of the house: it imports nothing of lionops.
 """
@@ -24,11 +27,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 __all__ = [
     "MARK", "TEXT_MARK", "MIN_SECRET", "is_secret_name", "is_secret_variable", "secret_variables",
-    "replace_secrets", "redact_header", "scrub_url", "url_query_secrets", "url_secrets", "scrubbed_preview",
+    "PARTIAL_ECHO", "replace_secrets", "mask_partial_echoes", "redact_header", "scrub_url", "url_query_secrets",
+    "url_secrets", "scrubbed_preview",
     "scrubbed_message",
 ]
 
@@ -61,12 +66,87 @@ def secret_variables(env: Mapping[str, str], *, min_length: int = MIN_SECRET) ->
     return [v for k, v in env.items() if v and len(v) >= min_length and is_secret_variable(k)]
 
 
+#: A run of this many characters of a long secret, or more, is a partial echo
+#: (``Incorrect API key provided: sk-test-SENTI****-123``) and is masked too.
+PARTIAL_ECHO = 8
+#: Secrets shorter than this are masked whole only: a run of eight characters
+#: of a short value (a date in a base URL's query) is ordinary text too often.
+_PARTIAL_FROM = 16
+#: The window the scan looks up: every run of ``PARTIAL_ECHO`` characters
+#: holds a whole window starting at a multiple of it.
+_WINDOW = PARTIAL_ECHO // 2
+
+
 def replace_secrets(text: str, secrets: Iterable[str], mark: str = MARK) -> str:
     """``text`` with every one of ``secrets`` replaced by ``mark``, longest
-    first (so a secret that holds another goes whole)."""
-    for value in sorted({s for s in secrets if s}, key=len, reverse=True):
+    first (so a secret that holds another goes whole), then each partial
+    echo of a long one (:func:`mask_partial_echoes`)."""
+    values = sorted({s for s in secrets if s}, key=len, reverse=True)
+    for value in values:
         text = text.replace(value, mark)
-    return text
+    return mask_partial_echoes(text, values, mark)
+
+
+def _key_like(secret: str) -> bool:
+    """Whether a secret reads as a key or token rather than a path or a phrase
+    (a secret-named variable may hold ``/home/me/.config/creds.json``, whose
+    runs are in ordinary text): only those are masked in part."""
+    return not secret.startswith(("/", "~", ".")) and not any(c.isspace() for c in secret) and "\\" not in secret
+
+
+@lru_cache(maxsize=64)
+def _windows(secrets: tuple[str, ...]) -> dict[str, tuple[tuple[str, int], ...]]:
+    """Each window of the long ``secrets`` -> where it sits: (secret, offset)."""
+    found: dict[str, list[tuple[str, int]]] = {}
+    for secret in secrets:
+        if len(secret) >= _PARTIAL_FROM and _key_like(secret):
+            for at in range(len(secret) - _WINDOW + 1):
+                found.setdefault(secret[at:at + _WINDOW], []).append((secret, at))
+    return {window: tuple(places) for window, places in found.items()}
+
+
+def _echo_at(text: str, start: int, places: tuple[tuple[str, int], ...]) -> tuple[int, int]:
+    """The longest run of text around ``start`` that a secret holds, as (from, to)."""
+    best = (start, start)
+    for secret, at in places:
+        left, back = start, at
+        while left > 0 and back > 0 and text[left - 1] == secret[back - 1]:
+            left, back = left - 1, back - 1
+        right, ahead = start + _WINDOW, at + _WINDOW
+        while right < len(text) and ahead < len(secret) and text[right] == secret[ahead]:
+            right, ahead = right + 1, ahead + 1
+        if right - left > best[1] - best[0]:
+            best = (left, right)
+    return best
+
+
+def mask_partial_echoes(text: str, secrets: Iterable[str], mark: str = MARK) -> str:
+    """``text`` with every run of :data:`PARTIAL_ECHO` characters or more of
+    a secret of 16 characters or more replaced by ``mark``: a provider that
+    echoes a key with its middle starred (or a prefix of it) shows none of it.
+    Secrets that read as paths or phrases (a leading ``/``, ``~`` or ``.``, a
+    backslash, a space) are masked whole only.
+
+    The scan looks up one window in every :data:`_WINDOW` characters, then
+    grows each hit to the whole run the secret holds.
+    """
+    windows = _windows(tuple(secrets))
+    if not windows:
+        return text
+    hits = [i for i in range(0, len(text) - _WINDOW + 1, _WINDOW) if text[i:i + _WINDOW] in windows]
+    if not hits:
+        return text
+    parts: list[str] = []
+    done = 0
+    for start in hits:
+        if start < done:
+            continue
+        left, right = _echo_at(text, start, windows[text[start:start + _WINDOW]])
+        if right - left >= PARTIAL_ECHO:
+            left = max(left, done)
+            parts += (text[done:left], mark)
+            done = right
+    return "".join(parts) + text[done:] if parts else text
 
 
 def redact_header(value: str) -> tuple[str, str]:

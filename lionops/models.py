@@ -364,9 +364,11 @@ class RawOutput(str):
     """Model text returned uncoerced, with the reason it was not parsed.
 
     Adapters return a ``RawOutput`` for a ``finish_reason: "length"`` cut-off
-    (``reason="length"``) or a refusal (``reason="refusal"``, ``detail`` the
-    refusal text). A failed CLI result is not returned at all: it raises
-    since text would read as a successful answer. It is a
+    (``reason="length"``), a refusal (``reason="refusal"``, ``detail`` the
+    refusal text), or an answer the server never said was whole
+    (``reason="no_finish_reason"`` or ``"unknown_finish_reason"``). A failed
+    CLI result is not returned at all: it raises since text would read as a
+    successful answer. It is a
     ``str``, so the caller's mismatch policy applies unchanged (ADR-0022 D3);
     under ``"raise"`` the error carries the reason.
     """

@@ -25,7 +25,8 @@ into their protocol and their answers back (docs/api.md, "Native protocols"):
    parsed; a native endpoint's own turn (thinking blocks with signatures,
    reasoning items, thought parts) is kept as ``metadata["native"]`` and
    handed back to that endpoint with the history;
-4. a ``finish_reason: "length"`` cut-off or a refusal is returned as a
+4. a ``finish_reason: "length"`` cut-off, a refusal, or an answer with no
+   finish reason or one that marks no whole answer is returned as a
    :class:`~lionops.models.RawOutput`, never parsed, repaired or turned into
    tool calls; otherwise the raw text under ``skip_validation``,
    else the inner parse with the native ``tool_calls`` merged into
@@ -51,6 +52,7 @@ from pydantic import BaseModel
 
 from ..endpoints.base import ChatEndpoint
 from ..endpoints.openai import call_deadline
+from ..endpoints.openai.response import WHOLE_FINISH_REASONS
 from ..errors import ConfigurationError, EndpointError, EndpointResponseError
 from ..messages import Message, to_jsonable
 from ..models import ActionRequestModel, RawOutput, _preview, decode_arguments
@@ -369,8 +371,9 @@ async def communicate(
     turn = _request(branch, instruction, chat_param, endpoint, clear_messages)  # steps 1 and 2
     completion, unfinished = await _send(branch, endpoint, turn, parse_param)
     text, requests, metadata = _record(branch, endpoint, turn, completion)  # step 3
+    whole = getattr(endpoint, "whole_finish_reasons", WHOLE_FINISH_REASONS)
     return await _answer(branch, turn, completion, unfinished, text, requests, metadata,  # step 4
-                         parse_param, skip_validation)
+                         parse_param, skip_validation, whole)
 
 
 @dataclass(frozen=True, slots=True)
@@ -488,10 +491,11 @@ def _record(branch: Any, endpoint: ChatEndpoint, turn: _Turn,
 
 
 async def _answer(branch: Any, turn: _Turn, completion: Any, unfinished: bool, text: str | None, requests: list[Any],
-                  metadata: dict[str, Any], parse_param: Any, skip_validation: bool) -> Any:
+                  metadata: dict[str, Any], parse_param: Any, skip_validation: bool,
+                  whole: frozenset[str] = WHOLE_FINISH_REASONS) -> Any:
     """Step 4: an uncoerced ``RawOutput`` (cut, refusal, no finish reason), the
     tool calls alone under a caller model, or the inner parse."""
-    raw = _no_finish_reason(text) if unfinished else _uncoerced(completion, text)
+    raw = _no_finish_reason(text) if unfinished else _uncoerced(completion, text, whole)
     if raw is not None:
         record_assistant(branch, raw, metadata)
         return _noted(raw)
@@ -557,7 +561,19 @@ def _no_finish_reason(text: str | None) -> RawOutput:
         "unparsed, and no tool was run"))
 
 
-def _uncoerced(completion: Any, text: str | None) -> RawOutput | None:
+def _not_said_whole(text: str, finish_reason: Any) -> RawOutput:
+    """The text of an answer whose finish reason is missing or unknown, uncoerced."""
+    if finish_reason is None:
+        return RawOutput(text, reason="no_finish_reason", detail=(
+            "the server sent no finish reason: the text is returned as it came, unparsed, and no tool was run"))
+    shown = "".join(c if c.isalnum() or c in "_-." else "?" for c in str(finish_reason)[:40])
+    return RawOutput(text, reason="unknown_finish_reason", detail=(
+        f"the server's finish reason {shown!r} is not one that marks a whole answer: the text is returned "
+        "as it came, unparsed, and no tool was run (if this host ends whole answers with it, add it to the "
+        "endpoint's whole_finish_reasons)"))
+
+
+def _uncoerced(completion: Any, text: str | None, whole: frozenset[str] = WHOLE_FINISH_REASONS) -> RawOutput | None:
     """A ``RawOutput`` for a cut-off (``length``) or a refusal (``refusal`` text
     or ``content_filter``); ``None`` for an answer that may be parsed."""
     text = text or ""
@@ -576,4 +592,9 @@ def _uncoerced(completion: Any, text: str | None) -> RawOutput | None:
         return RawOutput(text, reason="length", detail=(
             f"the answer ends inside a JSON value although the server reported finish_reason "
             f"{completion.finish_reason!r}; treated as cut off"))
+    if completion.finish_reason not in whole:
+        # A whole answer says so: with no finish reason, or one no endpoint maps
+        # (a host's own cut such as "model_length" or "insufficient_system_resource"),
+        # the answer is not taken for a whole one, and no tool runs from it.
+        return _not_said_whole(text, completion.finish_reason)
     return None

@@ -242,6 +242,18 @@ def _copied(function: str, value: Any) -> Any:
         raise ToolArgumentsError(function, f"arguments cannot be copied ({type(exc).__name__})") from None
 
 
+def _kept(raw: Any) -> Any:
+    """The record's own copy of arguments that never reach a tool, so a
+    caller's later change to its request reaches no record, message or log
+    entry; arguments that have no deep copy are kept as a note of their type."""
+    if _flat(raw):
+        return dict(raw)
+    try:
+        return copy.deepcopy(raw)
+    except Exception:  # noqa: BLE001 - an uncopyable object is described, never shared
+        return f"<{type(raw).__name__} that cannot be copied>"
+
+
 def _error_payload(function: Any, exc: BaseException) -> dict[str, Any]:
     text = safe_str(exc)
     return {
@@ -408,7 +420,7 @@ async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> Actio
         if not _flat(kwargs):  # what is recorded: a copy, never the caller's own values
             kwargs = _copied(function, kwargs)
     except ValueError as exc:
-        return _failed(batch, req, raw, "rejected", exc)
+        return _failed(batch, req, _kept(raw), "rejected", exc)
     if gated:  # 3. governance, on exactly what the tool will receive: fail closed
         verdict, reason, told = await _authorized(batch, req, raw, tool, kwargs, shown, shown_raw)
         if verdict != "allowed":
@@ -433,15 +445,15 @@ def _admitted(batch: _Batch, req: _Request) -> tuple[Any, Tool | ActionRecord]:
             raw = decode_arguments(raw)
     except ValueError as exc:
         err = exc if isinstance(exc, InvalidActionRequest) else InvalidActionRequest(str(exc))
-        return raw, _failed(batch, req, raw, "invalid", err)
+        return raw, _failed(batch, req, _kept(raw), "invalid", err)
     # 2. the offered tools are the allowed tools.
     tool = batch.branch.acts.get(function)
     if tool is None:
-        return raw, _failed(batch, req, raw, "rejected", UnknownToolError(function, batch.offered))
+        return raw, _failed(batch, req, _kept(raw), "rejected", UnknownToolError(function, batch.offered))
     if function not in batch.offered:
-        return raw, _failed(batch, req, raw, "not_offered", ToolNotOfferedError(function, batch.offered))
+        return raw, _failed(batch, req, _kept(raw), "not_offered", ToolNotOfferedError(function, batch.offered))
     if batch.tools[function] is not tool:  # replaced since it was offered: never shown to the model
-        return raw, _failed(batch, req, raw, "not_offered",
+        return raw, _failed(batch, req, _kept(raw), "not_offered",
                             ToolNotOfferedError(function, batch.offered, replaced=True))
     return raw, tool
 

@@ -307,3 +307,19 @@ async def test_the_api_key_never_leaks(server, caplog):
     assert "***" in str(err)  # the echoed key was scrubbed, not dropped silently
     assert server.requests[0].headers["authorization"] == "Bearer ***"
     assert any(r.name == "lionops.http" for r in caplog.records)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("echo", ["sk-test-SENT****-123", "sk-test-SENTINEL-***", "****test-SENTINEL-123"])
+async def test_the_api_key_echoed_in_part_never_leaks(server, caplog, echo):
+    server.push(Reply(error_body(f"Incorrect API key provided: {echo}.", code="invalid_api_key"), status=401))
+    m = make_model(server, api_key=SENTINEL)
+    branch = Branch(chat_model=m)
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(EndpointAuthError) as info:
+        await branch.operate(instruction="q")
+    await m.aclose()
+    err = info.value
+    seen = "\n".join([caplog.text, str(err), repr(err), err.body, "".join(traceback.format_exception(err)),
+                      json.dumps(branch.logs.to_list()), branch.traces[-1].to_json()])
+    assert "SENTINEL" not in seen and "Incorrect API key provided: ***" in str(err)

@@ -156,6 +156,18 @@ async def test_exit_1_carries_the_stderr_tail_without_secrets():
         assert secret not in text
 
 
+async def test_a_stderr_echoing_part_of_the_key_shows_none_of_it():
+    secret = "sk-ant-SENTINEL-0123456789"
+    model = fake_model("exit1.jsonl", "--exit", "1", "--stderr", "Error: invalid x-api-key sk-ant-SENT...23456789\n",
+                       env={"ANTHROPIC_API_KEY": secret})
+    branch = Branch(chat_model=model)
+    with pytest.raises(CLIProcessError) as info:
+        await branch.operate(instruction="hi")
+    for text in (str(info.value), repr(info.value), branch.traces[-1].to_json(), json.dumps(branch.logs.to_list())):
+        assert "SENT" not in text and "23456789" not in text
+    assert "Error: invalid x-api-key [redacted]" in str(info.value)
+
+
 async def test_hang_past_timeout_kills_the_process_group(tmp_path):
     pid_file, child_file = tmp_path / "pid", tmp_path / "child"
     model = fake_model("hang.jsonl", "--hang-after", "1", "--pidfile", str(pid_file),

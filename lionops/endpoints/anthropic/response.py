@@ -8,7 +8,9 @@ as the turn's ``native`` content (signatures included) to be sent back.
 
 ``stop_reason``: ``end_turn`` / ``stop_sequence`` -> ``stop``, ``tool_use``
 -> ``tool_calls``, ``max_tokens`` / ``model_context_window_exceeded`` ->
-``length`` (a cut answer), ``refusal`` -> ``content_filter`` with the refusal.
+``length`` (a cut answer), ``refusal`` -> ``content_filter`` with the refusal;
+none, or one not named here, is passed on as it is, so the answer is never
+taken for a whole one.
 
 Usage: ``input_tokens`` leaves cache reads and writes out; ``prompt_tokens``
 is their sum, as the Chat Completions convention counts it.

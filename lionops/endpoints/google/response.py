@@ -12,7 +12,9 @@ content (``thoughtSignature`` included) to be sent back.
 ``LANGUAGE`` -> ``content_filter`` with the reason as the refusal; a prompt
 refused before any candidate (``promptFeedback.blockReason``) is a refusal
 too. ``MALFORMED_FUNCTION_CALL``, ``UNEXPECTED_TOOL_CALL`` and ``OTHER`` are
-typed :class:`~lionops.errors.EndpointProviderError`.
+typed :class:`~lionops.errors.EndpointProviderError`. No ``finishReason``, or
+one not named here, is passed on as it is (``None`` or the reason), so the
+answer is never taken for a whole one.
 
 Usage: ``promptTokenCount`` counts cached input (``cachedContentTokenCount``);
 ``candidatesTokenCount`` leaves thoughts out (``thoughtsTokenCount``), so
@@ -94,8 +96,10 @@ def normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
         finish: str | None = "length"
     elif reason in REFUSED:
         finish, refusal = "content_filter", f"the answer was stopped (finishReason {reason})"
-    else:
+    elif reason == "STOP":
         finish = "tool_calls" if calls else "stop"
+    else:  # none, or one not known here: never taken for a whole answer
+        finish = reason if isinstance(reason, str) and reason else None
     return {
         "text": "".join(texts) if texts else None,
         "refusal": refusal,

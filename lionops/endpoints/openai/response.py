@@ -21,7 +21,15 @@ from ...errors import EndpointProviderError, EndpointResponseError, JSONLimitErr
 from ...usage import Usage
 from .config import BODY_PREVIEW
 
-__all__ = ["ChatCompletion", "Answers"]
+__all__ = ["ChatCompletion", "Answers", "WHOLE_FINISH_REASONS"]
+
+#: The finish reasons of a whole answer: OpenAI's own, and the synonyms
+#: OpenAI-compatible hosts send for a natural end (``eos``, ``eos_token``,
+#: ``stop_sequence``, ``end_turn``). Any other, or none, marks an answer that
+#: is never taken for a whole one (``length`` and ``content_filter`` are cuts
+#: and refusals). An endpoint's ``whole_finish_reasons`` may widen it.
+WHOLE_FINISH_REASONS = frozenset({"stop", "tool_calls", "function_call", "eos", "eos_token", "stop_sequence",
+                                  "end_turn"})
 
 @dataclass(frozen=True, slots=True)
 class ChatCompletion:

@@ -68,7 +68,7 @@ from .config import (
     check_base_url,
     check_deadline,
 )
-from .response import Answers, ChatCompletion
+from .response import WHOLE_FINISH_REASONS, Answers, ChatCompletion
 from .stream import LINE_BREAK, EventFields, StreamAccumulator, events_of_text, fold_chunk, fold_events, stream_end
 
 __all__ = ["ChatCompletionsEndpoint", "parse_retry_after"]
@@ -271,6 +271,12 @@ class ChatCompletionsEndpoint:
     event loop (asyncio or trio) and reused by every call made in that loop;
     call :meth:`aclose` when done.
     """
+
+    #: Finish reasons that mark a whole answer (:data:`~lionops.endpoints.openai.response.WHOLE_FINISH_REASONS`);
+    #: an answer with none of them is returned uncoerced and runs no tool. A host
+    #: whose whole answers end with another reason: ``endpoint.whole_finish_reasons
+    #: = WHOLE_FINISH_REASONS | {"done"}``.
+    whole_finish_reasons: frozenset[str] = WHOLE_FINISH_REASONS
 
     is_cli = False
     #: Seconds a stream's reader waits, after the stream's last event, for the

@@ -9,7 +9,9 @@ the reasoning, never the answer; every output item goes back unchanged on the ne
 ``status``: ``completed`` -> ``stop`` (``tool_calls`` with calls);
 ``incomplete`` with ``max_output_tokens`` -> ``length`` (a cut answer),
 with ``content_filter`` -> ``content_filter``; ``failed`` -> a typed
-:class:`~lionops.errors.EndpointProviderError` with the response's ``error``.
+:class:`~lionops.errors.EndpointProviderError` with the response's ``error``;
+no ``status`` -> no finish reason (never taken for a whole answer); any
+other status is refused as no answer.
 
 Usage: ``input_tokens`` counts cached input (``input_tokens_details.cached_tokens``),
 ``output_tokens`` counts reasoning (``output_tokens_details.reasoning_tokens``).
@@ -82,7 +84,7 @@ def normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
                                        "arguments": arguments if isinstance(arguments, str) else "{}"}})
         elif kind == "reasoning":
             thoughts += _reasoning_text(item)
-    finish: str | None = "tool_calls" if calls else "stop"
+    finish: str | None = ("tool_calls" if calls else "stop") if status == "completed" else None
     reason = None
     if status == "incomplete":
         details = data.get("incomplete_details")

@@ -1,0 +1,114 @@
+"""An answer whose finish reason is missing, or one no endpoint maps (a
+host's own cut such as ``model_length`` or ``insufficient_system_resource``,
+a new Gemini reason), is never taken for a whole one: it comes back as an
+uncoerced ``RawOutput`` (``no_finish_reason`` / ``unknown_finish_reason``),
+nothing is parsed from it, and none of its tool calls runs; on Chat
+Completions and every native protocol, answered in one plain body."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from lionops import Branch, RawOutput, iModel
+from lionops.endpoints.openai.response import WHOLE_FINISH_REASONS
+from lionops.testing import Reply, chunked, completion, tool_call
+from lionops.testing.native import NativeReply, Turn, anthropic_body, google_body, responses_body
+from tests.helpers import Answer, ToolBox
+from tests.native_recordings import ScriptPeer, endpoint_options
+from tests.openai_server import make_model, server  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.anyio
+
+TURN = Turn(text=json.dumps({"answer": 1}), calls=[("c1", "get_weather", {"city": "Oslo"})])
+#: finish marker -> the RawOutput's reason
+FINISHES: dict[Any, str] = {None: "no_finish_reason", "model_length": "unknown_finish_reason",
+                            "insufficient_system_resource": "unknown_finish_reason"}
+
+
+def _body(protocol: str, finish: Any) -> dict[str, Any]:
+    if protocol == "anthropic":
+        return {**anthropic_body(TURN), "stop_reason": finish}
+    if protocol == "google":
+        body = google_body(TURN)
+        body["candidates"][0]["finishReason"] = finish
+        if finish is None:
+            del body["candidates"][0]["finishReason"]
+        return body
+    return {**responses_body(TURN), "status": finish}
+
+
+async def _operate(model: Any) -> tuple[Any, ToolBox]:
+    box = ToolBox()
+    try:
+        branch = Branch(chat_model=model, tools=box.tools())
+        result = await branch.operate(instruction="weather?", response_format=Answer, actions=True)
+    finally:
+        await model.aclose()
+    return result, box
+
+
+@pytest.mark.parametrize("finish", list(FINISHES), ids=[str(f) for f in FINISHES])
+async def test_chat_completions_answer_not_said_whole_runs_nothing(server, finish, anyio_backend):  # noqa: F811
+    answer = completion(json.dumps({"answer": 1}), tool_calls=[tool_call("get_weather", {"city": "Oslo"}, "c1")])
+    answer["choices"][0]["finish_reason"] = finish
+    server.push(answer)
+    result, box = await _operate(make_model(server))
+    assert isinstance(result, RawOutput) and result.reason == FINISHES[finish]
+    assert box.calls == {}
+
+
+#: (protocol, finish marker): a Responses status other than completed or incomplete is refused as no answer
+NATIVE = [(p, f) for p in ("anthropic", "google") for f in (None, "model_context_window_exceeded_v2",
+                                                           "FINISH_REASON_UNSPECIFIED")] + [("openai_responses", None)]
+
+
+@pytest.mark.parametrize(("protocol", "finish"), NATIVE, ids=[f"{p}-{f}" for p, f in NATIVE])
+async def test_a_native_answer_not_said_whole_runs_nothing(protocol, finish, anyio_backend):
+    with ScriptPeer(NativeReply(200, json.dumps(_body(protocol, finish)).encode())) as peer:
+        result, box = await _operate(iModel(**endpoint_options(protocol, peer, max_retries=0)))
+    assert isinstance(result, RawOutput)
+    assert result.reason == ("no_finish_reason" if finish is None else "unknown_finish_reason"), result.detail
+    assert box.calls == {}
+
+
+async def test_a_finish_reason_is_shown_in_the_detail_without_its_hostile_characters(server, anyio_backend):  # noqa: F811
+    answer = completion("text")
+    answer["choices"][0]["finish_reason"] = "cut\n\x1b[31m" + "x" * 100
+    server.push(answer)
+    result, _ = await _operate(make_model(server))
+    assert result.reason == "unknown_finish_reason"
+    assert "'cut???31m" in result.detail and "\n" not in result.detail and "x" * 41 not in result.detail
+
+
+@pytest.mark.parametrize("finish", ["eos_token", "eos", "stop_sequence", "end_turn"])
+async def test_a_hosts_own_word_for_a_whole_answer_runs_its_tools(server, finish, anyio_backend):  # noqa: F811
+    answer = completion(json.dumps({"answer": 1}), tool_calls=[tool_call("get_weather", {"city": "Oslo"}, "c1")])
+    answer["choices"][0]["finish_reason"] = finish
+    server.push(answer)
+    result, box = await _operate(make_model(server))
+    assert result.answer == 1 and box.calls == {"get_weather": 1}
+
+
+async def test_an_endpoint_told_another_whole_reason_runs_its_tools(server, anyio_backend):  # noqa: F811
+    answer = completion(json.dumps({"answer": 1}), tool_calls=[tool_call("get_weather", {"city": "Oslo"}, "c1")])
+    answer["choices"][0]["finish_reason"] = "done"
+    server.push(answer, answer)
+    model = make_model(server)
+    result, box = await _operate(model)
+    assert result.reason == "unknown_finish_reason" and "whole_finish_reasons" in result.detail and box.calls == {}
+    model = make_model(server)
+    model.endpoint.whole_finish_reasons = WHOLE_FINISH_REASONS | {"done"}
+    result, box = await _operate(model)
+    assert result.answer == 1 and box.calls == {"get_weather": 1}
+
+
+@pytest.mark.parametrize("finish", ["model_length", "insufficient_system_resource"])
+async def test_a_stream_ending_with_an_unknown_finish_reason_runs_nothing(server, finish, anyio_backend):  # noqa: F811
+    answer = completion(json.dumps({"answer": 1}), tool_calls=[tool_call("get_weather", {"city": "Oslo"}, "c1")])
+    answer["choices"][0]["finish_reason"] = finish
+    server.push(Reply(stream=chunked(answer)))
+    result, box = await _operate(make_model(server, stream=True))
+    assert isinstance(result, RawOutput) and result.reason == "unknown_finish_reason" and box.calls == {}
