@@ -402,7 +402,8 @@ class EndpointTimeoutError(EndpointConnectionError, TimeoutError):
         limit: which bound: ``"timeout"`` (one read, write or connect waited
             longer than the endpoint's ``timeout``) or ``"deadline"`` (the
             whole call, retries and waits included, would outlast the
-            endpoint's ``deadline``).
+            endpoint's ``deadline``) or ``"silence_timeout"`` (a stream sent
+            no ``data:`` event for the endpoint's ``silence_timeout``).
         seconds: that bound, in seconds.
         earlier_attempts: when the deadline ended a call that had already
             retried, each earlier attempt and its outcome, in order

@@ -4,6 +4,7 @@ starts at once) whose tools misbehave on purpose, for lionops.mcp's fault tests.
     python tests/mcp_raw_server.py [exit]
 
 Tools: ``ok`` (answers "fine"), ``crash`` (the process exits mid-call),
+``partial`` (writes part of its answer's frame, then the process exits),
 ``garbage`` (a line that is not JSON), ``malformed`` (a result whose
 ``content`` is not a list), ``huge`` (a result of 200 KB), ``flood`` (one
 frame of 32 MB, written in pieces), ``hang`` (never
@@ -23,7 +24,7 @@ import sys
 
 TOOLS = [
     {"name": name, "description": f"The {name} fault.", "inputSchema": {"type": "object", "properties": {}}}
-    for name in ("ok", "crash", "garbage", "malformed", "huge", "flood", "hang", "sample")
+    for name in ("ok", "crash", "garbage", "malformed", "huge", "flood", "hang", "sample", "partial")
 ]
 TOOLS[0]["annotations"] = {"readOnlyHint": True}
 if os.environ.get("RAW_VARIANT") == "2":  # a changed definition of "ok"
@@ -60,6 +61,10 @@ def answer(request: dict) -> dict | None:
         name = request["params"]["name"]
         if name == "crash":
             os._exit(4)
+        if name == "partial":  # the first part of its answer's frame, then the process exits
+            sys.stdout.write(f'{{"jsonrpc": "2.0", "id": {json.dumps(rid)}, "result": {{"content": [')
+            sys.stdout.flush()
+            os._exit(5)
         if name == "garbage":
             sys.stdout.write("<html>not json</html>\n")
             sys.stdout.flush()

@@ -48,8 +48,9 @@ def _parse(line: bytes) -> SessionMessage | Exception:
 
 
 async def _frames(stdout: anyio.abc.ByteReceiveStream, limit: int) -> AsyncIterator[SessionMessage | Exception]:
-    """The frames on ``stdout``, each at most ``limit`` bytes; a longer one is
-    a :class:`FrameTooLargeError` and is skipped up to its newline."""
+    """The frames on ``stdout``, each at most ``limit`` bytes (its line break,
+    LF or CRLF, not counted); a longer one is a :class:`FrameTooLargeError`
+    and is skipped up to its newline."""
     pending = bytearray()
     scanned = 0  # pending[:scanned] holds no newline
     skipping = False
@@ -61,12 +62,13 @@ async def _frames(stdout: anyio.abc.ByteReceiveStream, limit: int) -> AsyncItera
             scanned = 0
             if skipping:
                 skipping = False
-            elif end > limit:  # its newline came in the same read as the bytes over the bound
+            elif end - line.endswith(b"\r") > limit:  # its newline came in the same read as the bytes over the bound
                 yield FrameTooLargeError(limit)
             elif line.strip():
                 yield _parse(line)
         scanned = len(pending)
-        if len(pending) > limit:
+        # a CR at the end may be the first half of a CRLF line break, which is not part of the frame
+        if len(pending) - pending.endswith(b"\r") > limit:
             if not skipping:
                 skipping = True
                 yield FrameTooLargeError(limit)

@@ -46,6 +46,7 @@ def gone(pid: int) -> bool:
 
 @pytest.mark.parametrize(("tool", "error", "text"), [
     ("crash", MCPServerError, "the server exited?"),
+    ("partial", MCPServerError, "the server exited?"),
     ("garbage", MCPServerError, "a frame that is not JSON-RPC"),
     ("malformed", MCPServerError, "malformed result"),
     ("huge", MCPResultTooLargeError, "more than max_result_bytes=100000"),
@@ -271,3 +272,24 @@ async def test_a_frame_over_the_bound_is_refused_however_its_bytes_arrive(split)
     frames = await _frames_of(chunks, limit)
     assert [type(f).__name__ for f in frames] == ["SessionMessage", "FrameTooLargeError", "SessionMessage"]
     assert isinstance(frames[1], FrameTooLargeError) and frames[1].limit == limit
+
+
+@pytest.mark.parametrize("split", [None, 1, 7, "cr"], ids=["one read", "bytewise", "by 7", "cr and lf apart"])
+async def test_a_crlf_frame_is_bounded_as_its_lf_twin_however_its_bytes_arrive(split):
+    """The line break is not part of the frame: a frame of exactly the bound
+    ending in CRLF is read, as one ending in LF is; one byte more is refused."""
+    from lionops.mcp._stdio import FrameTooLargeError
+
+    ok = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": []}}).encode()
+    limit = len(ok)
+    over = ok[:-1] + b" }"  # one byte longer
+    data = ok + b"\r\n" + over + b"\r\n" + ok + b"\r\n"
+    if split == "cr":
+        chunks = [ok + b"\r", b"\n" + over + b"\r", b"\n" + ok + b"\r", b"\n"]
+    elif split is None:
+        chunks = [data]
+    else:
+        chunks = [data[i:i + split] for i in range(0, len(data), split)]
+    frames = await _frames_of(chunks, limit)
+    assert [type(f).__name__ for f in frames] == ["SessionMessage", "FrameTooLargeError", "SessionMessage"]
+    assert isinstance(frames[1], FrameTooLargeError)

@@ -793,10 +793,19 @@ class ChatCompletionsEndpoint:
 
         Every wait for the next ``data:`` event is bounded by
         ``silence_timeout`` (comments and blank lines do not reset it); the
-        bytes read are bounded by ``max_response_bytes``."""
+        bytes read are bounded by ``max_response_bytes``. A stream held open
+        past a finish reason without ``[DONE]`` ends there with its answer."""
         acc = StreamAccumulator()
         status = response.status_code
-        whole = await self._stream_events(response, lambda payloads: fold_events(acc, payloads, status, self._answers))
+        try:
+            whole = await self._stream_events(response, lambda payloads: fold_events(acc, payloads, status,
+                                                                                     self._answers))
+        except EndpointTimeoutError as exc:
+            # A finish reason came and the server holds the stream open without
+            # [DONE]: the answer, as when the body ends there (stream_end).
+            if exc.limit != "silence_timeout" or acc.finish_reason is None:
+                raise
+            whole = False
         return stream_end(acc, whole, status, self._answers)
 
     async def _stream_events(self, response: httpx2.Response, fold: Callable[[list[tuple[str | None, str]]], bool],
@@ -857,7 +866,7 @@ class ChatCompletionsEndpoint:
             raise EndpointTimeoutError(
                 f"{self.provider}: the stream from POST {self.url} sent no data event for "
                 f"{self.silence_timeout:g} s (silence_timeout; keep-alive comments do not count)",
-                provider=self.provider, url=self.url,
+                limit="silence_timeout", seconds=self.silence_timeout, provider=self.provider, url=self.url,
             )
         return ending is not None
 
@@ -1022,7 +1031,8 @@ class _EventReader:
     :attr:`deadline` is when ``silence_timeout`` passes after the last chunk
     that brought a ``data:`` event (the reader's caller holds the scope)."""
 
-    __slots__ = ("_endpoint", "_status", "_fields", "_chunks", "_decoder", "_pending", "_total", "_ended", "deadline")
+    __slots__ = ("_endpoint", "_status", "_fields", "_chunks", "_decoder", "_pending", "_total", "_ended", "_cr",
+                 "deadline")
 
     def __init__(self, endpoint: ChatCompletionsEndpoint, response: httpx2.Response) -> None:
         self._endpoint = endpoint
@@ -1031,6 +1041,7 @@ class _EventReader:
         self._chunks = _decoded(response).__aiter__()
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending, self._total, self._ended = "", 0, False
+        self._cr = False  # the text read so far ends with a CR: a LF next is its CRLF's second half
         self.deadline = anyio.current_time() + endpoint.silence_timeout
 
     async def batch(self) -> list[tuple[str | None, str]] | None:
@@ -1046,10 +1057,16 @@ class _EventReader:
             if self._total > self._endpoint.max_response_bytes:
                 raise self._endpoint._too_large(self._status)
         ended = self._ended
-        pending = self._pending + self._decoder.decode(chunk, final=ended)
-        held = "" if ended or not pending.endswith("\r") else "\r"  # maybe the first half of \r\n
-        lines = LINE_BREAK.split(pending[: len(pending) - len(held)])
-        self._pending = "" if ended else lines.pop() + held
+        text = self._decoder.decode(chunk, final=ended)
+        if text:
+            # A CR ending a read is a line break at once (a stream held open
+            # after its last event loses nothing); a LF starting the next read
+            # is the second half of its CRLF, no line of its own.
+            if self._cr and text[0] == "\n":
+                text = text[1:]
+            self._cr = text.endswith("\r")
+        lines = LINE_BREAK.split(self._pending + text)
+        self._pending = "" if ended else lines.pop()
         payloads = self._fields.feed(lines, end=ended)
         if payloads:
             self.deadline = anyio.current_time() + self._endpoint.silence_timeout
