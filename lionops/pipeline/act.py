@@ -254,8 +254,8 @@ def _kept(raw: Any) -> Any:
         return f"<{type(raw).__name__} that cannot be copied>"
 
 
-def _error_payload(function: Any, exc: BaseException) -> dict[str, Any]:
-    text = safe_str(exc)
+def _error_payload(function: Any, exc: BaseException, text: str | None = None) -> dict[str, Any]:
+    text = safe_str(exc) if text is None else text
     return {
         "error": text,
         "type": type(exc).__name__,
@@ -391,11 +391,14 @@ def _failed(batch: _Batch, req: _Request, raw: Any, decision: Decision, exc: Bas
 def _interrupted(batch: _Batch, req: _Request, raw: Any, exc: BaseException, what: str, *,
                  arguments: dict[str, Any] | None, started: float | None, invoked: bool) -> None:
     """Record a request cut short by a BaseException (then re-raised by the caller)."""
-    how = "cancelled" if is_cancellation(exc) else f"raised {type(exc).__name__}"
+    cancelled = is_cancellation(exc)
+    how = "cancelled" if cancelled else f"raised {type(exc).__name__}"
     duration = time.perf_counter() - started if started is not None else None
+    # A cancellation's own text names a scope's address and the task's source
+    # line: what the model may read of it is a fixed word.
+    output = _error_payload(req.function, exc, "cancelled" if cancelled else None)
     batch.keep(_record(req, raw, "error", arguments=arguments, reason=f"{what} {how}",
-                       output=_error_payload(req.function, exc), exc=exc,
-                       duration_s=duration, invoked=invoked), exc)
+                       output=output, exc=exc, duration_s=duration, invoked=invoked), exc)
 
 
 async def _act_one(batch: _Batch, req: _Request, timeout: float | None) -> ActionRecord:

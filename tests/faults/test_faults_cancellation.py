@@ -141,6 +141,9 @@ async def test_cancelled_during_act_cancels_running_tools_and_starts_none(strate
     done = b.messages.by_role("action_response")
     assert len(done) == n and all(m.metadata["decision"] == "error" for m in done)
     assert all(a.reason == "tool cancelled" and a.invoked for a in b.traces[-1].actions)
+    # what the model may read of it is a fixed text: no scope's address, no source path
+    assert [m.content["output"]["error"] for m in done] == ["cancelled"] * n
+    assert all("0x" not in str(m.content) and ".py" not in str(m.content) for m in done)
 
 
 async def test_cancelled_while_worker_threads_run_waits_for_them():
