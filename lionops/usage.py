@@ -140,15 +140,18 @@ class Usage:
         """An Anthropic Messages ``usage`` object (Claude Code's result event too).
 
         Anthropic's ``input_tokens`` leaves out ``cache_read_input_tokens`` and
-        ``cache_creation_input_tokens``: they are added. Thinking is counted in
+        ``cache_creation_input_tokens``: they are added; without
+        ``input_tokens`` the input is not counted at all (as in the
+        endpoint's ``usage`` dict), only the cache counts are kept. Thinking is counted in
         ``output_tokens``; Claude Code reports it apart as
         ``output_tokens_details.thinking_tokens``."""
         if not isinstance(raw, Mapping):
             return cls()
         read = _get(raw, "cache_read_input_tokens")
         write = _get(raw, "cache_creation_input_tokens")
-        return cls(
-            input_tokens=_sum(_get(raw, "input_tokens"), read, write),
+        fresh = _get(raw, "input_tokens")
+        return cls(  # with no input_tokens the input's total is not known: the cache counts alone are no total
+            input_tokens=None if fresh is None else _sum(fresh, read, write),
             output_tokens=_get(raw, "output_tokens"),
             cache_read_tokens=read,
             cache_write_tokens=write,

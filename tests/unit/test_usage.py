@@ -84,3 +84,12 @@ def test_the_record_is_public_frozen_and_shown_briefly() -> None:
     assert repr(usage) == "Usage(input_tokens=3, output_tokens=4)"
     with pytest.raises(dataclasses.FrozenInstanceError):
         usage.input_tokens = 1  # type: ignore[misc]
+
+
+def test_anthropic_cache_counts_without_input_tokens_are_no_input_total() -> None:
+    from lionops.endpoints.anthropic.response import usage_of
+
+    raw = {"cache_read_input_tokens": 1000, "cache_creation_input_tokens": 300, "output_tokens": 70}
+    usage = Usage.from_anthropic(raw)
+    assert usage.input_tokens is None and usage.cache_read_tokens == 1000 and usage.cache_write_tokens == 300
+    assert "prompt_tokens" not in usage_of(raw)  # the endpoint's dict record says the same
