@@ -233,3 +233,16 @@ async def test_a_whole_native_answer_then_a_held_connection_returns_the_answer(p
     with Paced([_whole(protocol).replace(b"\n", line_break), b": late\n\n"], 30) as peer:  # then held open
         with anyio.fail_after(5):  # far below silence_timeout: the answer's end, not the silence bound, ends the read
             assert await Branch(chat_model=_held(protocol, peer, 30)).operate(instruction="x") == "whole"
+
+
+async def test_messages_pings_after_a_partial_answer_end_at_the_deadline_not_the_silence_bound():
+    """A Messages ``ping`` event carries data: it resets ``silence_timeout``
+    (the provider sends it while the model works), so a stream of nothing but
+    pings ends at the call's ``deadline``, named in the error."""
+    ping = sse([("ping", {"type": "ping"})])
+    with Paced([_native_parts("anthropic")] + [ping] * 200, 0.05) as peer:
+        model = iModel(provider="anthropic", model="claude-peer", base_url=peer.base_url, api_key="k", stream=True,
+                       max_retries=0, silence_timeout=0.2, deadline=0.6)
+        with anyio.fail_after(5), pytest.raises(EndpointTimeoutError, match="deadline") as info:
+            await Branch(chat_model=model).operate(instruction="x")
+    assert (info.value.limit, info.value.seconds) == ("deadline", 0.6)
