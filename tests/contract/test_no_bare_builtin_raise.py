@@ -40,6 +40,7 @@ DELIBERATE: dict[tuple[str, str], str] = {
     ("endpoints/openai/stream.py", "add_call"): "caught by fold_chunk and raised as EndpointResponseError",
     ("endpoints/openai/stream.py", "_join_arguments"): "caught by fold_chunk and raised as EndpointResponseError",
     ("endpoints/openai/response.py", "list_of"): "caught by its callers and raised as EndpointResponseError",
+    ("endpoints/openai/response.py", "text_of"): "caught by its callers and raised as EndpointResponseError",
     ("mcp/__init__.py", "<module>"): "ImportError: the optional extra is missing, the signal an import gives",
     ("middles/parsing.py", "attempt"): "a failed parse-model attempt: retried by alcall, then the answer is None",
     ("models.py", "decode_arguments"): _PYDANTIC,

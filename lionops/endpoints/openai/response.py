@@ -159,12 +159,16 @@ class Answers:
         if not isinstance(choices, list) or not choices:
             raise bad("no choices")
         picked = self._picked(choices, n, bad)
-        texts = [t for t in (text_of(m.get("content")) for _, _, m in picked) if t]
+        try:
+            read = [text_of(m.get("content")) for _, _, m in picked]
+        except ValueError as exc:
+            raise bad(str(exc)) from None
+        texts = [t for t in read if t]
         refusals = [r for _, _, m in picked for r in refusals_of(m)]
         reasoning = [r for _, _, m in picked for r in reasoning_of(m)]
         usage = data.get("usage") or {}
         return ChatCompletion(
-            text="\n".join(texts) if texts else (text_of(picked[0][2].get("content"))),
+            text="\n".join(texts) if texts else read[0],
             refusal="\n".join(refusals) or None,
             tool_calls=_merged_calls(picked, bad),
             finish_reason=merged_finish([c.get("finish_reason") for _, c, _ in picked]),
@@ -196,7 +200,11 @@ class Answers:
             if message.get("function_call") is not None and not isinstance(message["function_call"], dict):
                 raise bad("a function_call that is not an object")
             if choice.get("finish_reason") == "error" or choice.get("error"):
-                err = choice.get("error") or text_of(message.get("content")) or "finish_reason 'error'"
+                try:
+                    said = text_of(message.get("content"))
+                except ValueError:
+                    said = None  # the error stands; content that is no text adds nothing to it
+                err = choice.get("error") or said or "finish_reason 'error'"
                 raise self.provider_error(err, 200, "a choice that ended in an error")
             index = choice.get("index")
             picked.append((index if isinstance(index, int) else pos, choice, message))
@@ -319,11 +327,20 @@ def list_of(obj: dict[str, Any], key: str) -> list[Any]:
 
 
 def text_of(content: Any) -> str | None:
-    """Assistant ``content`` as text: a string, or the text parts of a list."""
+    """Assistant ``content`` as text: a string, or the text parts of a list
+    (parts of other types are no text).
+
+    Raises:
+        ValueError: ``content`` is neither, or a text part's ``text`` is no
+            string: a malformed answer, never read as text.
+    """
     if content is None or isinstance(content, str):
         return content
-    if isinstance(content, list):
-        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in ("text", "output_text")]
-        return "".join(parts) if parts else None
-    return str(content)
+    if not isinstance(content, list):
+        raise ValueError(f"content that is {type(content).__name__}, not text")
+    parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in ("text", "output_text")]
+    for part in parts:
+        if not isinstance(part, str):
+            raise ValueError(f"a content part whose text is {type(part).__name__}, not text")
+    return "".join(parts) if parts else None
 

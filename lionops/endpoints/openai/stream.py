@@ -92,7 +92,7 @@ class StreamAccumulator:
             delta = choice.get("delta") or {}
             if not isinstance(delta, dict):
                 raise ValueError("a delta that is not an object")
-            content = text_of(delta["content"]) if isinstance(delta.get("content"), (str, list)) else None
+            content = text_of(delta.get("content"))
             if content:
                 parts.text.append(content)
             parts.refusal.extend(refusals_of(delta))
