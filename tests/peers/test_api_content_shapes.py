@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from lionops import Branch
+from lionops import Branch, RawOutput
 from lionops.errors import EndpointResponseError
 from lionops.testing import Reply, chunked, completion, tool_call
 from tests.helpers import Answer, ToolBox
@@ -73,3 +73,38 @@ async def test_parts_of_other_types_are_left_to_their_readers(server, content, a
     finally:
         await model.aclose()
     assert result.answer == 2
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+@pytest.mark.parametrize("refusal", [5, {"a": 1}, ["no"], True], ids=["a number", "an object", "a list", "true"])
+async def test_a_refusal_that_is_no_text_is_still_a_refusal(server, refusal, stream, anyio_backend):  # noqa: F811
+    body = _answer(json.dumps({"answer": 1}))
+    if stream:
+        chunks = chunked(body)
+        chunks.insert(2, {**chunks[1], "choices": [{"index": 0, "delta": {"refusal": refusal}, "finish_reason": None}]})
+        server.push(Reply(stream=chunks))
+    else:
+        body["choices"][0]["message"]["refusal"] = refusal
+        server.push(body)
+    box = ToolBox()
+    model = make_model(server, stream=stream)
+    try:
+        result = await Branch(chat_model=model, tools=box.tools()).operate(instruction="x", response_format=Answer,
+                                                                           actions=True)
+    finally:
+        await model.aclose()
+    assert isinstance(result, RawOutput) and result.reason == "refusal" and "no text" in result.detail
+    assert box.calls == {}
+
+
+@pytest.mark.parametrize("refusal", ["", None, False, {}], ids=["empty", "null", "false", "an empty object"])
+async def test_an_unset_refusal_is_none(server, refusal, anyio_backend):  # noqa: F811
+    body = completion(json.dumps({"answer": 4}))
+    body["choices"][0]["message"]["refusal"] = refusal
+    server.push(body)
+    model = make_model(server)
+    try:
+        result = await Branch(chat_model=model).operate(instruction="x", response_format=Answer)
+    finally:
+        await model.aclose()
+    assert result.answer == 4

@@ -269,13 +269,25 @@ def calls_of(message: dict[str, Any]) -> list[Any]:
 def refusals_of(message: dict[str, Any]) -> list[str]:
     """The refusal text of a message or delta: its ``refusal``, and content
     parts of type ``refusal``."""
-    out = [message["refusal"]] if isinstance(message.get("refusal"), str) and message["refusal"] else []
+    out = [_refusal_text(message.get("refusal"))]
     content = message.get("content")
     if isinstance(content, list):
-        out.extend(p["refusal"] for p in content
-                   if isinstance(p, dict) and p.get("type") == "refusal" and isinstance(p.get("refusal"), str)
-                   and p["refusal"])
-    return out
+        out.extend(_refusal_text(p.get("refusal")) for p in content
+                   if isinstance(p, dict) and p.get("type") == "refusal")
+    return [text for text in out if text]
+
+
+#: what a refusal that is no text reads as: still a refusal (nothing parsed, no tool runs)
+NOT_TEXT_REFUSAL = "the model refused (the refusal it sent was no text)"
+
+
+def _refusal_text(value: Any) -> str | None:
+    """A refusal as text: a string as it is; any other value that is set
+    (``5``, an object) is still a refusal, read as :data:`NOT_TEXT_REFUSAL`;
+    an empty or unset one (``""``, ``None``, ``false``, ``{}``) is none."""
+    if isinstance(value, str) or not value:
+        return value or None
+    return NOT_TEXT_REFUSAL
 
 
 def reasoning_of(message: dict[str, Any]) -> list[str]:
