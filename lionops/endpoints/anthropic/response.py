@@ -63,7 +63,10 @@ def normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
         if not isinstance(block, dict):
             continue
         kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
+        if kind == "text":
+            if not isinstance(block.get("text"), str):
+                raise answers.response_error(f"a text block whose text is {type(block.get('text')).__name__}, not text",
+                                             200, json.dumps(data)[:300])
             texts.append(block["text"])
         elif kind == "thinking" and isinstance(block.get("thinking"), str):
             thoughts.append(block["thinking"])

@@ -87,6 +87,9 @@ def normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
                                                                                          else {})}})
         elif isinstance(part.get("text"), str):
             (thoughts if part.get("thought") else texts).append(part["text"])
+        elif part.get("text") is not None and not part.get("thought"):
+            raise answers.response_error(f"a text part whose text is {type(part['text']).__name__}, not text", 200,
+                                         json.dumps(data)[:300])
     reason = candidate.get("finishReason")
     refusal: str | None = None
     if reason in FAILED:

@@ -24,6 +24,7 @@ from typing import Any
 
 from ...usage import Usage
 from .._native import NativeAnswers, count, usage_record
+from ..openai.response import NOT_TEXT_REFUSAL
 
 __all__ = ["normalize", "usage_of"]
 
@@ -73,10 +74,15 @@ def normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
             for part in item.get("content") or ():
                 if not isinstance(part, dict):
                     continue
-                if part.get("type") == "output_text" and isinstance(part.get("text"), str):
+                if part.get("type") == "output_text":
+                    if not isinstance(part.get("text"), str):
+                        raise answers.response_error(
+                            f"an output_text part whose text is {type(part.get('text')).__name__}, not text", 200,
+                            json.dumps(data)[:300])
                     texts.append(part["text"])
-                elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
-                    refusals.append(part["refusal"])
+                elif part.get("type") == "refusal" and part.get("refusal"):
+                    refusal = part["refusal"]
+                    refusals.append(refusal if isinstance(refusal, str) else NOT_TEXT_REFUSAL)
         elif kind == "function_call":
             arguments = item.get("arguments")
             calls.append({"id": item.get("call_id") or item.get("id"), "type": "function",
