@@ -65,3 +65,31 @@ async def test_a_responses_refusal_part_that_is_no_text_is_still_a_refusal(refus
     message["content"].append({"type": "refusal", "refusal": refusal})
     result, box = await _operate("openai_responses", body)
     assert isinstance(result, RawOutput) and result.reason == "refusal" and box.calls == {}
+
+
+def optional_note(text: str = "none") -> str:
+    """A tool whose every parameter is optional: it would run with ``{}``."""
+    CALLED.append(text)
+    return text
+
+
+CALLED: list[str] = []
+
+
+@pytest.mark.parametrize(("arguments", "ran"), [
+    ({"text": "kept"}, ["kept"]),  # an object is used whole, never replaced by {}
+    (["kept"], []),  # not an object: an invalid request, never run
+    (7, []),
+], ids=["an object", "a list", "a number"])
+async def test_responses_arguments_that_are_no_text_are_used_whole_or_refused(arguments, ran, anyio_backend):
+    body = responses_body(Turn(calls=[("c1", "optional_note", {"text": "x"})]))
+    (call,) = [i for i in body["output"] if i["type"] == "function_call"]
+    call["arguments"] = arguments
+    CALLED.clear()
+    with ScriptPeer(NativeReply(200, json.dumps(body).encode())) as peer:
+        model = iModel(**endpoint_options("openai_responses", peer, max_retries=0))
+        try:
+            await Branch(chat_model=model, tools=[optional_note]).operate(instruction="x", actions=True)
+        finally:
+            await model.aclose()
+    assert CALLED == ran

@@ -86,8 +86,7 @@ def normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
         elif kind == "function_call":
             arguments = item.get("arguments")
             calls.append({"id": item.get("call_id") or item.get("id"), "type": "function",
-                          "function": {"name": item.get("name"),
-                                       "arguments": arguments if isinstance(arguments, str) else "{}"}})
+                          "function": {"name": item.get("name"), "arguments": _arguments_text(arguments)}})
         elif kind == "reasoning":
             thoughts += _reasoning_text(item)
     finish: str | None = ("tool_calls" if calls else "stop") if status == "completed" else None
@@ -110,3 +109,12 @@ def normalize(data: dict[str, Any], answers: NativeAnswers) -> dict[str, Any]:
         "native": {"protocol": "openai_responses", "content": [i for i in output if isinstance(i, dict)]},
         "stop_reason": status if status != "incomplete" else f"incomplete:{reason}",
     }
+
+
+def _arguments_text(arguments: Any) -> str:
+    """A call's ``arguments`` as JSON text: text as sent; an object (a host
+    that sends one) used whole, never replaced by ``{}``; none as ``{}``; any
+    other value as its JSON, which the act phase refuses as no object."""
+    if isinstance(arguments, str):
+        return arguments
+    return "{}" if arguments is None else json.dumps(arguments)
