@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from .._text import summarize
 from ..branch import Branch
-from ..governance import Defer
+from ..governance import Defer, Deny
 from ..imodel import PROVIDERS, iModel
 from ..tools import _KEYWORDS, Tool, ToolInvocation, _field_name
 from .cassette import CassetteError, CliExchange, Operation
@@ -138,14 +138,22 @@ def _gate(op: Operation) -> Any:
                  if c.decision in ("allowed", "denied")}
     # a deferred call is "denied" among the tool calls (it did not run); the
     # trace's record says it waited, so the stand-in defers it again
+    actions = op.trace_obj().actions
     deferred: dict[tuple[int | None, str | None], str] = {
-        (a.index, a.function): a.reason or "deferred when recorded"
-        for a in op.trace_obj().actions if a.decision == "deferred"}
+        (a.index, a.function): a.reason or "deferred when recorded" for a in actions if a.decision == "deferred"}
+    # what a denial told the model (a gate's ``Deny(reason=...)``) is in its
+    # recorded payload: the stand-in tells it again, so the result is the same
+    told: dict[tuple[int | None, str | None], str] = {
+        (a.index, a.function): a.output["reason"] for a in actions
+        if a.decision in ("denied", "timed_out") and isinstance(a.output, dict)
+        and isinstance(a.output.get("reason"), str)}
 
-    def recorded_decision(invocation: ToolInvocation) -> bool | Defer:
+    def recorded_decision(invocation: ToolInvocation) -> bool | Defer | Deny:
         key = (invocation.index, invocation.function)
         if key in deferred:
             return Defer(reason=deferred[key])
+        if key in told and not decisions.get(key, False):
+            return Deny(by="the recording", reason=told[key])
         return decisions.get(key, False)
 
     return recorded_decision
