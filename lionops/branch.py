@@ -79,7 +79,10 @@ __all__ = ["Branch", "OperateKwargs"]
 
 logger = logging.getLogger("lionops.branch")
 
-GateCheck = Callable[[ToolInvocation], "bool | Awaitable[bool]"]
+#: What a gate check answers: allow (``True``), deny (``False``, or ``Deny`` with
+#: the reason the model is told), or defer the call to a later decision (``Defer``).
+GateAnswer = bool | Deny | Defer
+GateCheck = Callable[[ToolInvocation], "GateAnswer | Awaitable[GateAnswer]"]
 
 
 class _InThread:
@@ -302,7 +305,8 @@ class Branch:
         return self.acts.register(tools, update=update)
 
     def gate(self, check: GateCheck, *, blocking: bool = False) -> GateCheck:
-        """Add an authorization check ``check(ToolInvocation) -> bool | Awaitable[bool]``.
+        """Add an authorization check ``check(ToolInvocation) -> bool | Deny | Defer``
+        (or an awaitable of one).
 
         Every check must return ``True`` for a tool to run; with none, all
         invocations are allowed. Usable as a decorator.

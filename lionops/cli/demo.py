@@ -37,7 +37,8 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from lionops import Branch, iModel
+from lionops import Branch, ToolInvocation, iModel
+from lionops.governance import Deny
 from lionops.messages import to_jsonable
 from lionops.replay import record
 from lionops.testing.openai_server import OpenAIServer, load_recording, replay
@@ -82,6 +83,14 @@ def endpoint() -> Iterator[tuple[iModel, str, OpenAIServer | None]]:
         yield model, f"{server.base_url} (loopback replay of {RECORDING})", server
 
 
+def no_bookings(invocation: ToolInvocation) -> bool | Deny:
+    """The demo's gate: every tool but ``book_flight``; a booking is denied
+    with a reason the model is told."""
+    if invocation.function == "book_flight":
+        return Deny(by="demo policy", reason="bookings need a person's approval")
+    return True
+
+
 async def run(out_dir: str | Path = "out") -> dict[str, Any]:
     """Run the demo; returns ``{"result", "trace", "denied", "ran", "path"}``."""
     with endpoint() as (model, where, server):
@@ -91,7 +100,7 @@ async def run(out_dir: str | Path = "out") -> dict[str, Any]:
             tools=[get_weather, book_flight],
         )
 
-        branch.gate(lambda invocation: invocation.function != "book_flight")  # governance: no bookings
+        branch.gate(no_bookings)  # governance: a booking is never made by the model alone
 
         try:
             cassette = Path(out_dir) / "demo-cassette.json"
