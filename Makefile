@@ -25,7 +25,7 @@ demo-temporal: setup
 # The suite runs on every core (pytest-xdist); each worker has its own servers.
 # Lint and types come last, so a finding never hides a failing test.
 test: setup mermaid-parser cli-agents mcp-servers mcp-conformance
-	$(PY) -m pytest -q -n auto
+	$(PY) -m pytest -q -rs -n auto
 	$(MAKE) --no-print-directory test-replay
 	$(MAKE) --no-print-directory diagrams-check
 	$(MAKE) --no-print-directory lint
