@@ -272,7 +272,7 @@ async def test_connection_refused():
     m = iModel(provider="openai", model="m", api_key="k", base_url=f"http://127.0.0.1:{_closed_port()}/v1")
     branch = Branch(chat_model=m)
     with use_clock(RecordingClock()) as clk:
-        with pytest.raises(EndpointConnectionError, match="cannot reach"):
+        with pytest.raises(EndpointConnectionError, match="cannot reach.*check base_url"):
             await branch.operate(instruction="q")
     await m.aclose()
     assert clk.sleeps == [0.5, 1.0]  # refused connections are retried

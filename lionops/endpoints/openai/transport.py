@@ -675,8 +675,9 @@ class ChatCompletionsEndpoint:
                 limit="timeout", seconds=self.timeout, provider=self.provider, url=url,
             ) from None
         except httpx2.TransportError as exc:
+            hint = " (is a server listening there? check base_url)" if isinstance(exc, httpx2.ConnectError) else ""
             err = EndpointConnectionError(
-                f"{self.provider}: cannot reach POST {url}: {self.preview(str(exc)) or type(exc).__name__}",
+                f"{self.provider}: cannot reach POST {url}: {self.preview(str(exc)) or type(exc).__name__}{hint}",
                 provider=self.provider, url=url,
             )
             err.retryable = isinstance(exc, httpx2.ConnectError)  # type: ignore[attr-defined]
