@@ -28,9 +28,9 @@ test of a failing endpoint is recorded on purpose.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Unpack, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, get_args
 
 from .._redact import Redactor
 from .._text import summarize
@@ -350,12 +350,30 @@ async def replay(source: str | Path | Cassette, branch: Branch | None = None, /,
     redactor = Redactor(patterns=(*stored, *(p for p in patterns if p not in stored)))
     run = cassette.run_at(operation)
     if run is not None:
-        return await _replay_run(cassette, run, branch, kw, redactor, run_tools)
+        replaying = _replay_run(cassette, run, branch, kw, redactor, run_tools)
+        return await (_rebuilt(replaying) if branch is None else replaying)
     if branch is None:
         if kw:
             raise ArgumentTypeError("replay without a branch rebuilds the call from the cassette; pass no keywords")
         branch, kw = rebuild(op, operation=operation)
+        return await _rebuilt(replay_operation(branch, op, kw, redactor, operation=operation, run_tools=run_tools))
     return await replay_operation(branch, op, kw, redactor, operation=operation, run_tools=run_tools)
+
+
+_T = TypeVar("_T")
+
+#: what a divergence of a replay rebuilt from the cassette alone adds to its message
+REBUILT_HINT = ("; this replay was rebuilt from the cassette alone (stand-in tools and a gate repeating the "
+                "recorded decisions): replay(path, branch, **keywords) runs your own tools, gates and response model")
+
+
+async def _rebuilt(replaying: Awaitable[_T]) -> _T:
+    """``replaying``'s result; a divergence says it came from a rebuilt replay."""
+    try:
+        return await replaying
+    except ReplayDivergence as exc:
+        exc.args = (f"{exc.args[0]}{REBUILT_HINT}", *exc.args[1:])
+        raise
 
 
 async def _replay_run(cassette: Cassette, run: RunRecord, branch: Branch | None, kw: dict[str, Any],

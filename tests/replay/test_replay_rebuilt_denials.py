@@ -78,3 +78,27 @@ async def test_a_refusal_replays_from_the_cassette_alone(gate: str, tmp_path: Pa
         assert decisions[1] == ("book_flight", "timed_out")
         decisions[1] = ("book_flight", "denied")
     assert [(a.function, a.decision) for a in replayed.trace.actions] == decisions
+
+
+async def test_a_rebuilt_replay_that_diverges_says_how_to_replay_with_your_own_branch(
+        tmp_path: Path, anyio_backend: str) -> None:
+    from lionops.replay import ReplayDivergence
+
+    path = tmp_path / "run.json"
+    answer = completion(json.dumps({"answer": 1}), tool_calls=[tool_call("book_flight", {"city": "Oslo"}, "c2")])
+    with OpenAIServer([answer, answer]) as server:
+        model = iModel(provider="openai", model="gpt-4o-mini", base_url=server.base_url, api_key="k")
+        branch = Branch(chat_model=model, tools=[get_weather, book_flight])
+        branch.gate(deny_with_reason)
+        await record(path, branch, instruction="plan", response_format=Plan, actions=True)
+        data = json.loads(path.read_text())
+        data["operations"][0]["outcome"]["result"]["action_responses"][0]["output"]["reason"] = "edited"
+        path.write_text(json.dumps(data))
+        with pytest.raises(ReplayDivergence, match=r"rebuilt from the cassette alone.*replay\(path, branch"):
+            await replay(path)
+        own = Branch(chat_model=model, tools=[get_weather, book_flight])
+        own.gate(deny_with_reason)
+        with pytest.raises(ReplayDivergence) as info:
+            await replay(path, own, instruction="plan", response_format=Plan, actions=True)
+        assert "rebuilt" not in str(info.value)
+        await model.aclose()
