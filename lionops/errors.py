@@ -232,13 +232,17 @@ class MismatchError(ValueError, LionopsError):
     """The adapter result is not an instance of the caller's model (ADR-0022 D3).
 
     Raised under ``handle_validation="raise"``. The message names the expected
-    model and includes at most the first 200 characters of ``repr(result)``.
+    model and includes at most the first 200 characters of ``repr(result)``;
+    for an answer that was never parsed (a ``RawOutput``), the reason and its
+    detail come first, and the structured-output hint of a plain mismatch is
+    left out.
 
     Attributes:
         expected: name of the expected model class.
         received: ``repr(result)[:200]``.
         reason: why the model output could not be coerced (``"length"``,
-            ``"refusal"``, ``"error"``) or ``None`` for a plain mismatch.
+            ``"refusal"``, ``"no_finish_reason"``, ``"unknown_finish_reason"``,
+            ...) or ``None`` for a plain mismatch.
         detail: extra text carried by the reason (the refusal text, ...).
     """
 
@@ -254,16 +258,16 @@ class MismatchError(ValueError, LionopsError):
         self.received = received
         self.reason = reason
         self.detail = detail
-        msg = (
-            f"Failed to parse LLM response into '{expected}'. "
-            f"Received (truncated): {received}. "
-            "Hint: verify the model supports structured JSON output "
-            "(e.g. response_format / function-calling) for this provider."
-        )
-        if reason is not None:
-            msg += f" Reason: {reason}"
-            if detail:
-                msg += f": {detail}"
+        if reason is None:
+            msg = (
+                f"Failed to parse LLM response into '{expected}'. "
+                f"Received (truncated): {received}. "
+                "Hint: verify the model supports structured JSON output "
+                "(e.g. response_format / function-calling) for this provider."
+            )
+        else:  # the answer was never parsed: why comes first, the structured-output hint does not apply
+            msg = (f"Failed to parse LLM response into '{expected}': {reason}"
+                   f"{f': {detail}' if detail else ''}. Received (truncated): {received}.")
         super().__init__(msg)
 
 

@@ -112,3 +112,21 @@ async def test_a_stream_ending_with_an_unknown_finish_reason_runs_nothing(server
     server.push(Reply(stream=chunked(answer)))
     result, box = await _operate(make_model(server, stream=True))
     assert isinstance(result, RawOutput) and result.reason == "unknown_finish_reason" and box.calls == {}
+
+
+async def test_under_raise_the_error_says_why_the_answer_was_not_parsed(server, anyio_backend):  # noqa: F811
+    from lionops import MismatchError
+
+    answer = completion(json.dumps({"answer": 1}))
+    answer["choices"][0]["finish_reason"] = "model_length"
+    server.push(answer)
+    model = make_model(server)
+    try:
+        with pytest.raises(MismatchError) as info:
+            await Branch(chat_model=model).operate(instruction="x", response_format=Answer, handle_validation="raise")
+    finally:
+        await model.aclose()
+    text = str(info.value)
+    assert text.startswith("Failed to parse LLM response into 'Answer': unknown_finish_reason: ")
+    assert "whole_finish_reasons" in text and "structured JSON output" not in text
+    assert info.value.reason == "unknown_finish_reason"
