@@ -130,3 +130,43 @@ async def test_under_raise_the_error_says_why_the_answer_was_not_parsed(server, 
     assert text.startswith("Failed to parse LLM response into 'Answer': unknown_finish_reason: ")
     assert "whole_finish_reasons" in text and "structured JSON output" not in text
     assert info.value.reason == "unknown_finish_reason"
+
+
+async def test_a_finish_reason_echoing_the_key_shows_none_of_it(server, anyio_backend):  # noqa: F811
+    key = "sk-test-FINISH-0123456789abcdef"
+    answer = completion("text")
+    answer["choices"][0]["finish_reason"] = f"refused:{key}"
+    server.push(answer)
+    model = make_model(server, api_key=key)
+    try:
+        result = await Branch(chat_model=model).operate(instruction="x")
+    finally:
+        await model.aclose()
+    assert result.reason == "unknown_finish_reason" and "FINISH-01" not in result.detail and "***" in result.detail
+
+
+@pytest.mark.parametrize("protocol", ["chat", "anthropic", "google"])
+async def test_a_finish_reason_echoing_the_key_is_kept_without_it(server, protocol, anyio_backend):  # noqa: F811
+    """The reason as the trace, the assistant message and its metadata keep it: scrubbed."""
+    key = "sk-peer-SECRET-0123456789abcdef"  # the native test servers' key
+    reason = f"refused:{key}"
+    if protocol == "chat":
+        answer = completion("text")
+        answer["choices"][0]["finish_reason"] = reason
+        server.push(answer)
+        model = make_model(server, api_key=key)
+        try:
+            branch = Branch(chat_model=model)
+            await branch.operate(instruction="x")
+        finally:
+            await model.aclose()
+    else:
+        with ScriptPeer(NativeReply(200, json.dumps(_body(protocol, reason)).encode())) as peer:
+            model = iModel(**endpoint_options(protocol, peer, max_retries=0))
+            try:
+                branch = Branch(chat_model=model)
+                await branch.operate(instruction="x")
+            finally:
+                await model.aclose()
+    kept = branch.traces[-1].to_json() + json.dumps(branch.messages.to_list(), default=str)
+    assert key not in kept and "SECRET-01" not in kept and "refused:***" in kept
