@@ -130,3 +130,23 @@ async def test_under_raise_the_error_says_why_the_answer_was_not_parsed(server, 
     assert text.startswith("Failed to parse LLM response into 'Answer': unknown_finish_reason: ")
     assert "whole_finish_reasons" in text and "structured JSON output" not in text
     assert info.value.reason == "unknown_finish_reason"
+
+
+@pytest.mark.parametrize(("second", "reason"), [(None, "no_finish_reason"), ("model_length", "unknown_finish_reason"),
+                                                (7, "no_finish_reason")], ids=["none", "unknown", "not a string"])
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+async def test_merged_choices_one_not_said_whole_run_nothing(server, second, reason, stream, anyio_backend):  # noqa: F811
+    """Choices merged into one answer: one of them without a finish reason, or
+    with one no endpoint maps, makes the whole answer not said whole."""
+    answer = completion(json.dumps({"answer": 1}), tool_calls=[tool_call("get_weather", {"city": "Oslo"}, "c1")])
+    if stream:
+        chunks = chunked(answer)
+        head = {k: chunks[0][k] for k in ("id", "object", "created", "model")}
+        chunks[-1:-1] = [{**head, "choices": [{"index": 1, "delta": {"role": "assistant"}, "finish_reason": second}]}]
+        server.push(Reply(stream=chunks))
+    else:
+        second_choice = {"index": 1, "message": {"role": "assistant", "content": None}, "finish_reason": second}
+        answer["choices"].append(second_choice)
+        server.push(answer)
+    result, box = await _operate(make_model(server, stream=stream))
+    assert isinstance(result, RawOutput) and result.reason == reason and box.calls == {}, result

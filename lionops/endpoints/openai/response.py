@@ -310,15 +310,20 @@ def reasoning_of(message: dict[str, Any]) -> list[str]:
     return out
 
 
-FINISH_RANK = {"length": 0, "content_filter": 1, "tool_calls": 2, "function_call": 2, "stop": 3}
+FINISH_RANK = {"length": 0, "content_filter": 1, "tool_calls": 3, "function_call": 3, "stop": 4}
+#: The rank of any other reason (a synonym of a whole end, or a host's own cut):
+#: before tool calls and stop, so the endpoint's ``whole_finish_reasons`` judge it.
+_OTHER_RANK = 2
 
 
 def merged_finish(reasons: list[Any]) -> str | None:
-    """One finish reason for merged choices: a cut-off or filter wins, then tool calls."""
-    real = [r for r in reasons if isinstance(r, str) and r]
-    if not real:
+    """One finish reason for merged choices: ``None`` when any of them has
+    none (an answer said whole in part is not said whole); else a cut-off or
+    filter wins, then any other reason, then tool calls, then stop."""
+    said = [r for r in reasons if isinstance(r, str) and r]
+    if not said or len(said) < len(reasons):
         return None
-    return min(real, key=lambda r: FINISH_RANK.get(r, 4))
+    return min(said, key=lambda r: FINISH_RANK.get(r, _OTHER_RANK))
 
 
 def dumps_preview(data: Any) -> str:
