@@ -45,6 +45,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -373,7 +374,7 @@ async def communicate(
     text, requests, metadata = _record(branch, endpoint, turn, completion)  # step 3
     whole = getattr(endpoint, "whole_finish_reasons", WHOLE_FINISH_REASONS)
     return await _answer(branch, turn, completion, unfinished, text, requests, metadata,  # step 4
-                         parse_param, skip_validation, whole)
+                         parse_param, skip_validation, whole, getattr(endpoint, "scrub", _unchanged))
 
 
 @dataclass(frozen=True, slots=True)
@@ -454,10 +455,13 @@ def _record(branch: Any, endpoint: ChatEndpoint, turn: _Turn,
     requests = native_requests(completion.tool_calls)
     # The facts of the turn, built once: the assistant message's metadata and
     # the trace carry them under the same names.
+    # The server's own words (model, finish reason) are scrubbed of the endpoint's secrets.
+    scrub = getattr(endpoint, "scrub", _unchanged)
     facts: dict[str, Any] = {
         "provider": getattr(endpoint, "provider", None),
-        "model": completion.model,
-        "finish_reason": completion.finish_reason,
+        "model": scrub(completion.model) if isinstance(completion.model, str) else completion.model,
+        "finish_reason": (scrub(completion.finish_reason) if isinstance(completion.finish_reason, str)
+                          else completion.finish_reason),
         "usage": dict(completion.usage),
         "tokens": completion.tokens.as_dict(),
         "latency_ms": round(completion.latency_s * 1000, 3),
@@ -492,10 +496,10 @@ def _record(branch: Any, endpoint: ChatEndpoint, turn: _Turn,
 
 async def _answer(branch: Any, turn: _Turn, completion: Any, unfinished: bool, text: str | None, requests: list[Any],
                   metadata: dict[str, Any], parse_param: Any, skip_validation: bool,
-                  whole: frozenset[str] = WHOLE_FINISH_REASONS) -> Any:
+                  whole: frozenset[str] = WHOLE_FINISH_REASONS, scrub: Callable[[str], str] | None = None) -> Any:
     """Step 4: an uncoerced ``RawOutput`` (cut, refusal, no finish reason), the
     tool calls alone under a caller model, or the inner parse."""
-    raw = _no_finish_reason(text) if unfinished else _uncoerced(completion, text, whole)
+    raw = _no_finish_reason(text) if unfinished else _uncoerced(completion, text, whole, scrub or _unchanged)
     if raw is not None:
         record_assistant(branch, raw, metadata)
         return _noted(raw)
@@ -561,19 +565,25 @@ def _no_finish_reason(text: str | None) -> RawOutput:
         "unparsed, and no tool was run"))
 
 
-def _not_said_whole(text: str, finish_reason: Any) -> RawOutput:
-    """The text of an answer whose finish reason is missing or unknown, uncoerced."""
+def _unchanged(text: str) -> str:
+    return text
+
+
+def _not_said_whole(text: str, finish_reason: Any, scrub: Callable[[str], str] = _unchanged) -> RawOutput:
+    """The text of an answer whose finish reason is missing or unknown,
+    uncoerced; the reason shown is scrubbed of the endpoint's secrets first."""
     if finish_reason is None or finish_reason == "":
         return RawOutput(text, reason="no_finish_reason", detail=(
             "the server sent no finish reason: the text is returned as it came, unparsed, and no tool was run"))
-    shown = "".join(c if c.isalnum() or c in "_-." else "?" for c in str(finish_reason)[:40])
+    shown = "".join(c if c.isalnum() or c in "_-.*" else "?" for c in scrub(str(finish_reason)[:400])[:40])
     return RawOutput(text, reason="unknown_finish_reason", detail=(
         f"the server's finish reason {shown!r} is not one that marks a whole answer: the text is returned "
         "as it came, unparsed, and no tool was run (if this host ends whole answers with it, add it to the "
         "endpoint's whole_finish_reasons)"))
 
 
-def _uncoerced(completion: Any, text: str | None, whole: frozenset[str] = WHOLE_FINISH_REASONS) -> RawOutput | None:
+def _uncoerced(completion: Any, text: str | None, whole: frozenset[str] = WHOLE_FINISH_REASONS,
+               scrub: Callable[[str], str] = _unchanged) -> RawOutput | None:
     """A ``RawOutput`` for a cut-off (``length``) or a refusal (``refusal`` text
     or ``content_filter``); ``None`` for an answer that may be parsed."""
     text = text or ""
@@ -596,5 +606,5 @@ def _uncoerced(completion: Any, text: str | None, whole: frozenset[str] = WHOLE_
         # A whole answer says so: with no finish reason, or one no endpoint maps
         # (a host's own cut such as "model_length" or "insufficient_system_resource"),
         # the answer is not taken for a whole one, and no tool runs from it.
-        return _not_said_whole(text, completion.finish_reason)
+        return _not_said_whole(text, completion.finish_reason, scrub)
     return None

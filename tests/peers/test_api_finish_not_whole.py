@@ -150,3 +150,23 @@ async def test_merged_choices_one_not_said_whole_run_nothing(server, second, rea
         server.push(answer)
     result, box = await _operate(make_model(server, stream=stream))
     assert isinstance(result, RawOutput) and result.reason == reason and box.calls == {}, result
+
+
+@pytest.mark.parametrize("echo", ["whole", "part"])
+async def test_a_finish_reason_echoing_the_key_shows_none_of_it(server, echo, anyio_backend):  # noqa: F811
+    from lionops._secrets import PARTIAL_ECHO
+    from tests.openai_server import API_KEY
+
+    answer = completion("text")
+    answer["choices"][0]["finish_reason"] = API_KEY if echo == "whole" else "bad_" + API_KEY[2:14]
+    server.push(answer)
+    model = make_model(server)
+    try:
+        branch = Branch(chat_model=model)
+        result = await branch.operate(instruction="x", response_format=Answer)
+    finally:
+        await model.aclose()
+    assert isinstance(result, RawOutput) and result.reason == "unknown_finish_reason"
+    shown = " ".join([result.detail, repr(result), branch.traces[-1].to_json()])
+    runs = [API_KEY[i:i + PARTIAL_ECHO] for i in range(len(API_KEY) - PARTIAL_ECHO + 1)]
+    assert not [run for run in runs if run in shown], shown[:400]
