@@ -170,3 +170,24 @@ async def test_a_finish_reason_echoing_the_key_shows_none_of_it(server, echo, an
     shown = " ".join([result.detail, repr(result), branch.traces[-1].to_json()])
     runs = [API_KEY[i:i + PARTIAL_ECHO] for i in range(len(API_KEY) - PARTIAL_ECHO + 1)]
     assert not [run for run in runs if run in shown], shown[:400]
+
+
+@pytest.mark.parametrize("protocol", ["anthropic", "google", "openai_responses"])
+async def test_a_native_finish_reason_echoing_the_key_shows_none_of_it(protocol, anyio_backend):
+    from lionops._secrets import PARTIAL_ECHO
+    from tests.native_recordings import SECRET_KEY
+
+    finish = "bad_" + SECRET_KEY[3:20]
+    with ScriptPeer(NativeReply(200, json.dumps(_body(protocol, finish)).encode())) as peer:
+        model = iModel(**endpoint_options(protocol, peer, max_retries=0))
+        branch = Branch(chat_model=model)
+        try:
+            result = await branch.operate(instruction="x", response_format=Answer)
+        except Exception as exc:  # a status no answer has: the error must not carry it either
+            result = exc
+        finally:
+            await model.aclose()
+    shown = " ".join([repr(result), str(getattr(result, "detail", result)), branch.traces[-1].to_json(),
+                      repr([(m.content, m.metadata) for m in branch.messages])])
+    runs = [SECRET_KEY[i:i + PARTIAL_ECHO] for i in range(len(SECRET_KEY) - PARTIAL_ECHO + 1)]
+    assert not [run for run in runs if run in shown], shown[:300]
