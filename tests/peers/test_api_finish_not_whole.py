@@ -191,3 +191,18 @@ async def test_a_native_finish_reason_echoing_the_key_shows_none_of_it(protocol,
                       repr([(m.content, m.metadata) for m in branch.messages])])
     runs = [SECRET_KEY[i:i + PARTIAL_ECHO] for i in range(len(SECRET_KEY) - PARTIAL_ECHO + 1)]
     assert not [run for run in runs if run in shown], shown[:300]
+
+
+async def test_the_run_loop_stops_at_an_answer_not_said_whole_and_records_why(server, anyio_backend):  # noqa: F811
+    answer = completion(json.dumps({"answer": 1}), tool_calls=[tool_call("get_weather", {"city": "Oslo"}, "c1")])
+    answer["choices"][0]["finish_reason"] = "model_length"
+    server.push(answer)
+    model, box = make_model(server), ToolBox()
+    try:
+        branch = Branch(chat_model=model, tools=box.tools())
+        result = await branch.run("weather?", response_format=Answer)
+    finally:
+        await model.aclose()
+    assert isinstance(result, RawOutput) and result.reason == "unknown_finish_reason" and box.calls == {}
+    assert len(server.requests) == 1
+    assert '"unknown_finish_reason"' in branch.traces[-1].to_json()
