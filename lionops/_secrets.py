@@ -75,6 +75,14 @@ _PARTIAL_FROM = 16
 #: The window the scan looks up: every run of ``PARTIAL_ECHO`` characters
 #: holds a whole window starting at a multiple of it.
 _WINDOW = PARTIAL_ECHO // 2
+_ASCII_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _folded(text: str) -> str:
+    """``text`` lower-cased, as long as it is (an echo in another case is
+    still an echo; each character keeps its place)."""
+    low = text.lower()
+    return low if len(low) == len(text) else text.translate(_ASCII_FOLD)
 
 
 def replace_secrets(text: str, secrets: Iterable[str], mark: str = MARK) -> str:
@@ -96,12 +104,14 @@ def _key_like(secret: str) -> bool:
 
 @lru_cache(maxsize=64)
 def _windows(secrets: tuple[str, ...]) -> dict[str, tuple[tuple[str, int], ...]]:
-    """Each window of the long ``secrets`` -> where it sits: (secret, offset)."""
+    """Each window of the long ``secrets``, lower-cased -> where it sits:
+    (the secret lower-cased, offset)."""
     found: dict[str, list[tuple[str, int]]] = {}
     for secret in secrets:
         if len(secret) >= _PARTIAL_FROM and _key_like(secret):
-            for at in range(len(secret) - _WINDOW + 1):
-                found.setdefault(secret[at:at + _WINDOW], []).append((secret, at))
+            folded = _folded(secret)
+            for at in range(len(folded) - _WINDOW + 1):
+                found.setdefault(folded[at:at + _WINDOW], []).append((folded, at))
     return {window: tuple(places) for window, places in found.items()}
 
 
@@ -125,7 +135,8 @@ def mask_partial_echoes(text: str, secrets: Iterable[str], mark: str = MARK) -> 
     a secret of 16 characters or more replaced by ``mark``: a provider that
     echoes a key with its middle starred (or a prefix of it) shows none of it.
     Secrets that read as paths or phrases (a leading ``/``, ``~`` or ``.``, a
-    backslash, a space) are masked whole only.
+    backslash, a space) are masked whole only. Case does not count: a run
+    echoed upper- or lower-cased is masked too.
 
     The scan looks up one window in every :data:`_WINDOW` characters, then
     grows each hit to the whole run the secret holds.
@@ -133,7 +144,8 @@ def mask_partial_echoes(text: str, secrets: Iterable[str], mark: str = MARK) -> 
     windows = _windows(tuple(secrets))
     if not windows:
         return text
-    hits = [i for i in range(0, len(text) - _WINDOW + 1, _WINDOW) if text[i:i + _WINDOW] in windows]
+    folded = _folded(text)
+    hits = [i for i in range(0, len(folded) - _WINDOW + 1, _WINDOW) if folded[i:i + _WINDOW] in windows]
     if not hits:
         return text
     parts: list[str] = []
@@ -141,7 +153,7 @@ def mask_partial_echoes(text: str, secrets: Iterable[str], mark: str = MARK) -> 
     for start in hits:
         if start < done:
             continue
-        left, right = _echo_at(text, start, windows[text[start:start + _WINDOW]])
+        left, right = _echo_at(folded, start, windows[folded[start:start + _WINDOW]])
         if right - left >= PARTIAL_ECHO:
             left = max(left, done)
             parts += (text[done:left], mark)

@@ -53,7 +53,7 @@ from pydantic import BaseModel
 
 from ..endpoints.base import ChatEndpoint
 from ..endpoints.openai import call_deadline
-from ..endpoints.openai.response import WHOLE_FINISH_REASONS
+from ..endpoints.openai.response import WHOLE_FINISH_REASONS, plain_reason
 from ..errors import ConfigurationError, EndpointError, EndpointResponseError
 from ..messages import Message, to_jsonable
 from ..models import ActionRequestModel, RawOutput, _preview, decode_arguments
@@ -374,7 +374,7 @@ async def communicate(
     text, requests, metadata = _record(branch, endpoint, turn, completion)  # step 3
     whole = getattr(endpoint, "whole_finish_reasons", WHOLE_FINISH_REASONS)
     return await _answer(branch, turn, completion, unfinished, text, requests, metadata,  # step 4
-                         parse_param, skip_validation, (whole, endpoint.scrub))
+                         parse_param, skip_validation, whole, getattr(endpoint, "scrub", _unchanged))
 
 
 @dataclass(frozen=True, slots=True)
@@ -455,10 +455,18 @@ def _record(branch: Any, endpoint: ChatEndpoint, turn: _Turn,
     requests = native_requests(completion.tool_calls)
     # The facts of the turn, built once: the assistant message's metadata and
     # the trace carry them under the same names.
+    # The server's own words (model, finish reason) are scrubbed of the endpoint's secrets,
+    # unless they are what was asked for or a plain word (a scrub costs about 8 µs).
+    scrub = getattr(endpoint, "scrub", _unchanged)
+    model, finish = completion.model, completion.finish_reason
+    if isinstance(model, str) and not model.startswith(getattr(endpoint, "model", None) or "\0"):
+        model = scrub(model)
+    if isinstance(finish, str) and not plain_reason(finish):
+        finish = scrub(finish)
     facts: dict[str, Any] = {
         "provider": getattr(endpoint, "provider", None),
-        "model": completion.model,
-        "finish_reason": completion.finish_reason,
+        "model": model,
+        "finish_reason": finish,
         "usage": dict(completion.usage),
         "tokens": completion.tokens.as_dict(),
         "latency_ms": round(completion.latency_s * 1000, 3),
@@ -493,10 +501,10 @@ def _record(branch: Any, endpoint: ChatEndpoint, turn: _Turn,
 
 async def _answer(branch: Any, turn: _Turn, completion: Any, unfinished: bool, text: str | None, requests: list[Any],
                   metadata: dict[str, Any], parse_param: Any, skip_validation: bool,
-                  finish: tuple[Any, Callable[[str], str]] | None = None) -> Any:
+                  whole: frozenset[str] = WHOLE_FINISH_REASONS, scrub: Callable[[str], str] | None = None) -> Any:
     """Step 4: an uncoerced ``RawOutput`` (cut, refusal, no finish reason), the
     tool calls alone under a caller model, or the inner parse."""
-    raw = _no_finish_reason(text) if unfinished else _uncoerced(completion, text, *(finish or ()))
+    raw = _no_finish_reason(text) if unfinished else _uncoerced(completion, text, whole, scrub or _unchanged)
     if raw is not None:
         record_assistant(branch, raw, metadata)
         return _noted(raw)
@@ -562,21 +570,25 @@ def _no_finish_reason(text: str | None) -> RawOutput:
         "unparsed, and no tool was run"))
 
 
-def _not_said_whole(text: str, finish_reason: Any, scrub: Callable[[str], str] = str) -> RawOutput:
-    """The text of an answer whose finish reason is missing or unknown, uncoerced."""
+def _unchanged(text: str) -> str:
+    return text
+
+
+def _not_said_whole(text: str, finish_reason: Any, scrub: Callable[[str], str] = _unchanged) -> RawOutput:
+    """The text of an answer whose finish reason is missing or unknown,
+    uncoerced; the reason shown is scrubbed of the endpoint's secrets first."""
     if finish_reason is None or finish_reason == "":
         return RawOutput(text, reason="no_finish_reason", detail=(
             "the server sent no finish reason: the text is returned as it came, unparsed, and no tool was run"))
-    # the provider's own text: its secrets removed before it is cut and shown
-    shown = "".join(c if c.isalnum() or c in "_-.*" else "?" for c in scrub(str(finish_reason))[:40])
+    shown = "".join(c if c.isalnum() or c in "_-.*" else "?" for c in scrub(str(finish_reason)[:400])[:40])
     return RawOutput(text, reason="unknown_finish_reason", detail=(
         f"the server's finish reason {shown!r} is not one that marks a whole answer: the text is returned "
         "as it came, unparsed, and no tool was run (if this host ends whole answers with it, add it to the "
         "endpoint's whole_finish_reasons)"))
 
 
-def _uncoerced(completion: Any, text: str | None, whole: Any = WHOLE_FINISH_REASONS,
-               scrub: Callable[[str], str] = str) -> RawOutput | None:
+def _uncoerced(completion: Any, text: str | None, whole: frozenset[str] = WHOLE_FINISH_REASONS,
+               scrub: Callable[[str], str] = _unchanged) -> RawOutput | None:
     """A ``RawOutput`` for a cut-off (``length``) or a refusal (``refusal`` text
     or ``content_filter``); ``None`` for an answer that may be parsed."""
     text = text or ""

@@ -132,7 +132,7 @@ async def test_under_raise_the_error_says_why_the_answer_was_not_parsed(server, 
     assert info.value.reason == "unknown_finish_reason"
 
 
-async def test_a_finish_reason_echoing_the_key_shows_none_of_it(server, anyio_backend):  # noqa: F811
+async def test_a_finish_reason_echoing_the_key_is_scrubbed_in_the_detail(server, anyio_backend):  # noqa: F811
     key = "sk-test-FINISH-0123456789abcdef"
     answer = completion("text")
     answer["choices"][0]["finish_reason"] = f"refused:{key}"
@@ -170,3 +170,77 @@ async def test_a_finish_reason_echoing_the_key_is_kept_without_it(server, protoc
                 await model.aclose()
     kept = branch.traces[-1].to_json() + json.dumps(branch.messages.to_list(), default=str)
     assert key not in kept and "SECRET-01" not in kept and "refused:***" in kept
+@pytest.mark.parametrize(("second", "reason"), [(None, "no_finish_reason"), ("model_length", "unknown_finish_reason"),
+                                                (7, "no_finish_reason")], ids=["none", "unknown", "not a string"])
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+async def test_merged_choices_one_not_said_whole_run_nothing(server, second, reason, stream, anyio_backend):  # noqa: F811
+    """Choices merged into one answer: one of them without a finish reason, or
+    with one no endpoint maps, makes the whole answer not said whole."""
+    answer = completion(json.dumps({"answer": 1}), tool_calls=[tool_call("get_weather", {"city": "Oslo"}, "c1")])
+    if stream:
+        chunks = chunked(answer)
+        head = {k: chunks[0][k] for k in ("id", "object", "created", "model")}
+        chunks[-1:-1] = [{**head, "choices": [{"index": 1, "delta": {"role": "assistant"}, "finish_reason": second}]}]
+        server.push(Reply(stream=chunks))
+    else:
+        second_choice = {"index": 1, "message": {"role": "assistant", "content": None}, "finish_reason": second}
+        answer["choices"].append(second_choice)
+        server.push(answer)
+    result, box = await _operate(make_model(server, stream=stream))
+    assert isinstance(result, RawOutput) and result.reason == reason and box.calls == {}, result
+
+
+@pytest.mark.parametrize("echo", ["whole", "part"])
+async def test_a_finish_reason_echoing_the_key_shows_none_of_it(server, echo, anyio_backend):  # noqa: F811
+    from lionops._secrets import PARTIAL_ECHO
+    from tests.openai_server import API_KEY
+
+    answer = completion("text")
+    answer["choices"][0]["finish_reason"] = API_KEY if echo == "whole" else "bad_" + API_KEY[2:14]
+    server.push(answer)
+    model = make_model(server)
+    try:
+        branch = Branch(chat_model=model)
+        result = await branch.operate(instruction="x", response_format=Answer)
+    finally:
+        await model.aclose()
+    assert isinstance(result, RawOutput) and result.reason == "unknown_finish_reason"
+    shown = " ".join([result.detail, repr(result), branch.traces[-1].to_json()])
+    runs = [API_KEY[i:i + PARTIAL_ECHO] for i in range(len(API_KEY) - PARTIAL_ECHO + 1)]
+    assert not [run for run in runs if run in shown], shown[:400]
+
+
+@pytest.mark.parametrize("protocol", ["anthropic", "google", "openai_responses"])
+async def test_a_native_finish_reason_echoing_the_key_shows_none_of_it(protocol, anyio_backend):
+    from lionops._secrets import PARTIAL_ECHO
+    from tests.native_recordings import SECRET_KEY
+
+    finish = "bad_" + SECRET_KEY[3:20]
+    with ScriptPeer(NativeReply(200, json.dumps(_body(protocol, finish)).encode())) as peer:
+        model = iModel(**endpoint_options(protocol, peer, max_retries=0))
+        branch = Branch(chat_model=model)
+        try:
+            result = await branch.operate(instruction="x", response_format=Answer)
+        except Exception as exc:  # a status no answer has: the error must not carry it either
+            result = exc
+        finally:
+            await model.aclose()
+    shown = " ".join([repr(result), str(getattr(result, "detail", result)), branch.traces[-1].to_json(),
+                      repr([(m.content, m.metadata) for m in branch.messages])])
+    runs = [SECRET_KEY[i:i + PARTIAL_ECHO] for i in range(len(SECRET_KEY) - PARTIAL_ECHO + 1)]
+    assert not [run for run in runs if run in shown], shown[:300]
+
+
+async def test_the_run_loop_stops_at_an_answer_not_said_whole_and_records_why(server, anyio_backend):  # noqa: F811
+    answer = completion(json.dumps({"answer": 1}), tool_calls=[tool_call("get_weather", {"city": "Oslo"}, "c1")])
+    answer["choices"][0]["finish_reason"] = "model_length"
+    server.push(answer)
+    model, box = make_model(server), ToolBox()
+    try:
+        branch = Branch(chat_model=model, tools=box.tools())
+        result = await branch.run("weather?", response_format=Answer)
+    finally:
+        await model.aclose()
+    assert isinstance(result, RawOutput) and result.reason == "unknown_finish_reason" and box.calls == {}
+    assert len(server.requests) == 1
+    assert '"unknown_finish_reason"' in branch.traces[-1].to_json()

@@ -18,7 +18,8 @@ ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
 
 
 def runs_left(text: str, secret: str) -> list[str]:
-    """The runs of ``PARTIAL_ECHO`` characters of ``secret`` still in ``text``."""
+    """The runs of ``PARTIAL_ECHO`` characters of ``secret`` still in ``text``, in any case."""
+    secret, text = secret.lower(), text.lower()
     return [secret[i:i + PARTIAL_ECHO] for i in range(len(secret) - PARTIAL_ECHO + 1)
             if secret[i:i + PARTIAL_ECHO] in text]
 
@@ -72,3 +73,16 @@ def test_text_without_a_run_of_eight_is_unchanged(secret: str, text: str) -> Non
 def test_a_secret_that_reads_as_a_path_or_a_phrase_is_masked_whole_only(secret: str) -> None:
     text = f"see /home/runner/.config/other and horse battery and {secret}"
     assert replace_secrets(text, [secret]) == text.replace(secret, MARK)
+
+
+@pytest.mark.parametrize("echo", [
+    "Incorrect API key provided: SK-TEST-SENTINEL-123.",
+    "key sk-test-sentinel-123 refused",
+    "bad key Sk-Test-Sentinel",
+    "İİ then sk-test-sentinel-1",
+], ids=["upper-cased", "lower-cased", "title-cased", "after a letter whose lower case is longer"])
+def test_an_echo_in_another_case_leaves_no_run_of_eight(echo: str) -> None:
+    for shown in (replace_secrets(echo, [KEY]), Redactor(secrets=(KEY,), env=False, defaults=False).text(echo),
+                  mask_partial_echoes(echo, [KEY])):
+        assert not runs_left(shown, KEY), shown
+        assert MARK in shown

@@ -21,7 +21,7 @@ from ...errors import EndpointProviderError, EndpointResponseError, JSONLimitErr
 from ...usage import Usage
 from .config import BODY_PREVIEW
 
-__all__ = ["ChatCompletion", "Answers", "WHOLE_FINISH_REASONS"]
+__all__ = ["ChatCompletion", "Answers", "WHOLE_FINISH_REASONS", "plain_reason"]
 
 #: The finish reasons of a whole answer: OpenAI's own, and the synonyms
 #: OpenAI-compatible hosts send for a natural end (``eos``, ``eos_token``,
@@ -32,6 +32,12 @@ WHOLE_FINISH_REASONS = frozenset({"stop", "tool_calls", "function_call", "eos", 
                                   "end_turn"})
 #: finish reasons kept as they are (every other is the provider's own text, scrubbed when kept)
 _KNOWN_REASONS = WHOLE_FINISH_REASONS | {"length", "content_filter", "error"}
+
+
+def plain_reason(reason: str) -> bool:
+    """Whether a finish or stop reason may be kept without a scrub: a known
+    one, or a plain word of at most 40 letters and underscores (a key has digits)."""
+    return reason in _KNOWN_REASONS or (len(reason) <= 40 and reason.replace("_", "").isalpha())
 
 @dataclass(frozen=True, slots=True)
 class ChatCompletion:
@@ -113,9 +119,7 @@ class Answers:
         (``max_tokens``, ``FINISH_REASON_UNSPECIFIED``), as it is; any other
         is the provider's own text: at most :data:`BODY_PREVIEW` characters
         of it, its secrets removed first."""
-        if reason is None or reason in _KNOWN_REASONS or (len(reason) <= 40 and reason.replace("_", "").isalpha()):
-            return reason
-        return self.preview(reason)
+        return reason if reason is None or plain_reason(reason) else self.preview(reason)
 
     def scrubbed(self, value: Any) -> Any:
         """A provider-supplied value with the endpoint's secrets removed: text
@@ -322,15 +326,20 @@ def reasoning_of(message: dict[str, Any]) -> list[str]:
     return out
 
 
-FINISH_RANK = {"length": 0, "content_filter": 1, "tool_calls": 2, "function_call": 2, "stop": 3}
+FINISH_RANK = {"length": 0, "content_filter": 1, "tool_calls": 3, "function_call": 3, "stop": 4}
+#: The rank of any other reason (a synonym of a whole end, or a host's own cut):
+#: before tool calls and stop, so the endpoint's ``whole_finish_reasons`` judge it.
+_OTHER_RANK = 2
 
 
 def merged_finish(reasons: list[Any]) -> str | None:
-    """One finish reason for merged choices: a cut-off or filter wins, then tool calls."""
-    real = [r for r in reasons if isinstance(r, str) and r]
-    if not real:
+    """One finish reason for merged choices: ``None`` when any of them has
+    none (an answer said whole in part is not said whole); else a cut-off or
+    filter wins, then any other reason, then tool calls, then stop."""
+    said = [r for r in reasons if isinstance(r, str) and r]
+    if not said or len(said) < len(reasons):
         return None
-    return min(real, key=lambda r: FINISH_RANK.get(r, 4))
+    return min(said, key=lambda r: FINISH_RANK.get(r, _OTHER_RANK))
 
 
 def dumps_preview(data: Any) -> str:
