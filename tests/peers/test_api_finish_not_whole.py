@@ -244,3 +244,21 @@ async def test_the_run_loop_stops_at_an_answer_not_said_whole_and_records_why(se
     assert isinstance(result, RawOutput) and result.reason == "unknown_finish_reason" and box.calls == {}
     assert len(server.requests) == 1
     assert '"unknown_finish_reason"' in branch.traces[-1].to_json()
+
+
+@pytest.mark.parametrize("served", ["gpt-4o-mini-2024-07-18", "proxy/sk-test-MODEL-0123456789abcdef"],
+                         ids=["a dated name of the model asked for", "a name echoing the key"])
+async def test_the_servers_model_name_is_kept_without_the_key(server, served, anyio_backend):  # noqa: F811
+    key = "sk-test-MODEL-0123456789abcdef"
+    answer = completion(json.dumps({"answer": 1}))
+    answer["model"] = served
+    server.push(answer)
+    model = make_model(server, api_key=key)
+    try:
+        branch = Branch(chat_model=model)
+        await branch.operate(instruction="x", response_format=Answer)
+    finally:
+        await model.aclose()
+    kept = branch.traces[-1].to_json() + json.dumps(branch.messages.to_list(), default=str)
+    assert "MODEL-01" not in kept
+    assert (served in kept) == (key not in served)
