@@ -64,15 +64,7 @@ async def test_content_that_is_no_text_is_a_typed_error(server, case, stream, an
     [{"type": "text"}, {"type": "text", "text": '{"answer": 2}'}],
 ], ids=["an image part", "a text part with no text"])
 async def test_parts_of_other_types_are_left_to_their_readers(server, content, anyio_backend):  # noqa: F811
-    body = completion("x")
-    body["choices"][0]["message"]["content"] = content
-    server.push(body)
-    model = make_model(server)
-    try:
-        result = await Branch(chat_model=model).operate(instruction="x", response_format=Answer)
-    finally:
-        await model.aclose()
-    assert result.answer == 2
+    assert (await _plain_answer(server, "content", content)).answer == 2
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
@@ -99,12 +91,16 @@ async def test_a_refusal_that_is_no_text_is_still_a_refusal(server, refusal, str
 
 @pytest.mark.parametrize("refusal", ["", None, False, {}], ids=["empty", "null", "false", "an empty object"])
 async def test_an_unset_refusal_is_none(server, refusal, anyio_backend):  # noqa: F811
-    body = completion(json.dumps({"answer": 4}))
-    body["choices"][0]["message"]["refusal"] = refusal
+    assert (await _plain_answer(server, "refusal", refusal, '{"answer": 4}')).answer == 4
+
+
+async def _plain_answer(server: Any, field: str, value: Any, text: str = "x") -> Any:
+    """What ``operate`` returns for one plain answer whose message ``field`` is ``value``."""
+    body = completion(text)
+    body["choices"][0]["message"][field] = value
     server.push(body)
     model = make_model(server)
     try:
-        result = await Branch(chat_model=model).operate(instruction="x", response_format=Answer)
+        return await Branch(chat_model=model).operate(instruction="x", response_format=Answer)
     finally:
         await model.aclose()
-    assert result.answer == 4
