@@ -176,9 +176,6 @@ class NativeAnswers:
         if not isinstance(data, dict):
             raise self.base.response_error("an answer that is not a JSON object", 200, str(data)[:BODY_PREVIEW])
         fields = self.normalize(data, self)
-        for key in ("finish_reason", "stop_reason"):  # a provider's own reason, kept scrubbed when not known
-            if isinstance(fields.get(key), str):
-                fields[key] = self.base.reason_shown(fields[key])
         return NativeCompletion(latency_s=latency, attempts=attempts, retries=list(retries), raw=data, **fields)
 
 

@@ -30,7 +30,7 @@ __all__ = ["ChatCompletion", "Answers", "WHOLE_FINISH_REASONS", "plain_reason"]
 #: and refusals). An endpoint's ``whole_finish_reasons`` may widen it.
 WHOLE_FINISH_REASONS = frozenset({"stop", "tool_calls", "function_call", "eos", "eos_token", "stop_sequence",
                                   "end_turn"})
-#: finish reasons kept as they are (every other is the provider's own text, scrubbed when kept)
+#: finish reasons kept as they are (any other is the provider's own text, scrubbed where it is kept)
 _KNOWN_REASONS = WHOLE_FINISH_REASONS | {"length", "content_filter", "error"}
 
 
@@ -113,14 +113,6 @@ class Answers:
             provider_message=message[:BODY_PREVIEW], code=code, provider=self.provider, url=self.url,
         )
 
-    def reason_shown(self, reason: str | None) -> str | None:
-        """A finish or stop reason as kept (trace, messages, spans): a known
-        one, or a plain word of at most 40 letters and underscores
-        (``max_tokens``, ``FINISH_REASON_UNSPECIFIED``), as it is; any other
-        is the provider's own text: at most :data:`BODY_PREVIEW` characters
-        of it, its secrets removed first."""
-        return reason if reason is None or plain_reason(reason) else self.preview(reason)
-
     def scrubbed(self, value: Any) -> Any:
         """A provider-supplied value with the endpoint's secrets removed: text
         scrubbed, numbers and flags kept, anything else as its scrubbed JSON text."""
@@ -187,7 +179,7 @@ class Answers:
             text="\n".join(texts) if texts else read[0],
             refusal="\n".join(refusals) or None,
             tool_calls=_merged_calls(picked, bad),
-            finish_reason=self.reason_shown(merged_finish([c.get("finish_reason") for _, c, _ in picked])),
+            finish_reason=merged_finish([c.get("finish_reason") for _, c, _ in picked]),
             usage={k: v for k, v in usage.items() if isinstance(v, int)} if isinstance(usage, dict) else {},
             model=data.get("model") if isinstance(data.get("model"), str) else None,
             latency_s=latency,
